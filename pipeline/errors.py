@@ -1,0 +1,60 @@
+"""Named exceptions of the library.
+
+The CLI turns every ``CtxlakeError`` into a ``click.ClickException`` in one place
+(``pipeline.cli``), printing the message, the file/line when known, and a hint.
+"""
+
+from __future__ import annotations
+
+
+class CtxlakeError(Exception):
+    """Base class: a problem the user can act on (never a bug)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.line = line
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path:
+            where = f"{self.path}:{self.line}: " if self.line else f"{self.path}: "
+        text = f"{where}{self.message}"
+        if self.hint:
+            text += f"\nhint: {self.hint}"
+        return text
+
+
+class UsageError(CtxlakeError):
+    """Bad arguments or configuration (exit code 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """The policy config file has an unknown key, a wrong type or an invalid regex."""
+
+
+class LakeLockedError(CtxlakeError):
+    """Another run holds the lake's lock."""
+
+
+class LakeNotFoundError(CtxlakeError):
+    """The lake directory has no tables yet."""
+
+
+class RecordError(CtxlakeError):
+    """One source line/object cannot be read; it goes to the quarantine with this reason."""
+
+
+class StoreError(CtxlakeError):
+    """The payload store refused a write (symlink, different bytes, I/O error)."""
+
+
+class VerifyError(CtxlakeError):
+    """``verify`` found problems."""

@@ -1,0 +1,35 @@
+"""Transcript formats: one reader module per format, chosen per file by auto-detection."""
+
+from __future__ import annotations
+
+from pipeline.errors import UsageError
+from pipeline.formats.base import Reader
+from pipeline.formats.claude_code import ClaudeCodeReader
+
+READERS: dict[str, type[Reader]] = {
+    cls.name: cls
+    for cls in (
+        ClaudeCodeReader,
+    )
+}
+
+# Files worth sniffing at all; anything else under an archive root is ignored (and counted).
+CANDIDATE_SUFFIXES = (".jsonl", ".json", ".traj")
+
+
+def reader_class(name: str) -> type[Reader]:
+    try:
+        return READERS[name]
+    except KeyError:
+        raise UsageError(f"unknown format '{name}'",
+                         hint="choose one of: " + ", ".join(sorted(READERS))) from None
+
+
+def detect(path: str, head: bytes) -> str | None:
+    """The best-scoring format for a file, or None when no reader recognises it."""
+    best, best_score = None, 0
+    for name, cls in READERS.items():
+        score = cls.sniff(path, head)
+        if score > best_score:
+            best, best_score = name, score
+    return best

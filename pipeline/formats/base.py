@@ -1,0 +1,269 @@
+"""The reader contract shared by every transcript format.
+
+A reader turns parsed JSON into rows of the staged tables (``pipeline.schema.STAGED``)
+through an :class:`Emitter`. The ingest engine owns bytes, lines, JSON parsing, provenance
+and the quarantine; a reader only interprets objects:
+
+- ``layout = "jsonl"``: the engine calls ``begin(ctx, state)``, then ``line(obj, out)`` for
+  every parsed line (in order), then ``finish(out) -> state``. ``state`` is a small JSON-able
+  dict kept in ``sources.reader_state`` so that an append-only file can be continued from its
+  watermark (e.g. Codex's session id and last ``total_token_usage``). ``append_safe = False``
+  (Gemini JSONL with ``$set``/``$rewindTo``) makes any change re-read the whole file.
+- ``layout = "document"``: the engine parses the whole file once and calls
+  ``document(obj, out)``; rows carry ``line_no = 1`` and a ``json_path``.
+
+A reader raises :class:`RecordError` with a sentence a person understands when an object
+does not have the shape its format requires; the engine rolls back that line's rows and
+quarantines it. Readers never do I/O and keep every field they do not understand in
+``records.raw``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, ClassVar
+
+import orjson
+
+from pipeline.errors import RecordError
+from pipeline.schema import STAGED
+
+__all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "dumps",
+           "content_text", "SEQ_STRIDE"]
+
+# seq = line_no * SEQ_STRIDE + block_no: order within a session that survives appends.
+SEQ_STRIDE = 10_000
+
+
+@dataclass
+class SourceContext:
+    """What a reader may know about the file it reads (no I/O through it)."""
+
+    path: str
+    source_id: str
+    generation: int
+    root: str = ""
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.path).name
+
+    @property
+    def stem(self) -> str:
+        name = self.name
+        for suffix in (".traj.json", ".jsonl", ".json", ".traj"):
+            if name.endswith(suffix):
+                return name[: -len(suffix)]
+        return name
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return PurePosixPath(self.path).parts
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON with non-ASCII kept (how Claude Code writes)."""
+    return orjson.dumps(value).decode("utf-8")
+
+
+def content_text(content: Any) -> str:
+    """Text of a message/tool-result content: a string, a ``{text}`` object or a block list.
+
+    Text blocks are joined with newlines; non-text blocks (images, documents) are represented
+    by a short ``[image]``-style token so they are counted but not inlined.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        if isinstance(content.get("text"), str):
+            return content["text"]
+        return dumps(content)
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                if isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+                elif block.get("type"):
+                    parts.append(f"[{block['type']}]")
+                else:
+                    parts.append(dumps(block))
+            else:
+                parts.append(dumps(block))
+        return "\n".join(parts)
+    return dumps(content)
+
+
+def content_shape(content: Any) -> str:
+    if isinstance(content, str):
+        return "string"
+    if isinstance(content, dict) and "text" in content:
+        return "text_object"
+    if isinstance(content, list):
+        return "blocks"
+    return "json"
+
+
+_FAMILY = {
+    # Claude Code
+    "Read": "read", "NotebookRead": "read", "Write": "write", "Edit": "edit", "MultiEdit": "edit",
+    "NotebookEdit": "edit", "Bash": "shell", "BashOutput": "shell", "KillShell": "shell",
+    "Grep": "search", "Glob": "glob", "LS": "glob", "WebFetch": "web", "WebSearch": "web",
+    "TodoWrite": "todo", "TodoRead": "todo", "TaskCreate": "todo", "TaskUpdate": "todo",
+    "Task": "task", "Agent": "task", "ExitPlanMode": "other",
+    # Gemini CLI / Qwen Code
+    "read_file": "read", "read_many_files": "read", "write_file": "write", "replace": "edit",
+    "edit": "edit", "run_shell_command": "shell", "grep_search": "search",
+    "search_file_content": "search", "grep": "search", "glob": "glob", "list_directory": "glob",
+    "ls": "glob", "web_fetch": "web", "google_web_search": "web", "web_search": "web",
+    "write_todos": "todo", "todo_write": "todo", "save_memory": "memory", "task": "task",
+    # Codex CLI
+    "shell": "shell", "shell_command": "shell", "exec_command": "shell", "local_shell": "shell",
+    "apply_patch": "edit", "update_plan": "todo", "view_image": "read",
+    # SWE-agent / mini-SWE-agent
+    "bash": "shell", "str_replace_editor": "edit", "submit": "other", "open": "read",
+    "goto": "read", "scroll_up": "read", "scroll_down": "read", "create": "write",
+    "search_dir": "search", "search_file": "search", "find_file": "glob",
+}
+
+
+def tool_family(name: str | None, input_obj: Any = None) -> str:
+    """Family of a tool across formats: read/write/edit/shell/search/glob/web/todo/task/memory/other.
+
+    SWE-agent's ``str_replace_editor`` is a read when its command is ``view``.
+    """
+    if not name:
+        return "other"
+    if name == "str_replace_editor" and isinstance(input_obj, dict):
+        command = input_obj.get("command")
+        if command == "view":
+            return "read"
+        if command == "create":
+            return "write"
+        return "edit"
+    family = _FAMILY.get(name)
+    if family:
+        return family
+    if name.startswith("mcp_") or name.startswith("mcp__"):
+        return "other"
+    return "other"
+
+
+class Emitter:
+    """Collects one file's staged rows, filling provenance; a line's rows can be rolled back."""
+
+    def __init__(self, ctx: SourceContext):
+        self.ctx = ctx
+        self.rows: dict[str, list[dict]] = {name: [] for name in STAGED}
+        self.line_no = 1
+        self.byte_offset = 0
+        self.byte_len = 0
+        self._block = 0
+        self._marks: dict[str, int] = {}
+
+    # -- engine side -------------------------------------------------------------------
+    def start_line(self, line_no: int, byte_offset: int, byte_len: int) -> None:
+        self.line_no, self.byte_offset, self.byte_len = line_no, byte_offset, byte_len
+        self._block = 0
+        self._marks = {name: len(rows) for name, rows in self.rows.items()}
+
+    def rollback_line(self) -> None:
+        for name, mark in self._marks.items():
+            del self.rows[name][mark:]
+
+    def take(self) -> dict[str, list[dict]]:
+        rows, self.rows = self.rows, {name: [] for name in STAGED}
+        self._marks = {name: 0 for name in STAGED}
+        return rows
+
+    # -- reader side -------------------------------------------------------------------
+    def _prov(self, cols: dict) -> dict:
+        cols.setdefault("source_id", self.ctx.source_id)
+        cols.setdefault("generation", self.ctx.generation)
+        cols.setdefault("line_no", self.line_no)
+        cols.setdefault("byte_offset", self.byte_offset)
+        cols.setdefault("byte_len", self.byte_len)
+        return cols
+
+    def next_block(self) -> tuple[int, int]:
+        """(block_no, seq) for the next ordered row of the current line/document."""
+        block = self._block
+        self._block += 1
+        if block >= SEQ_STRIDE and self.ctx is not None and self.line_no != 1:
+            raise RecordError(f"more than {SEQ_STRIDE} content blocks in one line")
+        return block, self.line_no * SEQ_STRIDE + block
+
+    def message(self, **cols: Any) -> dict:
+        if "seq" not in cols:
+            cols["block_no"], cols["seq"] = self.next_block()
+        self.rows["messages"].append(self._prov(cols))
+        return cols
+
+    def tool_call(self, *, seq: int, block_no: int, **cols: Any) -> None:
+        cols["seq"], cols["block_no"] = seq, block_no
+        if "tool_family" not in cols:
+            cols["tool_family"] = tool_family(cols.get("tool_name"))
+        self.rows["tool_calls"].append(self._prov(cols))
+
+    def tool_result(self, *, seq: int, block_no: int, **cols: Any) -> None:
+        cols["seq"], cols["block_no"] = seq, block_no
+        self.rows["tool_results"].append(self._prov(cols))
+
+    def session(self, **cols: Any) -> None:
+        self.rows["session_info"].append(self._prov(cols))
+
+
+class Reader:
+    """Base class of a format reader; see the module docstring for the contract."""
+
+    name: ClassVar[str] = ""
+    layout: ClassVar[str] = "jsonl"          # jsonl | document
+    append_safe: ClassVar[bool] = True
+
+    @classmethod
+    def sniff(cls, path: str, head: bytes) -> int:
+        """Confidence 0..100 that ``path`` (first bytes ``head``) is in this format."""
+        return 0
+
+    def __init__(self, ctx: SourceContext):
+        self.ctx = ctx
+
+    # jsonl layout
+    def begin(self, state: dict) -> None:
+        pass
+
+    def line(self, obj: dict, out: Emitter) -> str:
+        """Emit rows for one parsed line; return its record type."""
+        raise NotImplementedError
+
+    def finish(self, out: Emitter) -> dict:
+        return {}
+
+    # document layout
+    def document(self, obj: Any, out: Emitter) -> str:
+        """Emit rows for a whole-JSON file; return its record type."""
+        raise NotImplementedError
+
+
+def first_json_values(head: bytes, limit: int = 3) -> list[Any]:
+    """Parse up to ``limit`` complete JSON lines from the head of a file (for sniffing)."""
+    values = []
+    text = head.lstrip(b"\xef\xbb\xbf")
+    for raw in text.split(b"\n")[:limit]:
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            values.append(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            break
+    return values
+
+
+COMMAND_WRAPPER = re.compile(r"^\s*<(command-name|command-message|command-args|local-command-stdout|local-command-stderr)>")

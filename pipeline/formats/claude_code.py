@@ -1,0 +1,193 @@
+"""Claude Code transcripts: ``~/.claude/projects/<encoded-cwd>/<sessionId>.jsonl``.
+
+Facts (FORMATS.md): one JSON object per line; ``type`` user/assistant/summary/system/
+file-history-snapshot/... (unknown types are kept as ``kind = other``); one assistant API
+response is written as several lines (one per content block) sharing ``message.id`` and
+``requestId`` with usage repeated and ``output_tokens`` final only on the last line: every row
+gets ``api_call_id = "<message.id>:<requestId>"`` and the ``messages`` view keeps usage once
+per call (largest ``output_tokens``). Lines lacking either id are never deduplicated.
+
+Sub-agents: records carrying ``agentId`` (``agent-*.jsonl`` beside the main file, or
+``<sessionId>/subagents/``) form their own session ``<sessionId>/agent-<agentId>`` whose
+``parent_session_id`` is ``sessionId``. Inline sidechains of 1.0.x (``isSidechain: true``
+without ``agentId``) stay in the main session with ``is_sidechain = true``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.formats.base import (
+    COMMAND_WRAPPER, Emitter, Reader, RecordError, content_shape, content_text, dumps,
+    first_json_values, tool_family,
+)
+
+KNOWN_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot",
+               "queue-operation", "attachment", "progress", "custom-title", "tag"}
+# Bookkeeping records: kept in ``records`` only (no message row).
+BOOKKEEPING = {"file-history-snapshot", "queue-operation", "progress", "attachment",
+               "custom-title", "tag"}
+BOUNDARY_SUBTYPES = {"compact_boundary", "microcompact_boundary"}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class ClaudeCodeReader(Reader):
+    name = "claude_code"
+    layout = "jsonl"
+    append_safe = True
+
+    @classmethod
+    def sniff(cls, path: str, head: bytes) -> int:
+        if not path.endswith(".jsonl"):
+            return 0
+        score = 20 if "/.claude/" in path else 0
+        for obj in first_json_values(head, 5):
+            if not isinstance(obj, dict):
+                continue
+            if "sessionId" in obj and obj.get("type") in KNOWN_TYPES:
+                return 95
+            if obj.get("type") in ("file-history-snapshot", "summary") and "payload" not in obj:
+                score = max(score, 80)
+        return score
+
+    def begin(self, state: dict) -> None:
+        self.session_id: str | None = state.get("session_id")
+        self.seen: set[str] = set(state.get("sessions", []))
+
+    def finish(self, out: Emitter) -> dict:
+        return {"session_id": self.session_id, "sessions": sorted(self.seen)}
+
+    # ------------------------------------------------------------------------------
+    def _session_of(self, obj: dict) -> tuple[str, str | None]:
+        base = obj.get("sessionId")
+        if isinstance(base, str) and base:
+            self.session_id = self.session_id or base
+        else:
+            base = self.session_id or self.ctx.stem
+        agent = obj.get("agentId")
+        if isinstance(agent, str) and agent:
+            return f"{base}/agent-{agent}", base
+        return base, None
+
+    def line(self, obj: dict, out: Emitter) -> str:
+        rtype = obj.get("type")
+        rtype = rtype if isinstance(rtype, str) else "unknown"
+        session_id, parent = self._session_of(obj)
+        if session_id not in self.seen and rtype in ("user", "assistant", "system", "summary"):
+            self.seen.add(session_id)
+            out.session(
+                session_id=session_id, format=self.name, project=obj.get("cwd"),
+                git_branch=obj.get("gitBranch") or None, parent_session_id=parent,
+                agent_id=obj.get("agentId"), cli_version=obj.get("version"),
+                timestamp_raw=obj.get("timestamp"),
+            )
+        common = dict(
+            session_id=session_id, uuid=obj.get("uuid"), parent_uuid=obj.get("parentUuid"),
+            timestamp_raw=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
+            is_sidechain=bool(obj.get("isSidechain")), is_meta=bool(obj.get("isMeta")),
+        )
+        if rtype in ("user", "assistant"):
+            self._message(obj, rtype, common, out)
+        elif rtype == "summary":
+            out.message(role="system", kind="summary", subtype="summary",
+                        text=obj.get("summary") if isinstance(obj.get("summary"), str) else "",
+                        **common)
+        elif rtype == "system":
+            subtype = obj.get("subtype") if isinstance(obj.get("subtype"), str) else None
+            meta = obj.get("compactMetadata") or obj.get("microcompactMetadata")
+            text = obj.get("content") if isinstance(obj.get("content"), str) else ""
+            if meta is not None and not text:
+                text = dumps(meta)
+            out.message(role="system", kind="boundary" if subtype in BOUNDARY_SUBTYPES else "meta",
+                        subtype=subtype, text=text, **common)
+        elif rtype in BOOKKEEPING:
+            pass
+        else:
+            out.message(role="system", kind="other", subtype=rtype, text="", **common)
+        return rtype
+
+    def _message(self, obj: dict, rtype: str, common: dict, out: Emitter) -> None:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            raise RecordError(f"a '{rtype}' record needs a 'message' object, found "
+                              f"{type(message).__name__}")
+        role = message.get("role") if message.get("role") in ("user", "assistant") else rtype
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise RecordError("message.content must be a string or a list of blocks, found "
+                              f"{type(content).__name__}")
+        usage_cols: dict[str, Any] = {}
+        if role == "assistant":
+            usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+            mid, rid = message.get("id"), obj.get("requestId")
+            common["model"] = message.get("model")
+            if mid and rid:
+                common["api_call_id"] = f"{mid}:{rid}"
+            if usage:
+                usage_cols = dict(
+                    input_tokens=_int(usage.get("input_tokens")),
+                    output_tokens=_int(usage.get("output_tokens")),
+                    cache_creation_tokens=_int(usage.get("cache_creation_input_tokens")),
+                    cache_read_tokens=_int(usage.get("cache_read_input_tokens")),
+                    usage_scope="call",
+                )
+        special = None
+        if obj.get("isCompactSummary"):
+            special = "summary"
+        elif common["is_meta"]:
+            special = "meta"
+        if isinstance(content, str) or content is None:
+            blocks = [{"type": "text", "text": content or ""}]
+        else:
+            blocks = content
+        if not blocks:
+            blocks = [{"type": "text", "text": ""}]
+        cwd = obj.get("cwd")
+        for index, block in enumerate(blocks):
+            if not isinstance(block, dict):
+                raise RecordError(f"content block {index} is a {type(block).__name__}, "
+                                  "expected an object")
+            row = dict(common)
+            if index == 0:
+                row.update(usage_cols)
+            btype = block.get("type")
+            if btype == "text":
+                text = block.get("text") if isinstance(block.get("text"), str) else ""
+                kind = special or "text"
+                is_prompt = False
+                if role == "user" and kind == "text":
+                    if COMMAND_WRAPPER.match(text):
+                        kind = "meta"
+                    else:
+                        is_prompt = bool(text.strip())
+                out.message(role=role, kind=kind, text=text, is_prompt=is_prompt, **row)
+            elif btype in ("thinking", "redacted_thinking"):
+                out.message(role=role, kind="thinking", subtype=btype,
+                            text=block.get("thinking") or "", **row)
+            elif btype == "tool_use":
+                call_id, name = block.get("id"), block.get("name")
+                input_obj = block.get("input")
+                input_json = dumps(input_obj) if input_obj is not None else "{}"
+                msg = out.message(role=role, kind="tool_use", text=input_json, call_id=call_id,
+                                  tool_name=name, **row)
+                out.tool_call(seq=msg["seq"], block_no=msg["block_no"], session_id=row["session_id"],
+                              call_id=call_id, tool_name=name,
+                              tool_family=tool_family(name, input_obj), input_json=input_json,
+                              cwd=cwd, timestamp_raw=row["timestamp_raw"])
+            elif btype == "tool_result":
+                payload = block.get("content")
+                text = content_text(payload)
+                call_id = block.get("tool_use_id")
+                msg = out.message(role="tool", kind="tool_result", text=text, call_id=call_id,
+                                  **row)
+                out.tool_result(seq=msg["seq"], block_no=msg["block_no"],
+                                session_id=row["session_id"], call_id=call_id,
+                                is_error=bool(block.get("is_error")),
+                                payload_shape=content_shape(payload), payload_text=text,
+                                timestamp_raw=row["timestamp_raw"])
+            else:
+                out.message(role=role, kind="other", subtype=str(btype), text=content_text([block]),
+                            **row)

@@ -1,0 +1,637 @@
+"""Ingest: archive files -> Parquet parts of the lake, streaming, parallel and incremental.
+
+Contract:
+- Memory is bounded by a batch (``batch_bytes`` of rows per worker), never by the archive.
+- Files are processed in parallel over all cores, grouped into chunks of ~``chunk_bytes``.
+- Incremental: a file whose (size, mtime) are unchanged is skipped without being read; a file
+  whose first ``watermark`` bytes still hash to ``watermark_sha256`` and that only grew is
+  read from its last complete line (append-safe formats); anything else is re-read whole
+  under a new ``generation`` (views keep only the current one).
+- A last line without a newline is a file still being written: held back for the next run.
+- Every line ends up exactly once in ``records`` or ``quarantine`` (or held back):
+  ``records + quarantined + held_back == lines``, per file and per run.
+- A bad line becomes a quarantine row (file, line, byte offset, a reason a person
+  understands); nothing here raises for bad data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+import orjson
+import pyarrow as pa
+
+from pipeline import sqlfiles
+from pipeline.errors import RecordError, UsageError
+from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
+from pipeline.formats.base import Emitter, SourceContext
+from pipeline.lake import Lake, new_connection, write_parquet_atomic
+from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+BOM = b"\xef\xbb\xbf"
+HASH_BLOCK = 8 * 1024 * 1024
+
+
+def standard_locations() -> list[Path]:
+    home = Path.home()
+    candidates = [home / ".claude" / "projects", home / ".gemini" / "tmp",
+                  home / ".codex" / "sessions"]
+    return [p for p in candidates if p.exists()]
+
+
+def source_id_for(path: str) -> str:
+    return hashlib.sha256(path.encode("utf-8")).hexdigest()[:16]
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+# ---------------------------------------------------------------------------------------
+# Discovery
+# ---------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class FileTask:
+    path: str
+    root: str
+    rel_path: str
+    format: str | None
+    size: int
+    mtime_ns: int
+    prev: dict | None = None
+    problem: str | None = None
+
+
+@dataclasses.dataclass
+class Discovery:
+    tasks: list[FileTask]
+    unrecognized: list[str]
+
+
+def _walk(root: Path) -> Iterable[tuple[Path, bool]]:
+    """(path, is_symlink) for every regular file or symlink below ``root`` (links not followed)."""
+    if root.is_file() or root.is_symlink() and not root.is_dir():
+        yield root, root.is_symlink()
+        return
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        base = Path(dirpath)
+        for name in sorted(filenames):
+            path = base / name
+            yield path, path.is_symlink()
+        for name in dirnames:
+            path = base / name
+            if path.is_symlink():
+                yield path, True
+
+
+def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
+    tasks: list[FileTask] = []
+    unrecognized: list[str] = []
+    seen: set[str] = set()
+    for root in paths:
+        if not root.exists() and not root.is_symlink():
+            raise UsageError(f"no such file or folder: {root}",
+                             hint="check the path, or run without PATH to read the standard locations")
+        root_abs = Path(os.path.abspath(root))
+        root_real = Path(os.path.realpath(root))
+        base_dir = root_abs if root_abs.is_dir() else root_abs.parent
+        for path, is_link in _walk(root_abs):
+            abspath = str(path)
+            if abspath in seen:
+                continue
+            seen.add(abspath)
+            rel = os.path.relpath(abspath, base_dir)
+            if is_link:
+                target = Path(os.path.realpath(path))
+                inside = target == root_real or root_real in target.parents
+                if not inside or target.is_dir():
+                    if not abspath.endswith(CANDIDATE_SUFFIXES) and not target.is_dir() and inside:
+                        continue
+                    st = path.lstat()
+                    why = ("symlink leads outside the archive root "
+                           f"(to {target}): not followed") if not inside else \
+                        "symlink to a folder inside the archive: not followed (its files are read where they are)"
+                    if inside:
+                        continue
+                    tasks.append(FileTask(abspath, str(root_abs), rel, None, st.st_size,
+                                          st.st_mtime_ns, known.get(abspath), problem=why))
+                    continue
+            if not abspath.endswith(CANDIDATE_SUFFIXES):
+                continue
+            try:
+                st = path.stat()
+            except OSError as exc:
+                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
+                                      problem=f"cannot stat file: {exc.strerror or exc}"))
+                continue
+            prev = known.get(abspath)
+            fmt = format
+            if fmt is None and prev is not None and prev.get("format") \
+                    and prev["size_bytes"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
+                fmt = prev["format"]
+            if fmt is None:
+                try:
+                    with open(path, "rb") as handle:
+                        head = handle.read(65536)
+                except OSError as exc:
+                    tasks.append(FileTask(abspath, str(root_abs), rel, None, st.st_size,
+                                          st.st_mtime_ns, prev,
+                                          problem=f"cannot read file: {exc.strerror or exc}"))
+                    continue
+                fmt = detect(abspath, head)
+                if fmt is None:
+                    if st.st_size == 0 and abspath.endswith(".jsonl"):
+                        fmt = "claude_code" if "/.claude/" in abspath else None
+                    if fmt is None:
+                        unrecognized.append(abspath)
+                        continue
+            tasks.append(FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev))
+    return Discovery(tasks, unrecognized)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading one file (in a worker process)
+# ---------------------------------------------------------------------------------------
+def explain_json_error(content: bytes, exc: Exception) -> str:
+    """A sentence a person understands for a line orjson refused."""
+    nul = content.find(b"\x00")
+    if nul >= 0:
+        return f"line contains NUL bytes (first at byte {nul}): binary data, not JSON"
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"invalid UTF-8 at byte {err.start} of the line"
+    message = str(exc)
+    if "recursion" in message.lower():
+        return "JSON nested too deeply (over 1024 levels): refused as a recursion bomb"
+    return f"invalid JSON: {message}"
+
+
+def excerpt(content: bytes, limit: int = 160) -> str:
+    text = content[:limit].decode("utf-8", errors="replace")
+    return text.replace("\x00", "\\x00") + ("…" if len(content) > limit else "")
+
+
+class PartWriter:
+    """Buffers staged rows of one worker and writes them as Parquet parts through DuckDB."""
+
+    def __init__(self, lake: Lake, run_id: str, chunk_no: int, batch_bytes: int):
+        self.lake = lake
+        self.run_id = run_id
+        self.chunk_no = chunk_no
+        self.batch_bytes = batch_bytes
+        self.pending: dict[str, list[dict]] = {t: [] for t in PART_TABLES}
+        self.pending_bytes = 0
+        self.part_no = 0
+        self.con = None
+
+    def add(self, rows: dict[str, list[dict]], nbytes: int) -> None:
+        for table, table_rows in rows.items():
+            if table_rows:
+                self.pending[table].extend(table_rows)
+        self.pending_bytes += nbytes
+        if self.pending_bytes >= self.batch_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if not any(self.pending.values()):
+            return
+        if self.con is None:
+            self.con = new_connection()
+            self.con.execute("SET threads = 1")
+        for table, rows in self.pending.items():
+            if not rows:
+                continue
+            schema = staged_schema(table)
+            batch = pa.Table.from_pylist(rows, schema=schema)
+            target = self.lake.table_dir(table) / f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}.parquet"
+            tmp = target.with_name("." + target.name + ".tmp")
+            self.con.register("staged_batch", batch)
+            select = sqlfiles.load(f"select_{table}_part")
+            self.con.execute(
+                f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} "
+                "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)")
+            self.con.unregister("staged_batch")
+            os.replace(tmp, target)
+        self.part_no += 1
+        self.pending = {t: [] for t in PART_TABLES}
+        self.pending_bytes = 0
+
+    def close(self) -> None:
+        self.flush()
+        if self.con is not None:
+            self.con.close()
+
+
+@dataclasses.dataclass
+class FileResult:
+    path: str
+    source: dict              # the new sources row
+    mode: str                 # new | appended | reingested | unchanged | problem
+    lines: int = 0
+    records: int = 0
+    quarantined: int = 0
+    held_back: int = 0
+    bytes_read: int = 0
+    problems: list[dict] = dataclasses.field(default_factory=list)
+
+
+def _problem(row: dict) -> dict:
+    return {k: row[k] for k in ("path", "line_no", "byte_offset", "severity", "reason")}
+
+
+def _quarantine_row(ctx: SourceContext, line_no: int, offset: int, length: int, reason: str,
+                    content: bytes = b"", severity: str = "error") -> dict:
+    return dict(source_id=ctx.source_id, generation=ctx.generation, path=ctx.path,
+                line_no=line_no, byte_offset=offset, byte_len=length, severity=severity,
+                reason=reason, excerpt=excerpt(content) if content else None,
+                detected_at=now_iso())
+
+
+def _hash_prefix(handle, length: int) -> tuple[str, "hashlib._Hash"]:
+    hasher = hashlib.sha256()
+    remaining = length
+    while remaining > 0:
+        block = handle.read(min(HASH_BLOCK, remaining))
+        if not block:
+            break
+        hasher.update(block)
+        remaining -= len(block)
+    return hasher.hexdigest(), hasher
+
+
+def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int) -> FileResult:
+    prev = task.prev or {}
+    source_id = prev.get("source_id") or source_id_for(task.path)
+    base = dict(source_id=source_id, path=task.path, root=task.root, rel_path=task.rel_path,
+                format=task.format, size_bytes=task.size,
+                mtime=datetime.fromtimestamp(task.mtime_ns / 1e9, timezone.utc),
+                mtime_ns=task.mtime_ns, run_id=run_id,
+                ingested_at=datetime.now(timezone.utc))
+    generation = (prev.get("generation") or 0) + 1
+    if task.problem:
+        ctx = SourceContext(task.path, source_id, generation, task.root)
+        rows = {t: [] for t in PART_TABLES}
+        rows["quarantine"].append(_quarantine_row(ctx, 0, 0, 0, task.problem))
+        writer.add(rows, 0)
+        source = dict(base, sha256=None, lines=0, records=0, quarantined=1, held_back=0,
+                      watermark=0, watermark_sha256=None, generation=generation,
+                      reader_state=None)
+        return FileResult(task.path, source, "problem", quarantined=1,
+                          problems=[_problem(rows["quarantine"][0])])
+
+    reader_cls = reader_class(task.format)
+    try:
+        handle = open(task.path, "rb")
+    except OSError as exc:
+        ctx = SourceContext(task.path, source_id, generation, task.root)
+        rows = {t: [] for t in PART_TABLES}
+        rows["quarantine"].append(_quarantine_row(
+            ctx, 0, 0, 0, f"cannot read file: {exc.strerror or exc}"))
+        writer.add(rows, 0)
+        source = dict(base, sha256=None, lines=0, records=0, quarantined=1, held_back=0,
+                      watermark=0, watermark_sha256=None, generation=generation, reader_state=None)
+        return FileResult(task.path, source, "problem", quarantined=1,
+                          problems=[_problem(rows["quarantine"][0])])
+
+    with handle:
+        st = os.fstat(handle.fileno())
+        base["size_bytes"], base["mtime_ns"] = st.st_size, st.st_mtime_ns
+        base["mtime"] = datetime.fromtimestamp(st.st_mtime_ns / 1e9, timezone.utc)
+        mode = "new" if not prev else "reingested"
+        start = 0
+        state: dict = {}
+        line_no = 0
+        counts = dict(records=0, quarantined=0)
+        hasher = hashlib.sha256()
+        same_format = prev.get("format") == task.format
+        if prev and same_format and reader_cls.layout == "jsonl" and reader_cls.append_safe \
+                and prev.get("watermark") is not None and st.st_size >= prev["watermark"] \
+                and prev.get("watermark_sha256"):
+            digest, hasher = _hash_prefix(handle, prev["watermark"])
+            if digest == prev["watermark_sha256"]:
+                generation = prev["generation"]
+                start = prev["watermark"]
+                line_no = prev["lines"]
+                counts = dict(records=prev["records"], quarantined=prev["quarantined"])
+                state = orjson.loads(prev["reader_state"]) if prev.get("reader_state") else {}
+                mode = "appended" if st.st_size > start else "unchanged"
+            else:
+                handle.seek(0)
+                hasher = hashlib.sha256()
+        elif prev and prev.get("sha256") and reader_cls.layout == "document" \
+                and st.st_size == prev["size_bytes"]:
+            digest, _ = _hash_prefix(handle, st.st_size)
+            handle.seek(0)
+            if digest == prev["sha256"]:
+                source = dict(prev, mtime=base["mtime"], mtime_ns=base["mtime_ns"])
+                return FileResult(task.path, source, "unchanged")
+        ctx = SourceContext(task.path, source_id, generation, task.root)
+        reader = reader_cls(ctx)
+        out = Emitter(ctx)
+        quarantine: list[dict] = []
+        problems: list[dict] = []
+        run_lines = run_records = run_quarantined = held_back = 0
+        bytes_read = 0
+
+        if reader_cls.layout == "document":
+            data = handle.read()
+            hasher.update(data)
+            bytes_read = len(data)
+            watermark = len(data)
+            content = data[len(BOM):] if data.startswith(BOM) else data
+            if content.strip():
+                run_lines = 1
+                line_no = 1
+                out.start_line(1, 0, len(data))
+                reason = None
+                try:
+                    obj = orjson.loads(content)
+                except orjson.JSONDecodeError as exc:
+                    reason = explain_json_error(content, exc)
+                else:
+                    try:
+                        rtype = reader.document(obj, out)
+                    except RecordError as exc:
+                        reason = exc.message
+                    except Exception as exc:  # a reader bug must not stop the run
+                        reason = f"reader failed: {type(exc).__name__}: {exc}"
+                if reason is None:
+                    out.rows["records"].append(dict(
+                        source_id=source_id, generation=generation, line_no=1, byte_offset=0,
+                        byte_len=len(data), json_path="", record_type=rtype,
+                        session_id=_first_session(out), raw=content.decode("utf-8")))
+                    run_records = 1
+                else:
+                    out.rollback_line()
+                    quarantine.append(_quarantine_row(ctx, 1, 0, len(data), reason, content))
+                    run_quarantined = 1
+            state = {}
+        else:
+            reader.begin(state)
+            offset = start
+            handle.seek(start)
+            pending_bytes = 0
+            while True:
+                raw = handle.readline()
+                if not raw:
+                    break
+                if not raw.endswith(b"\n"):
+                    held_back = 1
+                    hasher.update(raw)
+                    bytes_read += len(raw)
+                    break
+                hasher.update(raw)
+                line_len = len(raw)
+                bytes_read += line_len
+                line_no += 1
+                run_lines += 1
+                content = raw[:-1]
+                if content.endswith(b"\r"):
+                    content = content[:-1]
+                if offset == 0 and content.startswith(BOM):
+                    content = content[len(BOM):]
+                reason = None
+                severity = "error"
+                obj = None
+                if not content.strip():
+                    reason, severity = "blank line (nothing to read)", "notice"
+                elif len(content) > max_line_bytes:
+                    reason = (f"line is {len(content):,} bytes, over the {max_line_bytes:,}-byte "
+                              "limit (--max-line-bytes)")
+                else:
+                    try:
+                        obj = orjson.loads(content)
+                    except orjson.JSONDecodeError as exc:
+                        reason = explain_json_error(content, exc)
+                    else:
+                        if not isinstance(obj, dict):
+                            reason = (f"JSON value is {type(obj).__name__ if obj is not None else 'null'}"
+                                      ", expected an object")
+                if reason is None:
+                    out.start_line(line_no, offset, line_len)
+                    try:
+                        rtype = reader.line(obj, out)
+                    except RecordError as exc:
+                        reason = exc.message
+                    except Exception as exc:  # a reader bug must not stop the run
+                        reason = f"reader failed: {type(exc).__name__}: {exc}"
+                    if reason is not None:
+                        out.rollback_line()
+                    else:
+                        out.rows["records"].append(dict(
+                            source_id=source_id, generation=generation, line_no=line_no,
+                            byte_offset=offset, byte_len=line_len, json_path=None,
+                            record_type=rtype, session_id=_last_session(out, reader),
+                            raw=content.decode("utf-8")))
+                        run_records += 1
+                if reason is not None:
+                    quarantine.append(_quarantine_row(ctx, line_no, offset, line_len, reason,
+                                                      content, severity))
+                    run_quarantined += 1
+                offset += line_len
+                pending_bytes += line_len
+                if pending_bytes >= writer.batch_bytes and reader_cls.append_safe:
+                    rows = out.take()
+                    rows["quarantine"].extend(quarantine)
+                    problems.extend(_problem(q) for q in quarantine)
+                    quarantine = []
+                    writer.add(rows, pending_bytes)
+                    pending_bytes = 0
+            watermark = offset
+            try:
+                state = reader.finish(out)
+            except RecordError as exc:
+                quarantine.append(_quarantine_row(ctx, 0, 0, 0, exc.message))
+                run_quarantined += 1
+            # the rest of the file (held-back tail) still counts towards the whole-file hash
+            rest = handle.read()
+            hasher.update(rest)
+        rows = out.take()
+        rows["quarantine"].extend(quarantine)
+        problems.extend(_problem(q) for q in quarantine)
+        writer.add(rows, bytes_read)
+
+        whole = hasher.hexdigest()
+        # watermark hash: the prefix up to the last complete line
+        if reader_cls.layout == "jsonl" and watermark != st.st_size:
+            handle.seek(0)
+            wm_digest, _ = _hash_prefix(handle, watermark)
+        else:
+            wm_digest = whole
+        source = dict(base, sha256=whole, lines=line_no,
+                      records=counts["records"] + run_records,
+                      quarantined=counts["quarantined"] + run_quarantined,
+                      held_back=held_back, watermark=watermark, watermark_sha256=wm_digest,
+                      generation=generation, reader_state=orjson.dumps(state).decode())
+        return FileResult(task.path, source, mode, lines=run_lines + held_back,
+                          records=run_records, quarantined=run_quarantined,
+                          held_back=held_back, bytes_read=bytes_read, problems=problems)
+
+
+def _first_session(out: Emitter) -> str | None:
+    for table in ("session_info", "messages"):
+        if out.rows[table]:
+            return out.rows[table][0].get("session_id")
+    return None
+
+
+def _last_session(out: Emitter, reader) -> str | None:
+    messages = out.rows["messages"]
+    if messages and messages[-1].get("line_no") == out.line_no:
+        return messages[-1].get("session_id")
+    return getattr(reader, "session_id", None)
+
+
+def process_chunk(args: tuple) -> list[FileResult]:
+    lake_root, run_id, chunk_no, tasks, batch_bytes, max_line_bytes = args
+    writer = PartWriter(Lake(lake_root), run_id, chunk_no, batch_bytes)
+    results = [read_file(task, writer, run_id, max_line_bytes) for task in tasks]
+    writer.close()
+    return results
+
+
+# ---------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class IngestSummary:
+    run_id: str
+    lake: str
+    files: int = 0
+    files_new: int = 0
+    files_appended: int = 0
+    files_reingested: int = 0
+    files_unchanged: int = 0
+    files_problem: int = 0
+    files_unrecognized: int = 0
+    lines: int = 0
+    records: int = 0
+    quarantined: int = 0
+    quarantined_errors: int = 0
+    held_back: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    problems: list[dict] = dataclasses.field(default_factory=list)
+    unrecognized: list[str] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int) -> list[list[FileTask]]:
+    """Group tasks into chunks of roughly ``chunk_bytes`` (big files alone), balanced."""
+    ordered = sorted(tasks, key=lambda t: -t.size)
+    chunks: list[list[FileTask]] = []
+    current: list[FileTask] = []
+    size = 0
+    for task in ordered:
+        current.append(task)
+        size += task.size
+        if size >= chunk_bytes:
+            chunks.append(current)
+            current, size = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def make_run_id() -> str:
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond:06d}"
+
+
+def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | None = None,
+           workers: int | None = None, chunk_bytes: int = 32 * 1024 * 1024,
+           batch_bytes: int = 48 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+    """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``."""
+    started = time.perf_counter()
+    if format is not None and format not in READERS:
+        reader_class(format)  # raises a UsageError naming the choices
+    roots = [Path(p) for p in paths] if paths else standard_locations()
+    run_id = make_run_id()
+    summary = IngestSummary(run_id=run_id, lake=str(lake.root))
+    with lake.lock():
+        lake.init()
+        lake.gc_uncommitted()
+        previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
+        found = discover(roots, format=format, known=previous)
+        summary.unrecognized = found.unrecognized
+        summary.files_unrecognized = len(found.unrecognized)
+        todo: list[FileTask] = []
+        results: list[FileResult] = []
+        for task in found.tasks:
+            prev = task.prev
+            if prev and not task.problem and prev["size_bytes"] == task.size \
+                    and prev["mtime_ns"] == task.mtime_ns and prev.get("format") == task.format:
+                results.append(FileResult(task.path, prev, "unchanged"))
+            elif prev and task.problem and prev.get("format") is None \
+                    and prev["size_bytes"] == task.size and prev["mtime_ns"] == task.mtime_ns:
+                results.append(FileResult(task.path, prev, "unchanged"))
+            else:
+                todo.append(task)
+        total_bytes = sum(t.size for t in todo)
+        n_workers = workers or os.cpu_count() or 1
+        chunks = _chunks(todo, chunk_bytes, n_workers)
+        jobs = [(str(lake.root), run_id, i, chunk, batch_bytes, max_line_bytes)
+                for i, chunk in enumerate(chunks)]
+        done_bytes = 0
+        if progress:
+            progress(0, total_bytes)
+        if n_workers <= 1 or len(jobs) <= 1:
+            outputs = map(process_chunk, jobs)
+            pool = None
+        else:
+            pool = ProcessPoolExecutor(max_workers=min(n_workers, len(jobs)),
+                                       mp_context=multiprocessing.get_context("fork"))
+            outputs = pool.map(process_chunk, jobs)
+        try:
+            for chunk_results in outputs:
+                for res in chunk_results:
+                    results.append(res)
+                    done_bytes += res.source.get("size_bytes") or 0
+                if progress:
+                    progress(done_bytes, total_bytes)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        # commit: sources then runs (the run id listed in runs makes its parts visible for GC)
+        new_sources = dict(previous)
+        for res in results:
+            new_sources[res.path] = res.source
+            summary.files += 1
+            summary.lines += res.lines
+            summary.records += res.records
+            summary.quarantined += res.quarantined
+            summary.held_back += res.held_back
+            summary.bytes_read += res.bytes_read
+            summary.problems.extend(res.problems)
+            attr = {"new": "files_new", "appended": "files_appended",
+                    "reingested": "files_reingested", "unchanged": "files_unchanged",
+                    "problem": "files_problem"}[res.mode]
+            setattr(summary, attr, getattr(summary, attr) + 1)
+        rows = sorted(new_sources.values(), key=lambda r: r["path"])
+        runs = lake.read_runs().to_pylist()
+        finished = datetime.now(timezone.utc)
+        runs.append(dict(run_id=run_id, started_at=finished, finished_at=finished,
+                         files=summary.files, files_skipped=summary.files_unchanged,
+                         lines=summary.lines, records=summary.records,
+                         quarantined=summary.quarantined, held_back=summary.held_back))
+        write_parquet_atomic(pa.Table.from_pylist(runs, schema=RUNS), lake.runs_path)
+        write_parquet_atomic(pa.Table.from_pylist(rows, schema=SOURCES), lake.sources_path)
+        summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
+        summary.quarantined_errors = sum(1 for p in summary.problems if p["severity"] == "error")
+        lake.write_duckdb_file()
+    summary.seconds = round(time.perf_counter() - started, 3)
+    return summary

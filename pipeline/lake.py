@@ -1,0 +1,250 @@
+"""The lake: Parquet parts per table, a sources/runs commit point, DuckDB views from ``sql/``.
+
+Layout under the lake directory (``./data/lake`` or ``$CTXLAKE_HOME``)::
+
+    tables/<table>/<run_id>-<chunk>-<n>.parquet   rows written by ingest runs
+    tables/<table>/_empty.parquet                 zero-row file fixing the schema
+    sources.parquet                               one row per archive file (commit point)
+    runs.parquet                                  committed runs
+    ctxlake.duckdb                                the views, for external DuckDB clients
+    .lock                                         one run at a time
+
+A run writes its parts first and commits by atomically replacing ``sources.parquet`` and
+``runs.parquet``; parts of a run that never committed are deleted at the next run's start.
+Views keep, per source file, only the rows of its current ``generation``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline import sqlfiles
+from pipeline.errors import LakeLockedError, LakeNotFoundError
+from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
+
+MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
+          "create_macro_est_tokens"]
+# SQL views created after the core views and the derived tables, in this order (one sql/
+# file each). A stage that adds a view appends its file name here (one line).
+EXTRA_VIEWS: list[str] = [
+]
+
+
+def default_lake() -> Path:
+    return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def new_connection() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    for name in MACROS:
+        con.execute(sqlfiles.load(name))
+    return con
+
+
+class Lake:
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root is not None else default_lake()
+
+    # -- paths ------------------------------------------------------------------------
+    @property
+    def tables_dir(self) -> Path:
+        return self.root / "tables"
+
+    def table_dir(self, table: str) -> Path:
+        return self.tables_dir / table
+
+    @property
+    def sources_path(self) -> Path:
+        return self.root / "sources.parquet"
+
+    @property
+    def runs_path(self) -> Path:
+        return self.root / "runs.parquet"
+
+    @property
+    def store_dir(self) -> Path:
+        return self.root / "store"
+
+    @property
+    def summaries_dir(self) -> Path:
+        return self.root / "summaries"
+
+    @property
+    def derived_dir(self) -> Path:
+        return self.root / "derived"
+
+    def write_derived(self, name: str, key: str, table: pa.Table) -> Path:
+        """Atomically write ``derived/<name>/<key>.parquet``; the view ``name`` covers all keys.
+
+        Stages that compute tables after ingest (path classes, plans, evictions, calibration,
+        policy_eval) store them here; writing the same key again replaces it.
+        """
+        target = self.derived_dir / name / f"{key}.parquet"
+        write_parquet_atomic(table, target)
+        return target
+
+    def delete_derived(self, name: str, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.derived_dir / name / f"{key}.parquet").unlink()
+
+    def exists(self) -> bool:
+        return self.sources_path.exists()
+
+    # -- lifecycle --------------------------------------------------------------------
+    def init(self) -> None:
+        """Create the folders and zero-row schema files (idempotent)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        con = new_connection()
+        for table in PART_TABLES:
+            target = self.table_dir(table) / "_empty.parquet"
+            if target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            con.register("staged_batch", staged_schema(table).empty_table())
+            select = sqlfiles.load(f"select_{table}_part")
+            tmp = target.with_name("._empty.parquet.tmp")
+            con.execute(f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} (FORMAT parquet)")
+            con.unregister("staged_batch")
+            os.replace(tmp, target)
+        con.close()
+        if not self.sources_path.exists():
+            write_parquet_atomic(SOURCES.empty_table(), self.sources_path)
+        if not self.runs_path.exists():
+            write_parquet_atomic(RUNS.empty_table(), self.runs_path)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """One writing run at a time per lake; a second caller gets a clear error."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = open(self.root / ".lock", "a+")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip()
+                raise LakeLockedError(
+                    f"another ctxlake run is using this lake ({holder or 'pid unknown'})",
+                    path=str(self.root),
+                    hint="wait for it to finish; only one nightly run per lake at a time") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}")
+            handle.flush()
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+
+    # -- state ------------------------------------------------------------------------
+    def read_sources(self) -> pa.Table:
+        if not self.sources_path.exists():
+            return SOURCES.empty_table()
+        return pq.read_table(self.sources_path)
+
+    def read_runs(self) -> pa.Table:
+        if not self.runs_path.exists():
+            return RUNS.empty_table()
+        return pq.read_table(self.runs_path)
+
+    def committed_run_ids(self) -> set[str]:
+        return set(self.read_runs().column("run_id").to_pylist())
+
+    def gc_uncommitted(self) -> int:
+        """Delete parts left by runs that never committed (a killed run). Returns the count."""
+        committed = self.committed_run_ids()
+        removed = 0
+        if not self.tables_dir.exists():
+            return 0
+        for table_dir in self.tables_dir.iterdir():
+            for part in table_dir.iterdir():
+                name = part.name
+                if name == "_empty.parquet":
+                    continue
+                run_id = name.split("-", 1)[0].lstrip(".")
+                if name.startswith(".") or run_id not in committed:
+                    part.unlink()
+                    removed += 1
+        return removed
+
+    # -- querying ---------------------------------------------------------------------
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with the lake's views (created fresh, cheap)."""
+        if not self.exists():
+            raise LakeNotFoundError("no lake here yet", path=str(self.root),
+                                    hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+        con = new_connection()
+        self.create_views(con)
+        return con
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(sqlfiles.render("create_view_sources",
+                                    glob=sqlfiles.literal_path(self.sources_path)))
+        con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.literal_path(self.runs_path)))
+        for table in PART_TABLES:
+            name = "_messages_current" if table == "messages" else table
+            con.execute(sqlfiles.render(
+                "create_view_part_table", name=sqlfiles.ident(name),
+                glob=sqlfiles.literal_path(self.table_dir(table) / "*.parquet")))
+        con.execute(sqlfiles.load("create_view_messages"))
+        con.execute(sqlfiles.load("create_view_sessions"))
+        if self.derived_dir.exists():
+            for folder in sorted(self.derived_dir.iterdir()):
+                if folder.is_dir() and any(folder.glob("*.parquet")):
+                    con.execute(sqlfiles.render(
+                        "create_view_derived", name=sqlfiles.ident(folder.name),
+                        glob=sqlfiles.literal_path(folder / "*.parquet")))
+        for view in EXTRA_VIEWS:
+            con.execute(sqlfiles.load(view))
+
+    def write_duckdb_file(self) -> Path:
+        """Persist the views into ``ctxlake.duckdb`` for external DuckDB clients."""
+        target = self.root / "ctxlake.duckdb"
+        tmp = self.root / ".ctxlake.duckdb.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        con = duckdb.connect(str(tmp))
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            for name in MACROS:
+                con.execute(sqlfiles.load(name))
+            self.create_views(con)
+        finally:
+            con.close()
+        os.replace(tmp, target)
+        return target

@@ -1,0 +1,103 @@
+"""Rendering helpers for the CLI: JSON (deterministic), CSV, rich tables, progress bars."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Iterator
+
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def to_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, ISO times, 2-space indent)."""
+    return orjson.dumps(value, default=_default,
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                        | orjson.OPT_NON_STR_KEYS).decode("utf-8")
+
+
+def rows_to_dicts(columns: list[str], rows: list[tuple]) -> list[dict]:
+    return [dict(zip(columns, row)) for row in rows]
+
+
+def to_csv(columns: list[str], rows: list[tuple]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if v is None else (v.isoformat() if isinstance(v, (date, datetime)) else v)
+                         for v in row])
+    return buffer.getvalue()
+
+
+def console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def table(columns: list[str], rows: list[tuple], *, title: str | None = None,
+          max_width: int = 60) -> Table:
+    out = Table(title=title, show_lines=False)
+    for col in columns:
+        out.add_column(col, overflow="fold", max_width=max_width)
+    for row in rows:
+        out.add_row(*["" if v is None else _cell(v) for v in row])
+    return out
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="seconds")
+    return str(value)
+
+
+@contextlib.contextmanager
+def byte_progress(description: str) -> Iterator:
+    """A progress callback ``(done, total)`` drawing a bar on stderr, quiet when not a TTY."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        yield update
+
+
+@contextlib.contextmanager
+def step_progress(description: str) -> Iterator:
+    """A progress callback ``(done, total)`` counting items, quiet when not a TTY."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  "{task.completed}/{task.total}", TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        yield update

@@ -1,0 +1,9 @@
+-- Stored columns of a session_info part: staged rows plus the parsed first-seen time
+WITH staged AS (
+    SELECT * FROM staged_batch
+),
+final AS (
+    SELECT * EXCLUDE (timestamp_raw), try_cast(timestamp_raw AS TIMESTAMPTZ) AS first_seen_at
+    FROM staged
+)
+SELECT * FROM final

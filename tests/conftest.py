@@ -1,0 +1,60 @@
+"""Shared fixtures: the real samples in ../shared/data/real and small lakes in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest import ingest
+from pipeline.lake import Lake
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _real_dir() -> Path:
+    env = os.environ.get("CTXLAKE_REAL_DATA")
+    candidates = [Path(env)] if env else []
+    candidates += [REPO.parent / "shared" / "data" / "real", REPO / ".." / "shared" / "data" / "real"]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate.resolve()
+    raise RuntimeError("the real samples (../shared/data/real) are missing; set CTXLAKE_REAL_DATA")
+
+
+REAL = _real_dir()
+
+
+@pytest.fixture
+def real_dir() -> Path:
+    return REAL
+
+
+def copy_real(tmp_path: Path, *relative: str) -> Path:
+    """Copy some real samples into ``tmp_path/archive`` (so tests may modify them)."""
+    archive = tmp_path / "archive"
+    for rel in relative:
+        target = archive / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REAL / rel, target)
+    return archive
+
+
+def ingest_paths(tmp_path: Path, *paths: Path, **options) -> tuple[Lake, object]:
+    lake = Lake(tmp_path / "lake")
+    summary = ingest([Path(p) for p in paths], lake=lake, workers=1, **options)
+    return lake, summary
+
+
+def rows(lake: Lake, query: str, params: list | None = None) -> list[tuple]:
+    con = lake.connect()
+    try:
+        return con.execute(query, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def scalar(lake: Lake, query: str, params: list | None = None):
+    return rows(lake, query, params)[0][0]
