@@ -172,7 +172,7 @@ def explain_json_error(content: bytes, exc: Exception) -> str:
     except UnicodeDecodeError as err:
         return f"invalid UTF-8 at byte {err.start} of the line"
     message = str(exc)
-    if "recursion" in message.lower():
+    if "recursion" in message.lower() or "depth limit" in message.lower():
         return "JSON nested too deeply (over 1024 levels): refused as a recursion bomb"
     return f"invalid JSON: {message}"
 

@@ -1,0 +1,124 @@
+"""Claude Code reader on the real samples: exact counts worked out from the raw JSON."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from tests.conftest import REAL, ingest_paths, rows, scalar
+
+CLAUDE = REAL / "claude_code"
+
+
+def _lines(name: str) -> list[dict]:
+    return [json.loads(line) for line in (CLAUDE / name).read_text(encoding="utf-8").splitlines()]
+
+
+def _expected_usage(objs: list[dict]) -> dict[str, int]:
+    """Usage once per (message.id, requestId), keeping the largest output_tokens (FORMATS.md)."""
+    calls: dict[tuple, dict] = {}
+    totals = defaultdict(int)
+    for obj in objs:
+        message = obj.get("message") or {}
+        usage = message.get("usage")
+        if obj.get("type") != "assistant" or not usage:
+            continue
+        key = (message.get("id"), obj.get("requestId"))
+        if None in key:
+            calls[("line", id(obj))] = usage
+        elif key not in calls or usage["output_tokens"] > calls[key]["output_tokens"]:
+            calls[key] = usage
+    for usage in calls.values():
+        totals["input"] += usage.get("input_tokens", 0)
+        totals["output"] += usage.get("output_tokens", 0)
+        totals["cache_write"] += usage.get("cache_creation_input_tokens", 0)
+        totals["cache_read"] += usage.get("cache_read_input_tokens", 0)
+    totals["calls"] = len(calls)
+    return dict(totals)
+
+
+def _expected_blocks(objs: list[dict]) -> dict[str, int]:
+    counts = defaultdict(int)
+    for obj in objs:
+        content = (obj.get("message") or {}).get("content")
+        if obj.get("type") not in ("user", "assistant"):
+            continue
+        blocks = [{"type": "text"}] if isinstance(content, str) else content
+        for block in blocks:
+            counts[block["type"]] += 1
+            if block["type"] == "tool_result" and block.get("is_error"):
+                counts["errors"] += 1
+    return dict(counts)
+
+
+def test_every_real_claude_file_ingests_with_nothing_quarantined(tmp_path):
+    lake, summary = ingest_paths(tmp_path, CLAUDE)
+    expected_lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in CLAUDE.glob("*.jsonl"))
+    assert (summary.files, summary.lines, summary.records, summary.quarantined, summary.held_back) == \
+        (4, expected_lines, expected_lines, 0, 0)
+    assert scalar(lake, "SELECT count(*) FROM records") == expected_lines
+
+
+def test_split_assistant_lines_are_counted_once_with_their_final_output_tokens(tmp_path):
+    lake, _ = ingest_paths(tmp_path, CLAUDE / "claude_session.jsonl")
+    objs = _lines("claude_session.jsonl")
+    expected = _expected_usage(objs)
+    got = rows(lake, "SELECT sum(input_tokens), sum(output_tokens), sum(cache_creation_tokens), "
+                     "sum(cache_read_tokens), count(input_tokens) FROM messages")[0]
+    assert got == (expected["input"], expected["output"], expected["cache_write"],
+                   expected["cache_read"], expected["calls"])
+    # the sample really has split lines: fewer API calls than assistant lines
+    assert expected["calls"] < sum(1 for o in objs if o["type"] == "assistant")
+
+
+def test_messages_tool_calls_and_results_match_the_content_blocks(tmp_path):
+    for name in ("claude_session.jsonl", "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+                 "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"):
+        lake, _ = ingest_paths(tmp_path / name, CLAUDE / name)
+        blocks = _expected_blocks(_lines(name))
+        assert scalar(lake, "SELECT count(*) FROM tool_calls") == blocks.get("tool_use", 0), name
+        assert scalar(lake, "SELECT count(*) FROM tool_results") == blocks.get("tool_result", 0), name
+        assert scalar(lake, "SELECT count(*) FILTER (WHERE is_error) FROM tool_results") == \
+            blocks.get("errors", 0), name
+        assert scalar(lake, "SELECT count(*) FROM messages WHERE kind = 'thinking'") == \
+            blocks.get("thinking", 0), name
+        paired = scalar(lake, "SELECT count(*) FROM tool_results r SEMI JOIN tool_calls c "
+                              "ON r.session_id = c.session_id AND r.call_id = c.call_id")
+        assert paired == blocks.get("tool_result", 0), name
+
+
+def test_sub_agent_file_is_its_own_session_pointing_to_its_parent(tmp_path):
+    lake, _ = ingest_paths(tmp_path, CLAUDE / "claude_session.jsonl", CLAUDE / "claude_agent.jsonl")
+    agent = _lines("claude_agent.jsonl")[0]
+    got = rows(lake, "SELECT session_id, parent_session_id, n_prompts FROM sessions "
+                     "WHERE parent_session_id IS NOT NULL")
+    assert got == [(f"{agent['sessionId']}/agent-{agent['agentId']}", agent["sessionId"], 1)]
+
+
+def test_inline_sidechains_stay_in_the_main_session_and_are_flagged(tmp_path):
+    name = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+    lake, _ = ingest_paths(tmp_path, CLAUDE / name)
+    objs = _lines(name)
+    sidechain_lines = sum(1 for o in objs if o.get("isSidechain"))
+    assert sidechain_lines == 22  # SOURCES.md
+    assert scalar(lake, "SELECT count(DISTINCT line_no) FROM messages WHERE is_sidechain") == 22
+    assert scalar(lake, "SELECT count(*) FROM sessions") == 1
+
+
+def test_slash_commands_and_meta_records_are_not_prompts(tmp_path):
+    name = "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+    lake, _ = ingest_paths(tmp_path, CLAUDE / name)
+    objs = _lines(name)
+    prompts = [o for o in objs if o["type"] == "user" and isinstance(o["message"]["content"], str)
+               and not o.get("isMeta") and not o["message"]["content"].lstrip().startswith("<command-")]
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE is_prompt") == len(prompts)
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE kind = 'meta'") >= 1
+
+
+def test_file_history_snapshots_are_records_but_not_messages(tmp_path):
+    lake, _ = ingest_paths(tmp_path, CLAUDE / "claude_session.jsonl")
+    snapshots = sum(1 for o in _lines("claude_session.jsonl") if o["type"] == "file-history-snapshot")
+    assert snapshots == 4
+    assert scalar(lake, "SELECT count(*) FROM records WHERE record_type = 'file-history-snapshot'") == 4
+    assert scalar(lake, "SELECT count(*) FROM messages m JOIN records r USING (source_id, line_no) "
+                        "WHERE r.record_type = 'file-history-snapshot'") == 0

@@ -1,0 +1,170 @@
+"""Bad input never stops a run: each bad line becomes a quarantine row with a clear reason."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from tests.conftest import ingest_paths, rows, scalar
+
+SESSION = "11111111-2222-3333-4444-555555555555"
+
+
+def claude_line(n: int, text: str = "hello", **extra) -> bytes:
+    obj = {"type": "user", "sessionId": SESSION, "uuid": f"u{n}", "parentUuid": None,
+           "timestamp": f"2026-11-01T10:{n % 60:02d}:00.000Z", "cwd": "/work/p",
+           "message": {"role": "user", "content": text}}
+    obj.update(extra)
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def write(path, data: bytes):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def quarantine(lake):
+    return rows(lake, "SELECT line_no, severity, reason FROM quarantine ORDER BY path, line_no")
+
+
+def test_invalid_json_is_quarantined_with_file_line_offset_and_reason(tmp_path):
+    good = claude_line(1)
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", good + b'{"type": "user", oops}\n' + claude_line(3))
+    lake, summary = ingest_paths(tmp_path, path.parent)
+    assert (summary.lines, summary.records, summary.quarantined) == (3, 2, 1)
+    got = rows(lake, "SELECT path, line_no, byte_offset, reason FROM quarantine")
+    assert got[0][:3] == (str(path), 2, len(good))
+    assert got[0][3].startswith("invalid JSON:")
+
+
+BAD_UTF8_AT = len(b'{"type": "user", "x": "')
+
+
+def test_invalid_utf8_nul_bytes_and_non_objects_each_get_a_reason(tmp_path):
+    data = (claude_line(1) + b'{"type": "user", "x": "\xff\xfe"}\n' + b'{"a": "b\x00"}\n'
+            + b"[1, 2, 3]\n" + b"42\n" + b"null\n" + claude_line(7))
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", data)
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (2, 5)
+    assert quarantine(lake) == [
+        (2, "error", f"invalid UTF-8 at byte {BAD_UTF8_AT} of the line"),
+        (3, "error", "line contains NUL bytes (first at byte 8): binary data, not JSON"),
+        (4, "error", "JSON value is list, expected an object"),
+        (5, "error", "JSON value is int, expected an object"),
+        (6, "error", "JSON value is null, expected an object"),
+    ]
+
+
+def test_a_bom_and_crlf_endings_are_read_normally(tmp_path):
+    data = b"\xef\xbb\xbf" + claude_line(1).replace(b"\n", b"\r\n") + claude_line(2).replace(b"\n", b"\r\n")
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", data)
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (2, 0)
+    assert rows(lake, "SELECT line_no, byte_offset, text FROM messages ORDER BY seq") == [
+        (1, 0, "hello"), (2, len(claude_line(1)) + 4, "hello")]
+
+
+def test_blank_lines_are_counted_as_notices_not_errors(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + b"\n   \n" + claude_line(4))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.lines, summary.records, summary.quarantined, summary.quarantined_errors) == (4, 2, 2, 0)
+    assert quarantine(lake) == [(2, "notice", "blank line (nothing to read)"),
+                                (3, "notice", "blank line (nothing to read)")]
+
+
+def test_a_recursion_bomb_is_refused_without_a_traceback(tmp_path):
+    bomb = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + bomb + claude_line(3))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (2, 1)
+    assert quarantine(lake) == [
+        (2, "error", "JSON nested too deeply (over 1024 levels): refused as a recursion bomb")]
+
+
+def test_a_20_mb_line_is_ingested_and_an_over_limit_line_is_quarantined(tmp_path):
+    big = claude_line(2, "x" * (20 * 1024 * 1024))
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + big)
+    lake, summary = ingest_paths(tmp_path / "l1", path)
+    assert (summary.records, summary.quarantined) == (2, 0)
+    assert scalar(lake, "SELECT max(char_len) FROM messages") == 20 * 1024 * 1024
+    lake2, summary2 = ingest_paths(tmp_path / "l2", path, max_line_bytes=1_000_000)
+    assert (summary2.records, summary2.quarantined) == (1, 1)
+    assert quarantine(lake2)[0][2].endswith("over the 1,000,000-byte limit (--max-line-bytes)")
+
+
+def test_an_empty_file_is_a_source_with_no_lines(tmp_path):
+    path = write(tmp_path / ".claude" / "projects" / "p" / f"{SESSION}.jsonl", b"")
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.files, summary.lines, summary.records, summary.quarantined) == (1, 0, 0, 0)
+    assert rows(lake, "SELECT lines, records, watermark FROM sources") == [(0, 0, 0)]
+
+
+def test_an_unreadable_file_is_reported_and_the_rest_of_the_run_finishes(tmp_path, monkeypatch):
+    folder = tmp_path / "a"
+    good = write(folder / f"{SESSION}.jsonl", claude_line(1))
+    bad = write(folder / "22222222-2222-3333-4444-555555555555.jsonl", claude_line(1))
+    real_open = builtins.open
+
+    def guarded_open(file, *args, **kwargs):
+        if str(file) == str(bad):
+            raise PermissionError(13, "Permission denied")
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    lake, summary = ingest_paths(tmp_path, folder)
+    assert (summary.records, summary.quarantined, summary.files_problem) == (1, 1, 1)
+    assert rows(lake, "SELECT path, line_no, reason FROM quarantine") == [
+        (str(bad), 0, "cannot read file: Permission denied")]
+    assert good.exists()
+
+
+def test_an_unknown_record_type_is_kept_with_kind_other(tmp_path):
+    line = json.dumps({"type": "brand-new-thing", "sessionId": SESSION, "uuid": "z",
+                       "timestamp": "2026-11-01T10:00:00Z", "payload": {"k": 1}}).encode() + b"\n"
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + line)
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT role, kind, subtype FROM messages WHERE line_no = 2") == [
+        ("system", "other", "brand-new-thing")]
+    assert scalar(lake, "SELECT raw FROM records WHERE line_no = 2") == line.decode().rstrip("\n")
+
+
+def test_a_symlink_leading_out_of_the_archive_is_not_followed_and_is_reported(tmp_path):
+    outside = write(tmp_path / "outside" / f"{SESSION}.jsonl", claude_line(1))
+    archive = tmp_path / "archive"
+    write(archive / "p" / "33333333-2222-3333-4444-555555555555.jsonl", claude_line(1))
+    os.symlink(outside, archive / "p" / "escape.jsonl")
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert (summary.records, summary.quarantined) == (1, 1)
+    (path, line_no, reason), = rows(lake, "SELECT path, line_no, reason FROM quarantine")
+    assert (path, line_no) == (str(archive / "p" / "escape.jsonl"), 0)
+    assert reason == f"symlink leads outside the archive root (to {outside}): not followed"
+
+
+def test_a_reader_error_on_a_malformed_record_is_quarantined(tmp_path):
+    line = json.dumps({"type": "assistant", "sessionId": SESSION, "message": {"content": 7}}).encode() + b"\n"
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + line)
+    lake, summary = ingest_paths(tmp_path, path)
+    assert quarantine(lake) == [
+        (2, "error", "message.content must be a string or a list of blocks, found int")]
+    assert scalar(lake, "SELECT count(*) FROM messages") == 1
+
+
+def test_strict_exits_1_when_anything_was_quarantined_and_json_counts_every_line(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + b"not json\n" + b'{"partial')
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--lake", str(tmp_path / "lake"), "ingest", str(path), "--json",
+                                 "--strict", "--workers", "1"], catch_exceptions=False)
+    assert result.exit_code == 1
+    summary = json.loads(result.output)
+    assert {k: summary[k] for k in ("files", "lines", "records", "quarantined", "held_back")} == \
+        {"files": 1, "lines": 3, "records": 1, "quarantined": 1, "held_back": 1}
+    relaxed = runner.invoke(cli, ["--lake", str(tmp_path / "lake2"), "ingest", str(path),
+                                  "--workers", "1"], catch_exceptions=False)
+    assert relaxed.exit_code == 0
+    assert f"warning: {path}:2: invalid JSON" in relaxed.output

@@ -1,0 +1,105 @@
+"""Incremental ingest: unchanged files are skipped, appends read only new lines, rewrites replace."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from pipeline.errors import LakeLockedError
+from pipeline.ingest import ingest
+from pipeline.lake import Lake
+from tests.conftest import REAL, rows, scalar
+from tests.test_ingest_bad_input import SESSION, claude_line, write
+
+
+def run(lake: Lake, *paths):
+    return ingest(list(paths), lake=lake, workers=1)
+
+
+def test_rerunning_on_an_unchanged_archive_adds_nothing(tmp_path):
+    archive = tmp_path / "archive"
+    shutil.copytree(REAL / "claude_code", archive)
+    lake = Lake(tmp_path / "lake")
+    first = run(lake, archive)
+    before = scalar(lake, "SELECT count(*) FROM records")
+    second = run(lake, archive)
+    assert (second.files_unchanged, second.lines, second.records, second.bytes_read) == (4, 0, 0, 0)
+    assert scalar(lake, "SELECT count(*) FROM records") == before == first.records
+
+
+def test_appending_lines_ingests_exactly_those_lines(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + claude_line(2))
+    lake = Lake(tmp_path / "lake")
+    run(lake, path)
+    with open(path, "ab") as handle:
+        handle.write(claude_line(3, "third") + claude_line(4, "fourth"))
+    summary = run(lake, path)
+    assert (summary.files_appended, summary.lines, summary.records) == (1, 2, 2)
+    assert rows(lake, "SELECT line_no, text FROM messages ORDER BY seq") == [
+        (1, "hello"), (2, "hello"), (3, "third"), (4, "fourth")]
+    assert rows(lake, "SELECT lines, records, generation FROM sources") == [(4, 4, 1)]
+
+
+def test_an_unterminated_last_line_is_held_back_until_it_is_complete(tmp_path):
+    full = claude_line(2, "second")
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + full[:20])
+    lake = Lake(tmp_path / "lake")
+    first = run(lake, path)
+    assert (first.lines, first.records, first.quarantined, first.held_back) == (2, 1, 0, 1)
+    with open(path, "ab") as handle:
+        handle.write(full[20:])
+    second = run(lake, path)
+    assert (second.lines, second.records, second.held_back) == (1, 1, 0)
+    assert rows(lake, "SELECT line_no, text FROM messages ORDER BY seq") == [(1, "hello"), (2, "second")]
+
+
+def test_a_rewritten_file_is_read_again_under_a_new_generation(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1, "old") + claude_line(2, "old"))
+    lake = Lake(tmp_path / "lake")
+    run(lake, path)
+    write(path, claude_line(1, "new text that is longer"))
+    summary = run(lake, path)
+    assert summary.files_reingested == 1
+    assert rows(lake, "SELECT text FROM messages") == [("new text that is longer",)]
+    assert rows(lake, "SELECT generation, lines FROM sources") == [(2, 1)]
+
+
+def test_a_second_run_on_a_locked_lake_gets_a_clear_error(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    with lake.lock():
+        with pytest.raises(LakeLockedError) as info:
+            run(Lake(tmp_path / "lake"), write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1)))
+    assert "another ctxlake run is using this lake" in str(info.value)
+
+
+def test_parts_of_a_run_that_never_committed_are_removed_by_the_next_run(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
+    lake = Lake(tmp_path / "lake")
+    run(lake, path)
+    orphan = lake.table_dir("messages") / "29990101T000000000000-00000-000.parquet"
+    shutil.copy(next(p for p in lake.table_dir("messages").glob("2*.parquet")), orphan)
+    assert scalar(lake, "SELECT count(*) FROM messages") == 2  # the orphan is visible until GC
+    run(lake, path)
+    assert not orphan.exists()
+    assert scalar(lake, "SELECT count(*) FROM messages") == 1
+
+
+def test_parallel_workers_give_the_same_tables_as_one_worker(tmp_path):
+    one, two = Lake(tmp_path / "one"), Lake(tmp_path / "two")
+    ingest([REAL / "claude_code"], lake=one, workers=1)
+    ingest([REAL / "claude_code"], lake=two, workers=2, chunk_bytes=1)
+    query = "SELECT session_id, seq, role, kind, est_tokens, input_tokens FROM messages ORDER BY ALL"
+    assert rows(one, query) == rows(two, query)
+    assert len(rows(one, query)) > 50
+
+
+def test_touching_a_file_without_changing_it_reads_nothing(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
+    lake = Lake(tmp_path / "lake")
+    run(lake, path)
+    os.utime(path, ns=(1, 10**18))
+    summary = run(lake, path)
+    assert (summary.records, summary.files_unchanged) == (0, 1)
+    assert scalar(lake, "SELECT count(*) FROM messages") == 1
