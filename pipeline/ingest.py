@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from array import array
 import multiprocessing
 import os
 import time
@@ -204,25 +205,34 @@ class PartWriter:
             self.flush()
 
     def flush(self) -> None:
+        """Write the pending rows: messages first (measured once, kept as ``messages_part``
+        so tool_results take their payload metrics from it), then the other tables."""
         if not any(self.pending.values()):
             return
         if self.con is None:
             self.con = new_connection()
             self.con.execute("SET threads = 1")
-        for table, rows in self.pending.items():
+        con = self.con
+        con.register("staged_batch", _arrow_batch("messages", self.pending["messages"]))
+        con.execute(f"CREATE OR REPLACE TEMP TABLE messages_part AS {sqlfiles.load('select_messages_part')}")
+        con.unregister("staged_batch")
+        for table in PART_TABLES:
+            rows = self.pending[table]
             if not rows:
                 continue
-            schema = staged_schema(table)
-            batch = pa.Table.from_pylist(rows, schema=schema)
             target = self.lake.table_dir(table) / f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}.parquet"
             tmp = target.with_name("." + target.name + ".tmp")
-            self.con.register("staged_batch", batch)
-            select = sqlfiles.load(f"select_{table}_part")
-            self.con.execute(
-                f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} "
-                "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)")
-            self.con.unregister("staged_batch")
+            if table == "messages":
+                select = "SELECT * FROM messages_part"
+            else:
+                con.register("staged_batch", _arrow_batch(table, rows))
+                select = sqlfiles.load(f"select_{table}_part")
+            con.execute(f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} "
+                        "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)")
+            if table != "messages":
+                con.unregister("staged_batch")
             os.replace(tmp, target)
+        con.execute("DROP TABLE messages_part")
         self.part_no += 1
         self.pending = {t: [] for t in PART_TABLES}
         self.pending_bytes = 0
@@ -231,6 +241,30 @@ class PartWriter:
         self.flush()
         if self.con is not None:
             self.con.close()
+
+
+def _arrow_batch(table: str, rows: list[dict]) -> pa.Table:
+    """Staged rows -> Arrow. ``records.raw`` arrives as bytes (already valid UTF-8: orjson
+    checked it) and is laid out as one buffer instead of being decoded line by line."""
+    schema = staged_schema(table)
+    if table == "messages":
+        for row in rows:
+            if row.get("kind") == "tool_result":
+                row["text_sha256"] = hashlib.sha256((row.get("text") or "").encode("utf-8")).hexdigest()
+    if table != "records" or not rows:
+        return pa.Table.from_pylist(rows, schema=schema)
+    raws = [row.pop("raw") for row in rows]
+    offsets = [0]
+    total = 0
+    for raw in raws:
+        total += len(raw)
+        offsets.append(total)
+    if total >= 2**31:
+        raise ValueError("a records batch over 2 GiB; lower batch_bytes")
+    raw_array = pa.StringArray.from_buffers(
+        len(raws), pa.py_buffer(array("i", offsets).tobytes()), pa.py_buffer(b"".join(raws)))
+    others = pa.Table.from_pylist(rows, schema=schema.remove(schema.get_field_index("raw")))
+    return others.append_column(schema.field("raw"), raw_array).select(schema.names)
 
 
 @dataclasses.dataclass
@@ -292,7 +326,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
 
     reader_cls = reader_class(task.format)
     try:
-        handle = open(task.path, "rb")
+        handle = open(task.path, "rb", buffering=1024 * 1024)
     except OSError as exc:
         ctx = SourceContext(task.path, source_id, generation, task.root)
         rows = {t: [] for t in PART_TABLES}
@@ -370,7 +404,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     out.rows["records"].append(dict(
                         source_id=source_id, generation=generation, line_no=1, byte_offset=0,
                         byte_len=len(data), json_path="", record_type=rtype,
-                        session_id=_first_session(out), raw=content.decode("utf-8")))
+                        session_id=_first_session(out), raw=bytes(content)))
                     run_records = 1
                 else:
                     out.rollback_line()
@@ -433,7 +467,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                             source_id=source_id, generation=generation, line_no=line_no,
                             byte_offset=offset, byte_len=line_len, json_path=None,
                             record_type=rtype, session_id=_last_session(out, reader),
-                            raw=content.decode("utf-8")))
+                            raw=content))
                         run_records += 1
                 if reason is not None:
                     quarantine.append(_quarantine_row(ctx, line_no, offset, line_len, reason,

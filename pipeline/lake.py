@@ -129,6 +129,9 @@ class Lake:
         """Create the folders and zero-row schema files (idempotent)."""
         self.root.mkdir(parents=True, exist_ok=True)
         con = new_connection()
+        con.register("staged_batch", staged_schema("messages").empty_table())
+        con.execute(f"CREATE TEMP TABLE messages_part AS {sqlfiles.load('select_messages_part')}")
+        con.unregister("staged_batch")
         for table in PART_TABLES:
             target = self.table_dir(table) / "_empty.parquet"
             if target.exists():

@@ -58,6 +58,7 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "reasoning_tokens": pa.int64(),
         "usage_scope": pa.string(),   # call | run : what the recorded usage on this row covers
         "cost_usd_recorded": pa.float64(),
+        "text_sha256": pa.string(),   # sha256 of the UTF-8 text, for tool_result rows (set by the engine)
     },
     "tool_calls": {
         **PROVENANCE,
@@ -80,7 +81,6 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "tool_name": pa.string(),
         "is_error": pa.bool_(),
         "payload_shape": pa.string(),  # string | text_object | blocks | json
-        "payload_text": pa.string(),   # dropped at write time: the text lives in messages.text
         "timestamp_raw": pa.string(),
     },
     "session_info": {

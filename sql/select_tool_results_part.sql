@@ -1,19 +1,23 @@
--- Stored columns of a tool_results part: payload sizes, hash and est_tokens; the text itself stays in messages
+-- Stored columns of a tool_results part: payload sizes, hash and est_tokens taken from the measured message row of the same block
 WITH staged AS (
     SELECT * FROM staged_batch
 ),
+payloads AS (
+    SELECT source_id, generation, seq, char_len, text_bytes, est_tokens, compaction_state,
+           text_sha256 AS payload_sha256
+    FROM messages_part
+    WHERE kind = 'tool_result'
+),
 final AS (
     SELECT
-        * EXCLUDE (timestamp_raw, payload_text),
-        try_cast(timestamp_raw AS TIMESTAMPTZ) AS "timestamp",
-        strlen(coalesce(payload_text, '')) AS payload_bytes,
-        length(coalesce(payload_text, '')) AS payload_chars,
-        sha256(coalesce(payload_text, '')) AS payload_sha256,
-        est_tokens(payload_text) AS est_tokens,
-        CASE
-            WHEN payload_text = '[Old tool result content cleared]' THEN 'cleared'
-            WHEN contains(payload_text, '[ctxlake compaction]') THEN 'pruned'
-        END AS compaction_state
+        staged.* EXCLUDE (timestamp_raw),
+        try_cast(staged.timestamp_raw AS TIMESTAMPTZ) AS "timestamp",
+        coalesce(payloads.text_bytes, 0) AS payload_bytes,
+        coalesce(payloads.char_len, 0) AS payload_chars,
+        coalesce(payloads.payload_sha256, sha256('')) AS payload_sha256,
+        coalesce(payloads.est_tokens, 0) AS est_tokens,
+        payloads.compaction_state
     FROM staged
+    LEFT JOIN payloads USING (source_id, generation, seq)
 )
 SELECT * FROM final

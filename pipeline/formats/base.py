@@ -212,6 +212,9 @@ class Emitter:
         self.rows["tool_calls"].append(self._prov(cols))
 
     def tool_result(self, *, seq: int, block_no: int, **cols: Any) -> None:
+        """A tool result's metadata; its payload text is the ``messages`` row at the same seq
+        (kind ``tool_result``), from which sizes, hash and est_tokens are derived in SQL."""
+        cols.pop("payload_text", None)
         cols["seq"], cols["block_no"] = seq, block_no
         self.rows["tool_results"].append(self._prov(cols))
 
