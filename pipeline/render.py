@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import orjson
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich import box
 from rich.table import Table
 
 
@@ -48,12 +49,15 @@ def to_csv(columns: list[str], rows: list[tuple]) -> str:
 
 
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    """A console for results; when output is not a terminal, wide enough not to fold tables."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 240
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 def table(columns: list[str], rows: list[tuple], *, title: str | None = None,
           max_width: int = 60) -> Table:
-    out = Table(title=title, show_lines=False)
+    out = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD)
     for col in columns:
         out.add_column(col, overflow="fold", max_width=max_width)
     for row in rows:

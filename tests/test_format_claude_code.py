@@ -103,6 +103,11 @@ def test_inline_sidechains_stay_in_the_main_session_and_are_flagged(tmp_path):
     assert sidechain_lines == 22  # SOURCES.md
     assert scalar(lake, "SELECT count(DISTINCT line_no) FROM messages WHERE is_sidechain") == 22
     assert scalar(lake, "SELECT count(*) FROM sessions") == 1
+    # the sidechain's "user" texts are Task prompts written by the parent agent, not human prompts
+    human = [o for o in objs if o["type"] == "user" and not o.get("isSidechain") and not o.get("isMeta")
+             and isinstance(o["message"]["content"], str)
+             and not o["message"]["content"].lstrip().startswith("<command-")]
+    assert scalar(lake, "SELECT n_prompts FROM sessions") == len(human) == 0
 
 
 def test_slash_commands_and_meta_records_are_not_prompts(tmp_path):

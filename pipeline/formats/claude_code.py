@@ -162,7 +162,9 @@ class ClaudeCodeReader(Reader):
                     if COMMAND_WRAPPER.match(text):
                         kind = "meta"
                     else:
-                        is_prompt = bool(text.strip())
+                        # an inline sidechain's "user" text is the parent agent's Task prompt
+                        inline_sidechain = common["is_sidechain"] and not obj.get("agentId")
+                        is_prompt = bool(text.strip()) and not inline_sidechain
                 out.message(role=role, kind=kind, text=text, is_prompt=is_prompt, **row)
             elif btype in ("thinking", "redacted_thinking"):
                 out.message(role=role, kind="thinking", subtype=btype,
