@@ -76,6 +76,15 @@ class FileTask:
 class Discovery:
     tasks: list[FileTask]
     unrecognized: list[str]
+    superseded: list[str] = dataclasses.field(default_factory=list)
+
+
+def superseded_by(path: str, fmt: str | None) -> str | None:
+    """A legacy Gemini ``session-X.json`` is migrated whole into ``session-X.jsonl`` when the
+    session is resumed; reading both would count the session twice, so the .jsonl wins."""
+    if fmt == "gemini_cli" and path.endswith(".json") and os.path.exists(path + "l"):
+        return path + "l"
+    return None
 
 
 def _walk(root: Path) -> Iterable[tuple[Path, bool]]:
@@ -98,6 +107,7 @@ def _walk(root: Path) -> Iterable[tuple[Path, bool]]:
 def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
     tasks: list[FileTask] = []
     unrecognized: list[str] = []
+    superseded: list[str] = []
     seen: set[str] = set()
     for root in paths:
         if not root.exists() and not root.is_symlink():
@@ -156,8 +166,11 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                     if fmt is None:
                         unrecognized.append(abspath)
                         continue
+            if superseded_by(abspath, fmt):
+                superseded.append(abspath)
+                continue
             tasks.append(FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev))
-    return Discovery(tasks, unrecognized)
+    return Discovery(tasks, unrecognized, superseded)
 
 
 # ---------------------------------------------------------------------------------------
@@ -318,10 +331,10 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
         rows = {t: [] for t in PART_TABLES}
         rows["quarantine"].append(_quarantine_row(ctx, 0, 0, 0, task.problem))
         writer.add(rows, 0)
-        source = dict(base, sha256=None, lines=0, records=0, quarantined=1, held_back=0,
+        source = dict(base, sha256=None, lines=0, records=0, quarantined=0, held_back=0,
                       watermark=0, watermark_sha256=None, generation=generation,
                       reader_state=None)
-        return FileResult(task.path, source, "problem", quarantined=1,
+        return FileResult(task.path, source, "problem",
                           problems=[_problem(rows["quarantine"][0])])
 
     reader_cls = reader_class(task.format)
@@ -333,9 +346,9 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
         rows["quarantine"].append(_quarantine_row(
             ctx, 0, 0, 0, f"cannot read file: {exc.strerror or exc}"))
         writer.add(rows, 0)
-        source = dict(base, sha256=None, lines=0, records=0, quarantined=1, held_back=0,
+        source = dict(base, sha256=None, lines=0, records=0, quarantined=0, held_back=0,
                       watermark=0, watermark_sha256=None, generation=generation, reader_state=None)
-        return FileResult(task.path, source, "problem", quarantined=1,
+        return FileResult(task.path, source, "problem",
                           problems=[_problem(rows["quarantine"][0])])
 
     with handle:
@@ -483,11 +496,17 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     writer.add(rows, pending_bytes)
                     pending_bytes = 0
             watermark = offset
+            # rows emitted by finish() (readers that buffer, e.g. Gemini JSONL) are undone as a
+            # whole if it fails: a file-level problem (line 0), not a quarantined line
+            out.start_line(line_no, offset, 0)
             try:
                 state = reader.finish(out)
-            except RecordError as exc:
-                quarantine.append(_quarantine_row(ctx, 0, 0, 0, exc.message))
-                run_quarantined += 1
+            except Exception as exc:  # a reader bug must not stop the run
+                out.rollback_line()
+                reason = exc.message if isinstance(exc, RecordError) else \
+                    f"reader failed: {type(exc).__name__}: {exc}"
+                quarantine.append(_quarantine_row(ctx, 0, 0, 0, f"could not finish the file: {reason}"))
+                state = {}
             # the rest of the file (held-back tail) still counts towards the whole-file hash
             rest = handle.read()
             hasher.update(rest)
@@ -558,6 +577,7 @@ class IngestSummary:
     seconds: float = 0.0
     problems: list[dict] = dataclasses.field(default_factory=list)
     unrecognized: list[str] = dataclasses.field(default_factory=list)
+    superseded: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -602,6 +622,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
         found = discover(roots, format=format, known=previous)
         summary.unrecognized = found.unrecognized
+        summary.superseded = found.superseded
         summary.files_unrecognized = len(found.unrecognized)
         todo: list[FileTask] = []
         results: list[FileResult] = []

@@ -22,7 +22,7 @@ stats AS (
         count(*) FILTER (WHERE role = 'user' AND kind = 'text') AS n_user,
         count(*) FILTER (WHERE is_prompt) AS n_prompts,
         count(*) FILTER (WHERE role = 'assistant' AND kind IN ('text', 'thinking', 'tool_use')) AS n_assistant,
-        count(DISTINCT coalesce(api_call_id, CAST(seq AS VARCHAR))) FILTER (WHERE role = 'assistant') AS n_api_calls,
+        count(*) FILTER (WHERE usage_scope = 'call' AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)) AS n_api_calls,
         count(*) FILTER (WHERE kind = 'tool_use') AS n_tool_calls,
         count(*) FILTER (WHERE kind = 'tool_result') AS n_tool_results,
         arg_min(text, seq) FILTER (WHERE is_prompt) AS first_user_text,

@@ -117,7 +117,8 @@ def test_an_unreadable_file_is_reported_and_the_rest_of_the_run_finishes(tmp_pat
 
     monkeypatch.setattr(builtins, "open", guarded_open)
     lake, summary = ingest_paths(tmp_path, folder)
-    assert (summary.records, summary.quarantined, summary.files_problem) == (1, 1, 1)
+    assert (summary.records, summary.quarantined, summary.files_problem, summary.quarantined_errors) == \
+        (1, 0, 1, 1)
     assert rows(lake, "SELECT path, line_no, reason FROM quarantine") == [
         (str(bad), 0, "cannot read file: Permission denied")]
     assert good.exists()
@@ -140,7 +141,7 @@ def test_a_symlink_leading_out_of_the_archive_is_not_followed_and_is_reported(tm
     write(archive / "p" / "33333333-2222-3333-4444-555555555555.jsonl", claude_line(1))
     os.symlink(outside, archive / "p" / "escape.jsonl")
     lake, summary = ingest_paths(tmp_path, archive)
-    assert (summary.records, summary.quarantined) == (1, 1)
+    assert (summary.records, summary.quarantined, summary.files_problem) == (1, 0, 1)
     (path, line_no, reason), = rows(lake, "SELECT path, line_no, reason FROM quarantine")
     assert (path, line_no) == (str(archive / "p" / "escape.jsonl"), 0)
     assert reason == f"symlink leads outside the archive root (to {outside}): not followed"
@@ -168,3 +169,33 @@ def test_strict_exits_1_when_anything_was_quarantined_and_json_counts_every_line
                                   "--workers", "1"], catch_exceptions=False)
     assert relaxed.exit_code == 0
     assert f"warning: {path}:2: invalid JSON" in relaxed.output
+
+
+def test_a_reader_failing_at_the_end_of_a_file_undoes_its_rows_and_reports_the_file(tmp_path, monkeypatch):
+    from pipeline.formats.gemini_cli import GeminiCliJsonlReader
+
+    def broken_finish(self, out):
+        out.message(role="user", kind="text", text="half", seq=1, block_no=0)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(GeminiCliJsonlReader, "finish", broken_finish)
+    line = json.dumps({"sessionId": "g1", "projectHash": "h", "startTime": "2026-11-01T10:00:00Z",
+                       "lastUpdated": "2026-11-01T10:00:00Z", "kind": "main"}).encode() + b"\n"
+    path = write(tmp_path / "chats" / "session-2026-11-01T10-00-abcdef12.jsonl", line)
+    lake, summary = ingest_paths(tmp_path, path, format="gemini_cli_jsonl")
+    assert (summary.lines, summary.records, summary.quarantined, summary.quarantined_errors) == (1, 1, 0, 1)
+    assert quarantine(lake) == [(0, "error", "could not finish the file: reader failed: RuntimeError: boom")]
+    assert scalar(lake, "SELECT count(*) FROM messages") == 0
+
+
+def test_a_legacy_gemini_json_beside_its_migrated_jsonl_is_read_once(tmp_path):
+    from tests.conftest import REAL
+
+    chats = tmp_path / "chats"
+    legacy = chats / "session-2025-12-09T19-47-aaaa1111.json"
+    write(legacy, (REAL / "gemini" / "gemini_session.json").read_bytes())
+    lake, summary = ingest_paths(tmp_path / "l1", chats)
+    assert summary.files == 1
+    write(chats / (legacy.name + "l"), b"")
+    lake2, summary2 = ingest_paths(tmp_path / "l2", chats, format=None)
+    assert summary2.superseded == [str(legacy)]

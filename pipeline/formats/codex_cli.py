@@ -1,0 +1,398 @@
+"""Codex CLI rollouts: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``.
+
+Two line shapes (FORMATS.md):
+
+- current: ``{timestamp, type, payload}`` with ``type`` in ``session_meta``, ``turn_context``,
+  ``response_item``, ``event_msg``, ``compacted`` (any other type is kept as a system row of
+  kind ``other``);
+- older (mid-2025): line 1 a bare ``{id, timestamp, instructions, git?}`` header, then
+  ``{"record_type": "state"}`` lines and bare response items without envelope or timestamp.
+
+Message source: the ``response_item`` stream (what the model was sent and returned, tool calls
+included). The ``event_msg`` copies of it (``user_message``, ``agent_message``,
+``agent_reasoning``, ``agent_reasoning_raw_content``, ``context_compacted``) stay in
+``records`` only, so nothing is counted twice; ``turn_aborted``, review-mode and undo events
+become system ``meta`` rows, unknown events system ``other`` rows.
+
+Rows per response item (one row per item; a message's text items are joined by newlines):
+
+- ``message``: role user -> kind text and ``is_prompt``, except the context Codex injects as
+  user messages (``<environment_context>``, ``<user_instructions>``, ``# AGENTS.md
+  instructions``, ``<turn_aborted>``, ``<user_shell_command>``, ...: kind meta, not a prompt);
+  role assistant -> kind text with the model of the latest ``turn_context``; developer/system
+  -> role system, kind meta.
+- ``reasoning`` -> kind thinking (the ``summary`` texts; the raw ``content`` when no summary).
+- ``function_call`` / ``custom_tool_call`` / ``local_shell_call`` / ``web_search_call`` ->
+  kind tool_use + a ``tool_calls`` row (``input_json``: the ``arguments`` JSON text as written,
+  the custom tool's ``input`` string as a JSON string, the action object); ``cwd`` is the
+  latest known cwd.
+- ``function_call_output`` / ``custom_tool_call_output`` -> role tool, kind tool_result + a
+  ``tool_results`` row. There is no is_error field: a result is an error when its output
+  starts with ``Exit code: N`` (N != 0), when a JSON output has ``metadata.exit_code != 0``,
+  or when a structured output says ``success: false``.
+- ``ghost_snapshot`` (undo bookkeeping, never sent to the model) -> ``records`` only;
+  ``compaction`` items (encrypted) -> system ``other``. A ``compacted`` line -> a ``boundary``
+  row followed by a role user ``summary`` row holding its ``message``.
+
+Usage: ``token_count`` events carry running totals and each total is written twice (the
+first event of a turn even has ``info: null``), so the reader keeps the last
+``total_token_usage`` and emits each non-zero DELTA on one row (role assistant, kind
+``other``, subtype ``token_count``, empty text, ``usage_scope = "call"``, no
+``api_call_id``). Codex's ``input_tokens`` INCLUDES ``cached_input_tokens`` and its
+``output_tokens`` includes ``reasoning_output_tokens``; rows store ``input_tokens = input -
+cached``, ``cache_read_tokens = cached``, ``output_tokens = output``, ``reasoning_tokens =
+reasoning`` (a part of output), so ``input + cache_read + output`` is the API total, as with
+Claude Code. A total that goes DOWN (a restarted count) starts a new baseline: its delta is
+the new total itself.
+
+State kept across appends (``begin``/``finish``): session id, cwd, model, the last total
+usage, the names of calls still waiting for their output, whether the session row was
+written. Session: ``session_id`` = the first ``session_meta.id`` (else the uuid in the file
+name), ``project`` = its cwd, ``git_branch``, ``cli_version``; a sub-agent rollout
+(``source: {"subagent": ...}``) gets ``agent_id`` (the sub-agent kind or nickname) and, for a
+spawned thread, ``parent_session_id``. Later ``session_meta`` lines stay in ``records``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from pipeline.formats.base import Emitter, Reader, RecordError, dumps, first_json_values, tool_family
+
+FORMAT = "codex_cli"
+LINE_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+# event_msg payloads that repeat a response_item (the message source): records only
+DUPLICATE_EVENTS = {"user_message", "agent_message", "agent_reasoning",
+                    "agent_reasoning_raw_content", "agent_reasoning_section_break",
+                    "context_compacted"}
+META_EVENTS = {"turn_aborted", "entered_review_mode", "exited_review_mode", "undo_completed"}
+TOTAL_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+# user-role messages Codex writes itself (context, instructions, markers): not human prompts
+CONTEXTUAL = re.compile(
+    r"^\s*(?:<(?:environment_context|user_instructions|turn_aborted|context_update|"
+    r"subagent_notification|tool_context|reasoning_context|pinned_notes|skill|"
+    r"user_shell_command)>|# AGENTS\.md instructions)", re.IGNORECASE)
+CONTEXT_TAG = re.compile(r"^\s*<([a-z_]+)>", re.IGNORECASE)
+EXIT_CODE = re.compile(r"\s*Exit code: (-?\d+)")
+ROLLOUT_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+MAX_PENDING_CALLS = 512
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def items_text(items: Any) -> str:
+    """Text of a list of content items (``input_text``/``output_text``/...); media as ``[type]``."""
+    if isinstance(items, str):
+        return items
+    if not isinstance(items, list):
+        return "" if items is None else dumps(items)
+    parts = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            parts.append(item["text"])
+        elif isinstance(item, dict) and isinstance(item.get("type"), str):
+            parts.append(f"[{item['type']}]")
+        elif isinstance(item, str):
+            parts.append(item)
+        else:
+            parts.append(dumps(item))
+    return "\n".join(parts)
+
+
+def output_failed(text: str) -> bool:
+    """``Exit code: N`` (N != 0) at the start, or ``metadata.exit_code != 0`` in a JSON output."""
+    match = EXIT_CODE.match(text)
+    if match:
+        return int(match.group(1)) != 0
+    if text.lstrip().startswith("{"):
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return False
+        if isinstance(obj, dict):
+            meta = obj.get("metadata")
+            if isinstance(meta, dict) and isinstance(meta.get("exit_code"), int):
+                return meta["exit_code"] != 0
+            if obj.get("success") is False:
+                return True
+    return False
+
+
+def output_payload(output: Any) -> tuple[str, str, bool]:
+    """(text, payload_shape, is_error) of a ``*_call_output.output``."""
+    if isinstance(output, str):
+        return output, "string", output_failed(output)
+    if isinstance(output, list):
+        return items_text(output), "blocks", False
+    if isinstance(output, dict):
+        content = output.get("content")
+        if isinstance(content, str):
+            return content, "text_object", output.get("success") is False or output_failed(content)
+        if isinstance(content, list):
+            return items_text(content), "blocks", output.get("success") is False
+        return dumps(output), "json", output.get("success") is False
+    return ("" if output is None else dumps(output)), "json", False
+
+
+class CodexCliReader(Reader):
+    name = "codex_cli"
+    layout = "jsonl"
+    append_safe = True
+
+    @classmethod
+    def sniff(cls, path: str, head: bytes) -> int:
+        if not path.endswith(".jsonl"):
+            return 0
+        name = path.rsplit("/", 1)[-1]
+        rollout = name.startswith("rollout-")
+        values = first_json_values(head, 2)
+        if values and isinstance(values[0], dict):
+            first = values[0]
+            if first.get("type") in LINE_TYPES and isinstance(first.get("payload"), dict):
+                return 95
+            if isinstance(first.get("id"), str) and "timestamp" in first and "type" not in first \
+                    and not {"messages", "role", "sessionId", "payload"} & first.keys():
+                state_next = len(values) > 1 and isinstance(values[1], dict) \
+                    and values[1].get("record_type") == "state"
+                if "instructions" in first or state_next or rollout:
+                    return 90
+            return 0
+        if head.startswith(b'{"timestamp":') and b'"type":"session_meta"' in head[:256]:
+            return 90
+        return 30 if rollout and "/.codex/" in path else 0
+
+    # -- state -------------------------------------------------------------------------
+    def begin(self, state: dict) -> None:
+        self.session_id: str | None = state.get("session_id")
+        self.cwd: str | None = state.get("cwd")
+        self.model: str | None = state.get("model")
+        self.last_total: dict | None = state.get("last_total")
+        self.calls: dict[str, str | None] = dict(state.get("calls") or {})
+        self.session_emitted: bool = bool(state.get("session_emitted"))
+
+    def finish(self, out: Emitter) -> dict:
+        return {"session_id": self.session_id, "cwd": self.cwd, "model": self.model,
+                "last_total": self.last_total, "calls": self.calls,
+                "session_emitted": self.session_emitted}
+
+    # -- lines -------------------------------------------------------------------------
+    def line(self, obj: dict, out: Emitter) -> str:
+        ltype = obj.get("type")
+        if ltype in LINE_TYPES or ("payload" in obj and isinstance(ltype, str)):
+            payload = obj.get("payload")
+            if not isinstance(payload, dict):
+                raise RecordError(f"a '{ltype}' line needs a 'payload' object, found "
+                                  f"{type(payload).__name__}")
+            ts = _str(obj.get("timestamp"))
+            if ltype == "session_meta":
+                self._session_meta(payload, ts, out)
+            elif ltype == "turn_context":
+                self.cwd = _str(payload.get("cwd")) or self.cwd
+                self.model = _str(payload.get("model")) or self.model
+            elif ltype == "response_item":
+                self._item(payload, ts, out)
+            elif ltype == "event_msg":
+                self._event(payload, ts, out)
+            elif ltype == "compacted":
+                common = self._common(ts, out)
+                out.message(role="system", kind="boundary", subtype="compacted", text="",
+                            **common)
+                out.message(role="user", kind="summary", subtype="compacted",
+                            text=_str(payload.get("message")) or "", **common)
+            else:
+                out.message(role="system", kind="other", subtype=ltype, text="",
+                            **self._common(ts, out))
+            return ltype
+        if obj.get("record_type") is not None:
+            return str(obj["record_type"])
+        if isinstance(ltype, str):
+            self._item(obj, None, out)
+            return "response_item"
+        if isinstance(obj.get("id"), str) and ("timestamp" in obj or "instructions" in obj):
+            self._session_meta(obj, _str(obj.get("timestamp")), out)
+            return "session_meta"
+        return "unknown"
+
+    # -- pieces ------------------------------------------------------------------------
+    def _fallback_session_id(self) -> str:
+        match = ROLLOUT_UUID.search(self.ctx.stem)
+        return match.group(1) if match else self.ctx.stem
+
+    def _session_meta(self, meta: dict, ts: str | None, out: Emitter) -> None:
+        sid = _str(meta.get("id"))
+        if self.session_id is None:
+            self.session_id = sid or self._fallback_session_id()
+        if self.cwd is None:
+            self.cwd = _str(meta.get("cwd"))
+        if self.session_emitted or (sid is not None and sid != self.session_id):
+            return
+        git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
+        source = meta.get("source")
+        parent = agent = None
+        if isinstance(source, dict) and "subagent" in source:
+            sub = source["subagent"]
+            if isinstance(sub, str):
+                agent = sub
+            elif isinstance(sub, dict):
+                spawn = sub.get("thread_spawn")
+                if isinstance(spawn, dict):
+                    parent = _str(spawn.get("parent_thread_id"))
+                    agent = _str(spawn.get("agent_nickname")) or _str(spawn.get("agent_role")) \
+                        or "thread_spawn"
+                else:
+                    agent = next(iter(sub), None)
+        extra = {k: meta[k] for k in ("originator", "source", "model_provider", "git",
+                                      "agent_nickname", "agent_role")
+                 if meta.get(k) is not None}
+        out.session(session_id=self.session_id, format=FORMAT, project=self.cwd,
+                    git_branch=_str(git.get("branch")) or None, parent_session_id=parent,
+                    agent_id=agent, cli_version=_str(meta.get("cli_version")),
+                    timestamp_raw=_str(meta.get("timestamp")) or ts, meta_json=dumps(extra))
+        self.session_emitted = True
+
+    def _common(self, ts: str | None, out: Emitter) -> dict:
+        if self.session_id is None:
+            self.session_id = self._fallback_session_id()
+        if not self.session_emitted:
+            out.session(session_id=self.session_id, format=FORMAT, project=self.cwd,
+                        timestamp_raw=ts, meta_json="{}")
+            self.session_emitted = True
+        return dict(session_id=self.session_id, timestamp_raw=ts, is_sidechain=False,
+                    is_prompt=False)
+
+    def _remember_call(self, call_id: str | None, name: str | None) -> None:
+        if not call_id:
+            return
+        self.calls[call_id] = name
+        while len(self.calls) > MAX_PENDING_CALLS:
+            del self.calls[next(iter(self.calls))]
+
+    def _item(self, item: dict, ts: str | None, out: Emitter) -> None:
+        itype = item.get("type")
+        content = item.get("content")
+        if itype == "message" and content is not None and not isinstance(content, (list, str)):
+            # checked before anything is emitted or remembered: the line is quarantined whole
+            raise RecordError("message.content must be a list of content items, found "
+                              f"{type(content).__name__}")
+        if itype == "ghost_snapshot":
+            return
+        common = self._common(ts, out)
+        common["uuid"] = _str(item.get("id"))
+        if itype == "message":
+            text = items_text(content)
+            role = item.get("role")
+            if role == "user":
+                if CONTEXTUAL.match(text):
+                    tag = CONTEXT_TAG.match(text)
+                    out.message(role="user", kind="meta",
+                                subtype=tag.group(1).lower() if tag else "instructions",
+                                text=text, is_meta=True, **common)
+                else:
+                    out.message(**dict(common, role="user", kind="text", text=text, is_meta=False,
+                                       is_prompt=bool(text.strip())))
+            elif role == "assistant":
+                out.message(role="assistant", kind="text", text=text, model=self.model,
+                            is_meta=False, **common)
+            else:
+                out.message(role="system", kind="meta", subtype=str(role), text=text,
+                            is_meta=True, **common)
+        elif itype == "reasoning":
+            text = items_text(item.get("summary"))
+            if not text and item.get("content"):
+                text = items_text(item.get("content"))
+            out.message(role="assistant", kind="thinking", text=text, model=self.model,
+                        is_meta=False, **common)
+        elif itype in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
+            self._tool_call(item, itype, common, out)
+        elif itype in ("function_call_output", "custom_tool_call_output"):
+            call_id = _str(item.get("call_id"))
+            text, shape, is_error = output_payload(item.get("output"))
+            name = self.calls.pop(call_id, None) if call_id else None
+            msg = out.message(role="tool", kind="tool_result", text=text, call_id=call_id,
+                              tool_name=name, is_meta=False, **common)
+            out.tool_result(seq=msg["seq"], block_no=msg["block_no"], session_id=self.session_id,
+                            call_id=call_id, tool_name=name, is_error=is_error,
+                            payload_shape=shape, payload_text=text, timestamp_raw=ts)
+        else:
+            out.message(role="system", kind="other", subtype=str(itype), text="", **common)
+
+    def _tool_call(self, item: dict, itype: str, common: dict, out: Emitter) -> None:
+        if itype == "function_call":
+            name = _str(item.get("name"))
+            raw = item.get("arguments")
+            parsed: Any = None
+            if isinstance(raw, str):
+                try:
+                    parsed = orjson.loads(raw)
+                    input_json = raw
+                except orjson.JSONDecodeError:
+                    input_json = dumps(raw)
+                text = raw
+            else:
+                parsed = raw
+                input_json = dumps(raw) if raw is not None else "{}"
+                text = input_json
+        elif itype == "custom_tool_call":
+            name = _str(item.get("name"))
+            raw = item.get("input")
+            parsed = raw
+            text = raw if isinstance(raw, str) else dumps(raw)
+            input_json = dumps(raw)
+        else:  # local_shell_call / web_search_call: the action object is the input
+            name = "local_shell" if itype == "local_shell_call" else "web_search"
+            parsed = item.get("action")
+            input_json = dumps(parsed) if parsed is not None else "{}"
+            text = input_json
+        call_id = _str(item.get("call_id")) or (None if itype == "function_call"
+                                                 else _str(item.get("id")))
+        self._remember_call(call_id, name)
+        msg = out.message(role="assistant", kind="tool_use", text=text, call_id=call_id,
+                          tool_name=name, model=self.model, is_meta=False, **common)
+        out.tool_call(seq=msg["seq"], block_no=msg["block_no"], session_id=self.session_id,
+                      call_id=call_id, tool_name=name, tool_family=tool_family(name, parsed),
+                      input_json=input_json, cwd=self.cwd, timestamp_raw=common["timestamp_raw"])
+
+    def _event(self, event: dict, ts: str | None, out: Emitter) -> None:
+        etype = event.get("type")
+        if etype in DUPLICATE_EVENTS:
+            return
+        if etype == "token_count":
+            info = event.get("info")
+            total = info.get("total_token_usage") if isinstance(info, dict) else None
+            if isinstance(total, dict):
+                self._usage(total, ts, out)
+            return
+        common = self._common(ts, out)
+        if etype in META_EVENTS:
+            text = _str(event.get("reason")) or _str(event.get("message")) or ""
+            out.message(role="system", kind="meta", subtype=etype, text=text, is_meta=True,
+                        **common)
+        else:
+            out.message(role="system", kind="other", subtype=str(etype), text="", **common)
+
+    def _usage(self, total: dict, ts: str | None, out: Emitter) -> None:
+        current = {key: _int(total.get(key)) for key in TOTAL_KEYS}
+        last = self.last_total
+        if last is None or any(current[k] < _int(last.get(k)) for k in TOTAL_KEYS):
+            delta = dict(current)
+        else:
+            delta = {k: current[k] - _int(last.get(k)) for k in TOTAL_KEYS}
+        self.last_total = current
+        if not any(delta.values()):
+            return
+        cached = delta["cached_input_tokens"]
+        out.message(role="assistant", kind="other", subtype="token_count", text="",
+                    model=self.model, is_meta=False,
+                    input_tokens=max(delta["input_tokens"] - cached, 0),
+                    output_tokens=delta["output_tokens"], cache_read_tokens=cached,
+                    reasoning_tokens=delta["reasoning_output_tokens"], usage_scope="call",
+                    **self._common(ts, out))

@@ -1,0 +1,340 @@
+"""Codex CLI reader: the real rollout (exact counts worked out from the raw JSON) and hand-made
+rollouts for token_count deltas, the older header+state form and appends."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.formats import detect
+from pipeline.formats.codex_cli import CodexCliReader
+from pipeline.formats.gemini_cli import GeminiCliJsonlReader
+from pipeline.ingest import ingest
+from tests.conftest import REAL, ingest_paths, rows, scalar
+
+SAMPLE = REAL / "codex" / "codex_session.jsonl"
+
+
+def _objs() -> list[dict]:
+    return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+
+
+def _items(objs: list[dict]) -> list[dict]:
+    return [o["payload"] for o in objs if o["type"] == "response_item"]
+
+
+def _text(item: dict) -> str:
+    return "\n".join(c["text"] for c in item["content"])
+
+
+def _failed(output: str) -> bool:
+    if output.startswith("Exit code: "):
+        return not output.startswith("Exit code: 0\n")
+    return json.loads(output)["metadata"]["exit_code"] != 0
+
+
+# ---------------------------------------------------------------------------------------
+# The real sample
+# ---------------------------------------------------------------------------------------
+def test_the_real_rollout_ingests_every_line_with_nothing_quarantined(tmp_path):
+    lake, summary = ingest_paths(tmp_path, SAMPLE)
+    objs = _objs()
+    assert (summary.files, summary.lines, summary.records, summary.quarantined) == \
+        (1, len(objs), len(objs), 0)
+    meta = objs[0]["payload"]
+    assert rows(lake, "SELECT session_id, format, project, git_branch, cli_version, model "
+                      "FROM sessions") == [
+        (meta["id"], "codex_cli", meta["cwd"], meta["git"]["branch"], meta["cli_version"],
+         next(o["payload"]["model"] for o in objs if o["type"] == "turn_context"))]
+    assert rows(lake, "SELECT format FROM sources") == [("codex_cli",)]
+
+
+def test_response_items_are_the_only_message_source(tmp_path):
+    lake, _ = ingest_paths(tmp_path, SAMPLE)
+    objs = _objs()
+    items = _items(objs)
+    users = [i for i in items if i["type"] == "message" and i["role"] == "user"]
+    context = [i for i in users if _text(i).startswith("<environment_context>")]
+    expected = {
+        ("user", "text"): len(users) - len(context),
+        ("user", "meta"): len(context),
+        ("assistant", "text"): sum(1 for i in items
+                                   if i["type"] == "message" and i["role"] == "assistant"),
+        ("assistant", "thinking"): sum(1 for i in items if i["type"] == "reasoning"),
+        ("assistant", "tool_use"): sum(1 for i in items
+                                       if i["type"] in ("function_call", "custom_tool_call")),
+        ("tool", "tool_result"): sum(1 for i in items if i["type"].endswith("_call_output")),
+    }
+    # the event_msg copies exist and are NOT counted again
+    events = [o["payload"]["type"] for o in objs if o["type"] == "event_msg"]
+    assert events.count("user_message") == expected[("user", "text")]
+    assert events.count("agent_message") == expected[("assistant", "text")]
+    got = dict(((role, kind), n) for role, kind, n in rows(
+        lake, "SELECT role, kind, count(*) FROM messages WHERE subtype IS DISTINCT FROM 'token_count' "
+              "GROUP BY ALL"))
+    assert got == expected
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE is_prompt") == expected[("user", "text")]
+    assert rows(lake, "SELECT text FROM messages WHERE is_prompt ORDER BY seq") == [
+        (_text(i),) for i in users if i not in context]
+
+
+def test_real_calls_pair_with_outputs_and_exit_codes_make_errors(tmp_path):
+    lake, _ = ingest_paths(tmp_path, SAMPLE)
+    items = _items(_objs())
+    calls = [i for i in items if i["type"] in ("function_call", "custom_tool_call")]
+    outputs = [i for i in items if i["type"].endswith("_call_output")]
+    assert scalar(lake, "SELECT count(*) FROM tool_calls") == len(calls)
+    assert scalar(lake, "SELECT count(*) FROM tool_results") == len(outputs)
+    assert scalar(lake, "SELECT count(*) FROM tool_results r SEMI JOIN tool_calls c "
+                        "ON r.call_id = c.call_id AND r.session_id = c.session_id") == \
+        len({c["call_id"] for c in calls} & {o["call_id"] for o in outputs}) == len(outputs)
+    assert scalar(lake, "SELECT count(*) FROM tool_results WHERE is_error") == \
+        sum(1 for o in outputs if _failed(o["output"])) == 2
+    assert sorted(rows(lake, "SELECT call_id, tool_name, tool_family FROM tool_calls")) == sorted(
+        (c["call_id"], c["name"], {"shell_command": "shell", "apply_patch": "edit"}[c["name"]])
+        for c in calls)
+    assert sorted(rows(lake, "SELECT call_id, tool_name FROM tool_results")) == sorted(
+        (c["call_id"], c["name"]) for c in calls)
+
+
+def test_real_usage_is_the_final_total_with_cache_outside_input(tmp_path):
+    lake, _ = ingest_paths(tmp_path, SAMPLE)
+    totals = [o["payload"]["info"]["total_token_usage"] for o in _objs()
+              if o["type"] == "event_msg" and o["payload"]["type"] == "token_count"
+              and o["payload"]["info"]]
+    final = totals[-1]
+    distinct = [t for n, t in enumerate(totals) if n == 0 or t != totals[n - 1]]
+    got = rows(lake, "SELECT sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), "
+                     "sum(reasoning_tokens), count(input_tokens) FROM messages")[0]
+    assert got == (final["input_tokens"] - final["cached_input_tokens"], final["output_tokens"],
+                   final["cached_input_tokens"], final["reasoning_output_tokens"], len(distinct))
+    assert got[0] + got[1] + got[2] == final["total_tokens"]
+    # totals are repeated, so summing every event's last_token_usage would over-count
+    lasts = [o["payload"]["info"]["last_token_usage"]["input_tokens"] for o in _objs()
+             if o["type"] == "event_msg" and o["payload"]["type"] == "token_count"
+             and o["payload"]["info"]]
+    assert len(totals) > len(distinct) and sum(lasts) > final["input_tokens"]
+
+
+def test_sniffing_claims_the_codex_rollout_and_nothing_else():
+    head = SAMPLE.read_bytes()[:65536]
+    assert detect(str(SAMPLE), head) == "codex_cli"
+    for path in REAL.rglob("*"):
+        if path.is_file() and path != SAMPLE:
+            assert CodexCliReader.sniff(str(path), path.read_bytes()[:65536]) == 0, path
+    foreign = [b'{"messages": [{"role": "user", "content": "hi"}]}\n',
+               b'{"id": "conv-1", "messages": [{"role": "user", "content": "hi"}]}\n',
+               b'{"role": "user", "content": [{"type": "text", "text": "hi"}]}\n',
+               b'{"sessionId": "s", "projectHash": "h", "startTime": "t", "lastUpdated": "t"}\n']
+    for line in foreign:
+        assert CodexCliReader.sniff("/a/b.jsonl", line) == 0, line
+    assert GeminiCliJsonlReader.sniff(str(SAMPLE), head) == 0
+    old = _old_lines()
+    assert CodexCliReader.sniff("/x/rollout-2025-07-01T10-00-00-uuid.jsonl", b"".join(old)) == 90
+
+
+# ---------------------------------------------------------------------------------------
+# Hand-made rollouts
+# ---------------------------------------------------------------------------------------
+SID = "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000"
+ROLLOUT = f"rollout-2026-01-02T10-00-00-{SID}.jsonl"
+
+
+def _line(ltype: str, payload: dict, second: int = 0) -> bytes:
+    return json.dumps({"timestamp": f"2026-01-02T10:00:{second:02d}.000Z", "type": ltype,
+                       "payload": payload}).encode() + b"\n"
+
+
+def _meta(**extra) -> bytes:
+    return _line("session_meta", {"id": SID, "timestamp": "2026-01-02T10:00:00.000Z",
+                                  "cwd": "/w/proj", "originator": "codex_cli_rs",
+                                  "cli_version": "0.70.0", "instructions": None, "source": "cli",
+                                  "model_provider": "openai", **extra})
+
+
+def _turn(model: str) -> bytes:
+    return _line("turn_context", {"cwd": "/w/proj", "model": model, "approval_policy": "never"})
+
+
+def _tokens(total: dict | None, second: int = 0) -> bytes:
+    info = None if total is None else {"total_token_usage": total, "last_token_usage": total,
+                                       "model_context_window": 272000}
+    return _line("event_msg", {"type": "token_count", "info": info, "rate_limits": None}, second)
+
+
+def _usage(inp: int, cached: int, out: int, reasoning: int) -> dict:
+    return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+            "reasoning_output_tokens": reasoning, "total_tokens": inp + out}
+
+
+def _say(role: str, text: str) -> bytes:
+    kind = "input_text" if role == "user" else "output_text"
+    return _line("response_item", {"type": "message", "role": role,
+                                   "content": [{"type": kind, "text": text}]})
+
+
+A = _usage(1000, 600, 50, 20)
+B = _usage(2500, 1800, 120, 40)
+
+
+def test_token_counts_written_twice_give_one_delta_each(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join([
+        _meta(), _turn("gpt-5-codex"), _say("user", "hi"), _tokens(None, 1), _tokens(A, 2),
+        _say("assistant", "hello"), _tokens(A, 3), _turn("gpt-5.1-codex"), _tokens(B, 4),
+        _tokens(B, 5),
+    ]))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (10, 0)
+    assert rows(lake, "SELECT line_no, model, input_tokens, cache_read_tokens, output_tokens, "
+                      "reasoning_tokens, usage_scope, api_call_id, role, kind FROM messages "
+                      "WHERE subtype = 'token_count' ORDER BY seq") == [
+        (5, "gpt-5-codex", 400, 600, 50, 20, "call", None, "assistant", "other"),
+        (9, "gpt-5.1-codex", 1500 - 1200, 1200, 70, 20, "call", None, "assistant", "other"),
+    ]
+    assert rows(lake, "SELECT sum(input_tokens) + sum(cache_read_tokens), sum(output_tokens) "
+                      "FROM messages") == [(B["input_tokens"], B["output_tokens"])]
+
+
+def test_a_total_that_goes_down_starts_a_new_baseline(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    small = _usage(300, 100, 10, 0)
+    path.write_bytes(b"".join([_meta(), _tokens(B, 1), _tokens(small, 2)]))
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT input_tokens, cache_read_tokens, output_tokens FROM messages "
+                      "ORDER BY seq") == [
+        (700, 1800, 120), (200, 100, 10)]
+
+
+def _old_lines() -> list[bytes]:
+    objs = [
+        {"id": SID, "timestamp": "2025-07-01T10:00:00.000Z", "instructions": None,
+         "git": {"commit_hash": "abc", "branch": "main", "repository_url": "git@x:y.git"}},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<user_instructions>\nbe brief\n</user_instructions>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "**Listing**"}],
+         "encrypted_content": "gAAA"},
+        {"type": "function_call", "id": "fc_1", "name": "shell",
+         "arguments": json.dumps({"command": ["bash", "-lc", "ls nope"]}), "call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1",
+         "output": json.dumps({"output": "ls: nope: No such file",
+                               "metadata": {"exit_code": 2, "duration_seconds": 0.1}})},
+        {"record_type": "state"},
+        {"type": "message", "id": "msg_1", "role": "assistant",
+         "content": [{"type": "output_text", "text": "There is no such file."}]},
+    ]
+    return [json.dumps(o).encode() + b"\n" for o in objs]
+
+
+def test_the_older_header_and_state_form_is_read(tmp_path):
+    path = tmp_path / "sessions" / "rollout-2025-07-01T10-00-00-x.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(_old_lines()))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.lines, summary.records, summary.quarantined) == (9, 9, 0)
+    assert rows(lake, "SELECT format FROM sources") == [("codex_cli",)]
+    assert rows(lake, "SELECT session_id, git_branch, project FROM sessions") == [(SID, "main", None)]
+    assert rows(lake, "SELECT line_no, role, kind, subtype, is_prompt, text FROM messages "
+                      "ORDER BY seq") == [
+        (3, "user", "meta", "user_instructions", False,
+         "<user_instructions>\nbe brief\n</user_instructions>"),
+        (4, "user", "text", None, True, "list files"),
+        (5, "assistant", "thinking", None, False, "**Listing**"),
+        (6, "assistant", "tool_use", None, False, '{"command": ["bash", "-lc", "ls nope"]}'),
+        (7, "tool", "tool_result", None, False, json.loads(_old_lines()[6])["output"]),
+        (9, "assistant", "text", None, False, "There is no such file."),
+    ]
+    assert rows(lake, "SELECT call_id, tool_name, tool_family FROM tool_calls") == [
+        ("call_1", "shell", "shell")]
+    assert rows(lake, "SELECT call_id, tool_name, is_error FROM tool_results") == [
+        ("call_1", "shell", True)]
+    assert rows(lake, "SELECT record_type, count(*) FROM records GROUP BY ALL ORDER BY 1") == [
+        ("response_item", 6), ("session_meta", 1), ("state", 2)]
+
+
+def test_an_append_reads_only_the_new_lines_and_continues_the_usage_delta(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    call = _line("response_item", {"type": "function_call", "name": "shell_command",
+                                   "arguments": '{"command":"false"}', "call_id": "call_9"})
+    first = [_meta(), _turn("gpt-5-codex"), _say("user", "go"), _tokens(None), _tokens(A), call,
+             _tokens(A)]
+    path.write_bytes(b"".join(first))
+    lake, _ = ingest_paths(tmp_path, path)
+    output = _line("response_item", {"type": "function_call_output", "call_id": "call_9",
+                                     "output": "Exit code: 1\nWall time: 0 seconds\nOutput:\n"})
+    appended = [output, _tokens(B), _say("assistant", "it failed"), _tokens(B)]
+    with open(path, "ab") as handle:
+        handle.write(b"".join(appended))
+    summary = ingest([path], lake=lake, workers=1)
+    assert (summary.files_appended, summary.lines, summary.records, summary.quarantined) == \
+        (1, len(appended), len(appended), 0)
+    assert rows(lake, "SELECT lines, records, generation FROM sources") == [
+        (len(first) + len(appended), len(first) + len(appended), 1)]
+    assert scalar(lake, "SELECT count(*) FROM records") == len(first) + len(appended)
+    assert rows(lake, "SELECT line_no, input_tokens, cache_read_tokens, output_tokens, model "
+                      "FROM messages WHERE subtype = 'token_count' ORDER BY seq") == [
+        (5, 400, 600, 50, "gpt-5-codex"),
+        (9, (2500 - 1000) - (1800 - 600), 1800 - 600, 70, "gpt-5-codex"),
+    ]
+    # the call is before the watermark, its output after: the name comes from the saved state
+    assert rows(lake, "SELECT call_id, tool_name, is_error, line_no FROM tool_results") == [
+        ("call_9", "shell_command", True, 8)]
+    assert scalar(lake, "SELECT count(*) FROM session_info") == 1
+    assert rows(lake, "SELECT n_prompts, n_tool_calls, n_tool_results FROM sessions") == [(1, 1, 1)]
+
+
+def test_a_spawned_subagent_rollout_points_to_its_parent(tmp_path):
+    parent = "0199aaaa-0000-7000-8000-000000000001"
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_meta(source={"subagent": {"thread_spawn": {
+        "parent_thread_id": parent, "depth": 1, "agent_nickname": "scout"}}}) + _say("user", "look"))
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT session_id, parent_session_id, agent_id FROM sessions") == [
+        (SID, parent, "scout")]
+
+
+def test_a_response_item_with_a_bad_content_is_quarantined_alone(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_meta() + _line("response_item", {"type": "message", "role": "user",
+                                                       "content": 42}) + _say("user", "fine"))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (2, 1)
+    assert rows(lake, "SELECT line_no, reason FROM quarantine") == [
+        (2, "message.content must be a list of content items, found int")]
+    assert rows(lake, "SELECT text FROM messages") == [("fine",)]
+
+
+def test_compaction_markers_and_injected_messages_are_not_prompts(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join([
+        _meta(),
+        _line("response_item", {"type": "message", "role": "developer",
+                                "content": [{"type": "input_text", "text": "<permissions>..."}]}),
+        _say("user", "# AGENTS.md instructions for /w/proj\n\nbe brief"),
+        _say("user", "fix it"),
+        _line("event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+        _line("compacted", {"message": "Summary: fixed half of it.", "replacement_history": []}),
+        _line("event_msg", {"type": "context_compacted"}),
+        _line("response_item", {"type": "local_shell_call", "call_id": "ls_1", "status": "completed",
+                                "action": {"type": "exec", "command": ["ls"]}}),
+    ]))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT line_no, role, kind, subtype, is_prompt FROM messages ORDER BY seq") == [
+        (2, "system", "meta", "developer", False),
+        (3, "user", "meta", "instructions", False),
+        (4, "user", "text", None, True),
+        (5, "system", "meta", "turn_aborted", False),
+        (6, "system", "boundary", "compacted", False),
+        (6, "user", "summary", "compacted", False),
+        (8, "assistant", "tool_use", None, False),
+    ]
+    assert rows(lake, "SELECT call_id, tool_name, tool_family FROM tool_calls") == [
+        ("ls_1", "local_shell", "shell")]
