@@ -1,16 +1,20 @@
 -- sessions: one row per session (sub-agents point to their parent), from session_info and messages
 CREATE OR REPLACE VIEW sessions AS
-WITH info AS (
+WITH info_rows AS (
+    SELECT *, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ) AS seen_order
+    FROM session_info
+),
+info AS (
     SELECT
         session_id,
-        arg_min(format, first_seen_at) AS format,
-        arg_min(project, first_seen_at) FILTER (WHERE project IS NOT NULL) AS project,
-        arg_min(git_branch, first_seen_at) FILTER (WHERE git_branch IS NOT NULL) AS git_branch,
-        arg_min(parent_session_id, first_seen_at) FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id,
-        arg_min(agent_id, first_seen_at) FILTER (WHERE agent_id IS NOT NULL) AS agent_id,
-        arg_max(cli_version, first_seen_at) FILTER (WHERE cli_version IS NOT NULL) AS cli_version,
+        arg_min(format, seen_order) AS format,
+        arg_min(project, seen_order) FILTER (WHERE project IS NOT NULL) AS project,
+        arg_min(git_branch, seen_order) FILTER (WHERE git_branch IS NOT NULL) AS git_branch,
+        arg_min(parent_session_id, seen_order) FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id,
+        arg_min(agent_id, seen_order) FILTER (WHERE agent_id IS NOT NULL) AS agent_id,
+        arg_max(cli_version, seen_order) FILTER (WHERE cli_version IS NOT NULL) AS cli_version,
         min(source_id) AS source_id
-    FROM session_info
+    FROM info_rows
     GROUP BY session_id
 ),
 stats AS (

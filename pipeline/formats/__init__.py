@@ -5,11 +5,24 @@ from __future__ import annotations
 from pipeline.errors import UsageError
 from pipeline.formats.base import Reader
 from pipeline.formats.claude_code import ClaudeCodeReader
+from pipeline.formats.codex_cli import CodexCliReader
+from pipeline.formats.gemini_cli import GeminiCliJsonlReader, GeminiCliReader
+from pipeline.formats.mini_swe_agent import MiniSweAgentReader
+from pipeline.formats.openai_chat import OpenAIChatReader
+from pipeline.formats.anthropic_messages import AnthropicMessagesReader
+from pipeline.formats.swe_agent import SweAgentReader
 
 READERS: dict[str, type[Reader]] = {
     cls.name: cls
     for cls in (
         ClaudeCodeReader,
+        GeminiCliReader,
+        GeminiCliJsonlReader,
+        CodexCliReader,
+        SweAgentReader,
+        MiniSweAgentReader,
+        OpenAIChatReader,
+        AnthropicMessagesReader,
     )
 }
 

@@ -130,6 +130,7 @@ _FAMILY = {
     "bash": "shell", "str_replace_editor": "edit", "submit": "other", "open": "read",
     "goto": "read", "scroll_up": "read", "scroll_down": "read", "create": "write",
     "search_dir": "search", "search_file": "search", "find_file": "glob",
+    "insert": "edit", "filemap": "read",
 }
 
 

@@ -1,0 +1,275 @@
+"""mini-SWE-agent trajectories (``mini_swe_agent``, ``*.traj.json``, one JSON document).
+
+Facts (FORMATS.md): ``{info, messages[], trajectory_format, instance_id?}``; the oldest test
+data is a bare list of messages. Every row carries ``json_path`` (``/messages/<i>``, or
+``/<i>`` for a bare list). Session: the file stem (the instance id; ``instance_id`` is kept in
+``session_info.meta_json``). Project and each call's ``cwd``: ``info.config.environment.cwd``.
+
+- Roles: system; user (the first is the task; ``extra.interrupt_type`` messages such as
+  ``FormatError`` are ``kind = meta``); assistant; tool (v2); exit (v2: stored as role system,
+  kind meta, subtype ``exit``: the submission is never shown to the model).
+- Tool calls, v2 tool calling (``mini-swe-agent-1.1``): ``tool_calls[]`` ids <->
+  ``tool_call_id`` of ``role: tool`` messages. ``is_error`` when ``extra.returncode`` is not 0
+  or ``extra.exception_info`` is set.
+- v2 text mode (assistant ``extra.actions`` without ``tool_calls``): each action is a call
+  with a made-up id ``"<session>#<json_path>/extra/actions/<k>"``, answered in order by the
+  following user messages that carry ``extra.returncode``.
+- v1 text mode (no ``extra.actions``): an assistant message whose content has exactly one
+  action block (``info.config.agent.action_regex``, default ```` ```bash ... ``` ````) made one
+  call (tool ``bash``, id ``"<session>#<json_path>"``) answered by the next user message
+  (``<returncode>N</returncode><output>...``, a timeout notice, or the submission);
+  ``is_error`` when N != 0 or on a timeout notice. With 0 or >= 2 blocks nothing ran: no
+  call, and the next user message (the format-error notice) is ``kind = meta``, subtype
+  ``format_error``.
+- Usage per call: assistant ``extra.response.usage`` (OpenAI shape) on the message's first
+  row, ``usage_scope = call``: ``input_tokens = prompt_tokens - cached_tokens``,
+  ``cache_read_tokens = prompt_tokens_details.cached_tokens``, ``output_tokens =
+  completion_tokens`` (reasoning included), ``reasoning_tokens =
+  completion_tokens_details.reasoning_tokens`` (see ``openai_chat.usage_columns``);
+  ``api_call_id`` = the response ``id`` (else ``"<session>#<json_path>"``); model = the
+  response's ``model``, else ``info.config.model.model_name``. Per-call ``cost`` is NOT
+  stored on call rows.
+- Usage per run: ``info.model_stats.instance_cost`` becomes one row (role assistant, kind
+  other, subtype ``model_stats``, ``usage_scope = run``) with the cost ONLY: tokens are
+  already on the call rows, so summing tokens and costs over all rows counts nothing twice.
+  ``api_calls`` goes to ``session_info.meta_json``; it can exceed the stored assistant
+  messages (a v2 reply that failed to parse is not stored, nor its usage).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pipeline.formats.base import Emitter, Reader, RecordError, content_text, dumps
+from pipeline.formats.openai_chat import (
+    emit_tool_call, emit_tool_result, float_or_none, int_or_none, iso_from_epoch,
+    openai_tool_calls, usage_columns,
+)
+
+DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
+_RETURNCODE = re.compile(r"^\s*<returncode>\s*(-?\d+)\s*</returncode>")
+_TIMEOUT = re.compile(r"^\s*The last command .* timed out and has been killed", re.DOTALL)
+_ROLES = {"system", "user", "assistant", "tool"}
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _returncode(value: Any) -> int | None:
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return int_or_none(value)
+
+
+def _tool_error(extra: dict) -> bool:
+    code = _returncode(extra.get("returncode"))
+    return (code is not None and code != 0) or bool(extra.get("exception_info"))
+
+
+class MiniSweAgentReader(Reader):
+    name = "mini_swe_agent"
+    layout = "document"
+
+    @classmethod
+    def sniff(cls, path: str, head: bytes) -> int:
+        start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+        if path.endswith(".traj.json"):
+            # mini's own suffix: a file of another shape is still ours to quarantine
+            return 90 if start in (b"{", b"[") else 60
+        if path.endswith(".json") and start == b"{":
+            compact = head.replace(b'": "', b'":"')
+            if b'"mini_version"' in head or b'"trajectory_format":"mini-swe-agent' in compact:
+                return 70
+        return 0
+
+    def document(self, obj: Any, out: Emitter) -> str:
+        if isinstance(obj, list):
+            messages, info, prefix, fmt, instance_id = obj, {}, "", None, None
+        elif isinstance(obj, dict):
+            messages = obj.get("messages")
+            if not isinstance(messages, list):
+                raise RecordError("a mini-SWE-agent trajectory needs a 'messages' list, found "
+                                  f"{type(messages).__name__}")
+            info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+            prefix, fmt = "/messages", _text(obj.get("trajectory_format"))
+            instance_id = _text(obj.get("instance_id"))
+        else:
+            raise RecordError("a mini-SWE-agent trajectory must be an object or a list of "
+                              f"messages, found {type(obj).__name__}")
+        session_id = self.ctx.stem
+        config = info.get("config") if isinstance(info.get("config"), dict) else {}
+        config_model = _text(_get(config, "model", "model_name"))
+        cwd = _text(_get(config, "environment", "cwd"))
+        regex_text = _get(config, "agent", "action_regex")
+        try:
+            action_regex = re.compile(regex_text if isinstance(regex_text, str)
+                                      else DEFAULT_ACTION_REGEX, re.DOTALL)
+        except re.error:
+            action_regex = re.compile(DEFAULT_ACTION_REGEX, re.DOTALL)
+        stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
+        first_ts = next((iso_from_epoch(_get(m, "extra", "timestamp")) for m in messages
+                         if iso_from_epoch(_get(m, "extra", "timestamp"))), None)
+        meta = {
+            "instance_id": instance_id,
+            "trajectory_format": fmt,
+            "exit_status": info.get("exit_status"),
+            "api_calls": int_or_none(stats.get("api_calls")) if stats else None,
+            "model": config_model,
+        }
+        out.session(session_id=session_id, format=self.name, project=cwd,
+                    cli_version=_text(info.get("mini_version")), timestamp_raw=first_ts,
+                    json_path="", meta_json=dumps({k: v for k, v in meta.items() if v is not None}))
+
+        names: dict[str, str | None] = {}
+        awaiting: list[str] = []          # made-up text-mode calls, answered in order
+        awaiting_v1 = False               # the awaited answer is a v1 observation
+        format_error_next = False         # v1: the last reply had 0 or >= 2 action blocks
+        submission = info.get("submission") if isinstance(info.get("submission"), str) else None
+        for index, message in enumerate(messages):
+            where = f"{prefix}/{index}"
+            if not isinstance(message, dict):
+                raise RecordError(f"messages[{index}] is a {type(message).__name__}, "
+                                  "expected an object")
+            role = message.get("role")
+            content = message.get("content")
+            if content is not None and not isinstance(content, (str, list)):
+                raise RecordError(f"messages[{index}]: content must be a string or a list, "
+                                  f"found {type(content).__name__}")
+            text = content_text(content)
+            extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+            row = dict(session_id=session_id, json_path=where,
+                       timestamp_raw=iso_from_epoch(extra.get("timestamp")))
+            if role == "system":
+                out.message(role="system", kind="text", text=text, **row)
+            elif role == "assistant":
+                awaiting, awaiting_v1, format_error_next = [], False, False
+                outcome = self._assistant(message, extra, text, row, config_model, cwd,
+                                          action_regex, names, out)
+                if outcome == "format_error":
+                    format_error_next = True
+                elif outcome:
+                    awaiting = outcome
+                    awaiting_v1 = "actions" not in extra
+            elif role == "tool":
+                call_id = _text(message.get("tool_call_id"))
+                emit_tool_result(out, dict(row, subtype="observation"), call_id=call_id,
+                                 name=names.get(call_id) if call_id else None, payload=content,
+                                 is_error=_tool_error(extra), text=text)
+            elif role == "user":
+                interrupt = _text(extra.get("interrupt_type"))
+                if interrupt:
+                    awaiting = []
+                    out.message(role="user", kind="meta", subtype=_snake(interrupt), text=text,
+                                is_meta=True, **row)
+                elif awaiting and (awaiting_v1 or "returncode" in extra):
+                    call_id = awaiting.pop(0)
+                    if awaiting_v1:
+                        code = _RETURNCODE.match(text)
+                        is_error = (int(code.group(1)) != 0) if code \
+                            else bool(_TIMEOUT.match(text))
+                        is_last = index == len(messages) - 1
+                        subtype = "submission" if is_last and not code and submission is not None \
+                            and text == submission else "observation"
+                    else:
+                        is_error, subtype = _tool_error(extra), "observation"
+                    emit_tool_result(out, dict(row, subtype=subtype), call_id=call_id,
+                                     name=names.get(call_id), payload=content,
+                                     is_error=is_error, text=text)
+                elif format_error_next:
+                    format_error_next = False
+                    out.message(role="user", kind="meta", subtype="format_error", text=text,
+                                is_meta=True, **row)
+                else:
+                    awaiting = []
+                    out.message(role="user", kind="text", text=text,
+                                is_prompt=bool(text.strip()), **row)
+            elif role == "exit":
+                awaiting = []
+                out.message(role="system", kind="meta", subtype="exit", text=text, is_meta=True,
+                            **row)
+            else:
+                out.message(role=role if role in _ROLES else "system", kind="other",
+                            subtype=str(role), text=text, **row)
+
+        if stats is not None:
+            out.message(session_id=session_id, role="assistant", kind="other",
+                        subtype="model_stats", text="", model=config_model,
+                        json_path="/info/model_stats",
+                        cost_usd_recorded=float_or_none(stats.get("instance_cost")),
+                        usage_scope="run")
+        return "trajectory"
+
+    def _assistant(self, message: dict, extra: dict, text: str, row: dict,
+                   config_model: str | None, cwd: str | None, action_regex: re.Pattern,
+                   names: dict, out: Emitter) -> list[str] | str | None:
+        """Rows of one model reply. Returns the made-up call ids awaiting observations,
+        ``"format_error"`` for a v1 reply that ran nothing, or None."""
+        where = row["json_path"]
+        session_id = row["session_id"]
+        response = extra.get("response") if isinstance(extra.get("response"), dict) else {}
+        model = _text(response.get("model")) or config_model
+        api_call_id = _text(response.get("id")) or f"{session_id}#{where}"
+        row = dict(row, role="assistant", model=model, api_call_id=api_call_id)
+        usage = usage_columns(response.get("usage"))
+        first = True
+
+        def with_usage(cols: dict) -> dict:
+            nonlocal first
+            if first:
+                first = False
+                return dict(cols, **usage)
+            return cols
+
+        calls = openai_tool_calls(message.get("tool_calls"), f"messages entry {where}")
+        actions = extra.get("actions") if isinstance(extra.get("actions"), list) else None
+        text_calls: list[tuple[str, str]] = []     # (made-up id, command)
+        outcome: list[str] | str | None = None
+        if not calls and actions is not None:
+            for k, action in enumerate(actions):
+                command = action.get("command") if isinstance(action, dict) else None
+                if isinstance(command, str):
+                    text_calls.append((f"{session_id}#{where}/extra/actions/{k}", command))
+        elif not calls:
+            found = action_regex.findall(text)
+            if len(found) == 1:
+                command = found[0] if isinstance(found[0], str) else str(found[0])
+                text_calls.append((f"{session_id}#{where}", command.strip()))
+            else:
+                outcome = "format_error"
+        reasoning = message.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            out.message(kind="thinking", subtype="reasoning_content", text=reasoning,
+                        **with_usage(row))
+        if text or not (calls or text_calls):
+            out.message(kind="text", text=text, **with_usage(row))
+        for k, (call_id, name, input_obj, input_json) in enumerate(calls):
+            emit_tool_call(out, with_usage(dict(row, json_path=f"{where}/tool_calls/{k}")),
+                           call_id=call_id, name=name, input_obj=input_obj,
+                           input_json=input_json, cwd=cwd)
+            if call_id:
+                names[call_id] = name
+        for call_id, command in text_calls:
+            emit_tool_call(out, with_usage(row), call_id=call_id, name="bash",
+                           input_obj={"command": command}, input_json=dumps({"command": command}),
+                           cwd=cwd)
+            names[call_id] = "bash"
+        if text_calls:
+            outcome = [call_id for call_id, _ in text_calls]
+        return outcome

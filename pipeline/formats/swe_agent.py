@@ -1,0 +1,281 @@
+"""SWE-agent trajectories (``swe_agent``, ``*.traj``, one JSON object per file).
+
+Facts (FORMATS.md): ``{environment?, trajectory[], history[], info{model_stats, ...},
+replay_config? (dict in 2024 files, a JSON string in current code)}``; demonstration files
+hold only ``history``. The messages come from ``history`` (what the model saw); every row
+carries ``json_path`` (``/history/<i>``, ``/history/<i>/tool_calls/<k>``).
+
+- Session: the file stem (the instance id). Project: the working directory of the first
+  trajectory ``state`` (the repository root inside the container, the counterpart of a CLI
+  session's cwd), else the repository of ``replay_config.env.repo``; each call's ``cwd`` is
+  the ``working_dir`` of its trajectory step (found by matching the action text, in order).
+  Model: ``replay_config.agent.model.name`` (or ``model_name``).
+- Demonstrations: history entries with ``is_demo: true`` (and every entry of a
+  demonstration-only file) become ``kind = meta`` rows with ``is_demo = true``: never
+  prompts, never tool calls.
+- Pairing, 1.x function calling: ``tool_calls[].id`` <-> ``tool_call_ids[]`` of the tool
+  message. When one tool message answers several ids, its text is on the first id's rows
+  and each other id gets an empty result row (subtype ``shared_observation``): the text is
+  stored and counted once.
+- Pairing, 0.x and 1.x text actions (no ids): an assistant ``action`` is answered by the next
+  user message (the issue text comes before any action, demonstrations are skipped); both
+  sides get the made-up, stable call id ``"<session>#/history/<i>"`` (i = the assistant
+  entry). The tool name is the first word of the action (``open``, ``edit``, ``python``);
+  its family is :func:`tool_family`'s for SWE-agent commands and ``shell`` for anything else
+  (a plain shell command). The input is ``{"command": <action as written>}``. In 0.x the
+  action is also inside the assistant text (``content`` is thought + fenced command), so the
+  command's tokens are counted in both rows.
+- The final ``submit``: current code writes it into ``history`` with its observation (the
+  patch); 1.0-era files have it in ``trajectory`` only. When the LAST trajectory step matches
+  no history action (while every history action matched a step) it is emitted from the
+  trajectory (``/trajectory/<j>``: the response text and a tool_use with id
+  ``"<session>#/trajectory/<j>"``) WITHOUT a result: the patch was never shown to the
+  model, so the call is a legitimate orphan. Earlier unmatched
+  trajectory steps are requeries (format errors) that never entered the history: not rows.
+- Errors: SWE-agent records no exit code or error flag for an observation, so ``is_error``
+  is always false (guessing from output text would be wrong for ``grep`` and friends).
+- Usage: only per-run totals exist. ``info.model_stats`` becomes ONE row (role assistant,
+  kind other, subtype ``model_stats``, ``usage_scope = run``): ``input_tokens =
+  tokens_sent``, ``output_tokens = tokens_received``, ``cost_usd_recorded = instance_cost``;
+  ``api_calls`` is in ``session_info.meta_json``. The rows of one assistant entry share
+  ``api_call_id = "<session>#/history/<i>"`` so they count as one API call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pipeline.formats.base import (
+    Emitter, Reader, RecordError, content_text, dumps, tool_family,
+)
+from pipeline.formats.openai_chat import (
+    emit_tool_call, emit_tool_result, float_or_none, int_or_none, openai_tool_calls,
+)
+
+# SWE-agent's own commands (0.x defaults and 1.x tool bundles); any other first word of an
+# action is a plain shell command.
+SWE_COMMANDS = {
+    "open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "submit",
+    "search_dir", "search_file", "find_file", "filemap", "str_replace_editor", "exit",
+    "exit_forfeit", "exit_cost", "exit_context", "exit_error", "exit_format", "skip",
+}
+_ROLES = {"system", "user", "assistant", "tool"}
+
+
+def _dict_or_json(value: Any) -> dict | None:
+    """A dict, or a JSON string holding one (replay_config, 0.x ``state``)."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def action_tool(action: str) -> tuple[str, str]:
+    """(tool name, tool family) of a text action: its first word."""
+    words = action.split()
+    name = words[0] if words else ""
+    family = tool_family(name) if name in SWE_COMMANDS else "shell"
+    return name, family
+
+
+class SweAgentReader(Reader):
+    name = "swe_agent"
+    layout = "document"
+
+    @classmethod
+    def sniff(cls, path: str, head: bytes) -> int:
+        if not path.endswith(".traj"):
+            return 0
+        # the suffix is SWE-agent's own: a .traj that is not an object is still ours to
+        # quarantine with a reason, rather than to skip as unrecognised
+        return 90 if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{") else 60
+
+    def document(self, obj: Any, out: Emitter) -> str:
+        if not isinstance(obj, dict):
+            raise RecordError("a SWE-agent trajectory must be a JSON object with a 'history' "
+                              f"list, found {type(obj).__name__}")
+        history = obj.get("history")
+        if not isinstance(history, list):
+            raise RecordError("a SWE-agent trajectory needs a 'history' list, found "
+                              f"{type(history).__name__}")
+        trajectory = obj.get("trajectory", [])
+        if not isinstance(trajectory, list):
+            raise RecordError("'trajectory' must be a list of steps, found "
+                              f"{type(trajectory).__name__}")
+        info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+        replay = _dict_or_json(obj.get("replay_config")) or {}
+        demo_only = "trajectory" not in obj and "info" not in obj
+        session_id = self.ctx.stem
+        model = _text(_get(replay, "agent", "model", "name")) \
+            or _text(_get(replay, "agent", "model", "model_name"))
+        steps = [step if isinstance(step, dict) else {} for step in trajectory]
+        states = [_dict_or_json(step.get("state")) or {} for step in steps]
+        workdirs = [_text(state.get("working_dir")) for state in states]
+        repo = _get(replay, "env", "repo")
+        repo_name = _text(_get(repo, "github_url")) or _text(_get(repo, "repo_name")) \
+            or _text(_get(repo, "path"))
+        project = next((w for w in workdirs if w), None) or repo_name
+        stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
+        meta = {
+            "environment": obj.get("environment"),
+            "exit_status": info.get("exit_status"),
+            "api_calls": int_or_none(stats.get("api_calls")) if stats else None,
+            "repo": repo_name,
+            "problem_statement_id": _get(replay, "problem_statement", "id"),
+            "demo_only": demo_only,
+        }
+        out.session(session_id=session_id, format=self.name, project=project,
+                    cli_version=_text(info.get("swe_agent_version")), json_path="",
+                    meta_json=dumps({k: v for k, v in meta.items() if v is not None}))
+
+        cursor = 0                      # next trajectory step to match an action against
+        unmatched = 0                   # history actions found in no trajectory step
+        awaiting: tuple[str, str] | None = None   # made-up call waiting for its observation
+        names: dict[str, str | None] = {}
+        for index, entry in enumerate(history):
+            where = f"/history/{index}"
+            if not isinstance(entry, dict):
+                raise RecordError(f"history[{index}] is a {type(entry).__name__}, "
+                                  "expected an object")
+            role = entry.get("role")
+            content = entry.get("content")
+            text = content_text(content)
+            row = dict(session_id=session_id, json_path=where)
+            if demo_only or entry.get("is_demo") is True:
+                out.message(role=role if role in _ROLES else "user", kind="meta",
+                            subtype="demonstration", text=text, is_demo=True, is_meta=True,
+                            is_prompt=False, **row)
+                continue
+            subtype = _text(entry.get("message_type"))
+            if role == "system":
+                out.message(role="system", kind="text", subtype=subtype or "system_prompt",
+                            text=text, **row)
+            elif role == "assistant":
+                awaiting = None
+                action = entry.get("action") if isinstance(entry.get("action"), str) else ""
+                cwd = None
+                if action.strip():
+                    match = self._match_step(steps, cursor, action)
+                    if match is not None:
+                        cursor = match + 1
+                        cwd = workdirs[match]
+                    else:
+                        unmatched += 1
+                awaiting = self._assistant(entry, text, action, cwd, model, row, names, out)
+            elif role == "tool":
+                ids = entry.get("tool_call_ids")
+                ids = [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+                if not ids and isinstance(entry.get("tool_call_id"), str):
+                    ids = [entry["tool_call_id"]]
+                if not ids and awaiting is not None:
+                    ids = [awaiting[0]]
+                awaiting = None
+                self._result(ids, names, content, text, subtype, row, out)
+            elif role == "user":
+                if awaiting is not None:
+                    self._result([awaiting[0]], names, content, text, subtype or "observation",
+                                 row, out)
+                    awaiting = None
+                else:
+                    out.message(role="user", kind="text", subtype=subtype, text=text,
+                                is_prompt=bool(text.strip()), **row)
+            else:
+                out.message(role="system", kind="other", subtype=str(role), text=text, **row)
+
+        # 1.0-era files: the final submit lives in the trajectory only (when history and
+        # trajectory disagree on action texts, nothing can be told apart: read nothing)
+        if steps and cursor <= len(steps) - 1 and not demo_only and not unmatched:
+            last = len(steps) - 1
+            step = steps[last]
+            action = step.get("action") if isinstance(step.get("action"), str) else ""
+            if action.strip():
+                where = f"/trajectory/{last}"
+                response = step.get("response") if isinstance(step.get("response"), str) \
+                    else (step.get("thought") or "")
+                entry = {"action": action}
+                self._assistant(entry, content_text(response), action, workdirs[last], model,
+                                dict(session_id=session_id, json_path=where), names, out)
+
+        if stats is not None:
+            out.message(session_id=session_id, role="assistant", kind="other",
+                        subtype="model_stats", text="", model=model,
+                        json_path="/info/model_stats",
+                        input_tokens=int_or_none(stats.get("tokens_sent")),
+                        output_tokens=int_or_none(stats.get("tokens_received")),
+                        cost_usd_recorded=float_or_none(stats.get("instance_cost")),
+                        usage_scope="run")
+        return "demonstration" if demo_only else "trajectory"
+
+    @staticmethod
+    def _match_step(steps: list[dict], cursor: int, action: str) -> int | None:
+        wanted = action.strip()
+        for j in range(cursor, len(steps)):
+            candidate = steps[j].get("action")
+            if isinstance(candidate, str) and candidate.strip() == wanted:
+                return j
+        return None
+
+    def _assistant(self, entry: dict, text: str, action: str, cwd: str | None,
+                   model: str | None, row: dict, names: dict, out: Emitter
+                   ) -> tuple[str, str] | None:
+        """Rows of one model turn; returns the made-up call awaiting an observation, if any."""
+        where = row["json_path"]
+        session_id = row["session_id"]
+        row = dict(row, role="assistant", model=model, api_call_id=f"{session_id}#{where}")
+        thinking = entry.get("thinking_blocks")
+        if isinstance(thinking, list):
+            for k, block in enumerate(thinking):
+                if isinstance(block, dict) and isinstance(block.get("thinking"), str):
+                    out.message(kind="thinking", subtype=_text(block.get("type")),
+                                text=block["thinking"],
+                                **dict(row, json_path=f"{where}/thinking_blocks/{k}"))
+        calls = openai_tool_calls(entry.get("tool_calls"), f"history entry {where}")
+        if text or (not calls and not action.strip()):
+            out.message(kind="text", text=text, **row)
+        if calls:
+            for k, (call_id, name, input_obj, input_json) in enumerate(calls):
+                emit_tool_call(out, dict(row, json_path=f"{where}/tool_calls/{k}"),
+                               call_id=call_id, name=name, input_obj=input_obj,
+                               input_json=input_json, cwd=cwd)
+                if call_id:
+                    names[call_id] = name
+            return None
+        if not action.strip():
+            return None
+        call_id = f"{session_id}#{where}"
+        name, family = action_tool(action)
+        emit_tool_call(out, row, call_id=call_id, name=name, input_obj=None,
+                       input_json=dumps({"command": action}), cwd=cwd, family=family)
+        names[call_id] = name
+        return call_id, name
+
+    @staticmethod
+    def _result(ids: list[str], names: dict, content: Any, text: str, subtype: str | None,
+                row: dict, out: Emitter) -> None:
+        first = ids[0] if ids else None
+        emit_tool_result(out, dict(row, subtype=subtype), call_id=first,
+                         name=names.get(first) if first else None, payload=content,
+                         is_error=False, text=text)
+        for other in ids[1:]:
+            # one observation answering several calls: stored once, the others are empty
+            emit_tool_result(out, dict(row, subtype="shared_observation"), call_id=other,
+                             name=names.get(other), payload="", is_error=False, text="")

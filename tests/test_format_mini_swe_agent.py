@@ -1,0 +1,246 @@
+"""mini-SWE-agent trajectories: the real v1 (text) and v2 (tool calling) samples.
+
+Expected numbers are computed from the raw JSON with plain ``json``/``re`` in each test and
+cross-checked with the facts stated in SOURCES.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REAL, ingest_paths, rows, scalar
+
+V1 = "django__django-14155"     # mini-swe-agent-1: text actions in ```bash blocks
+V2 = "pvlib__pvlib-python-1606"  # mini-swe-agent-1.1: tool calls
+BASH_BLOCK = r"```bash\s*\n(.*?)\n```"
+
+
+def _raw(session: str) -> dict:
+    return json.loads((REAL / "mini_swe_agent" / f"{session}.traj.json").read_text(encoding="utf-8"))
+
+
+def _call_usage(data: dict) -> dict:
+    """Per-call usage summed over the stored assistant messages (the documented mapping)."""
+    total = dict(input=0, output=0, cached=0, reasoning=0, calls=0)
+    for message in data["messages"]:
+        usage = message.get("extra", {}).get("response", {}).get("usage")
+        if message["role"] != "assistant" or not usage:
+            continue
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+        total["input"] += usage["prompt_tokens"] - cached
+        total["cached"] += cached
+        total["output"] += usage["completion_tokens"]
+        total["reasoning"] += (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+        total["calls"] += 1
+    return total
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mini")
+    lake, summary = ingest_paths(tmp, REAL / "mini_swe_agent")
+    assert summary.quarantined == 0 and summary.problems == []
+    assert summary.files == 2 and summary.records == 2
+    return lake
+
+
+def test_the_samples_match_the_facts_in_sources_md():
+    v2 = _raw(V2)
+    roles = [m["role"] for m in v2["messages"]]
+    assert roles.count("assistant") == 84 and roles.count("tool") == 83
+    assert sum(bool(m.get("extra", {}).get("exception_info")) for m in v2["messages"]) == 2
+    assert v2["info"]["model_stats"]["api_calls"] == 85
+    assert v2["trajectory_format"] == "mini-swe-agent-1.1"
+    v1 = _raw(V1)
+    blocks = [len(re.findall(BASH_BLOCK, m["content"], re.DOTALL))
+              for m in v1["messages"] if m["role"] == "assistant"]
+    assert sum(n != 1 for n in blocks) == 5
+    assert v1["info"]["model_stats"]["api_calls"] == 22 == len(blocks)
+
+
+def test_v2_tool_calls_pair_by_id_and_errors_follow_returncode_and_exceptions(lake):
+    data = _raw(V2)
+    messages = data["messages"]
+    calls = [(c["id"], c["function"]["name"]) for m in messages if m["role"] == "assistant"
+             for c in m.get("tool_calls") or []]
+    tools = [m for m in messages if m["role"] == "tool"]
+    errors = sum(m["extra"]["returncode"] != 0 or bool(m["extra"].get("exception_info"))
+                 for m in tools)
+    call_ids = {c for c, _ in calls}
+    paired = sum(m["tool_call_id"] in call_ids for m in tools)
+    assert scalar(lake, "SELECT count(*) FROM tool_calls WHERE session_id = ?", [V2]) == len(calls)
+    assert sorted(rows(lake, "SELECT call_id, tool_name FROM tool_calls WHERE session_id = ?",
+                       [V2])) == sorted(calls)
+    assert scalar(lake, "SELECT count(*) FROM tool_results WHERE session_id = ?", [V2]) == len(tools)
+    assert scalar(lake, "SELECT count(*) FROM tool_results r JOIN tool_calls c "
+                        "USING (session_id, call_id) WHERE session_id = ?", [V2]) == paired
+    assert scalar(lake, "SELECT count(*) FROM tool_results WHERE session_id = ? AND is_error",
+                  [V2]) == errors
+    # the submit call has no tool reply: it is the one orphan
+    last_call = next(m for m in reversed(messages) if m["role"] == "assistant")["tool_calls"][0]["id"]
+    assert rows(lake, "SELECT c.call_id FROM tool_calls c LEFT JOIN tool_results r "
+                      "USING (session_id, call_id) WHERE session_id = ? AND r.call_id IS NULL",
+                [V2]) == [(last_call,)]
+    assert rows(lake, "SELECT DISTINCT cwd FROM tool_calls WHERE session_id = ?", [V2]) == \
+        [(data["info"]["config"]["environment"]["cwd"],)]
+
+
+def test_v2_messages_per_role_and_kind_are_exact(lake):
+    messages = _raw(V2)["messages"]
+    assistants = [m for m in messages if m["role"] == "assistant"]
+    users = [m for m in messages if m["role"] == "user"]
+    got = dict(rows(lake, "SELECT role || '/' || kind, count(*) FROM messages "
+                          "WHERE session_id = ? GROUP BY ALL", [V2]))
+    assert got == {
+        "system/text": sum(m["role"] == "system" for m in messages),
+        "system/meta": sum(m["role"] == "exit" for m in messages),
+        "user/text": sum("interrupt_type" not in m.get("extra", {}) for m in users),
+        "user/meta": sum("interrupt_type" in m.get("extra", {}) for m in users),
+        "assistant/text": sum(bool(m["content"]) for m in assistants),
+        "assistant/tool_use": sum(len(m["tool_calls"]) for m in assistants),
+        "assistant/other": 1,
+        "tool/tool_result": sum(m["role"] == "tool" for m in messages),
+    }
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE session_id = ? AND is_prompt",
+                  [V2]) == 1
+
+
+def test_v1_text_actions_with_one_block_are_calls_answered_by_the_next_user_message(lake):
+    data = _raw(V1)
+    messages = data["messages"]
+    expected_calls, format_errors, errors = [], 0, 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        found = re.findall(BASH_BLOCK, message["content"], re.DOTALL)
+        if len(found) == 1:
+            answer = messages[index + 1]["content"]
+            code = re.match(r"<returncode>(-?\d+)</returncode>", answer)
+            errors += bool(code and int(code.group(1)) != 0)
+            expected_calls.append((f"{V1}#/messages/{index}", found[0].strip(),
+                                   f"/messages/{index + 1}"))
+        else:
+            format_errors += 1
+    got = rows(lake, "SELECT c.call_id, json_extract_string(c.input_json, '$.command'), "
+                     "r.json_path FROM tool_calls c LEFT JOIN tool_results r "
+                     "USING (session_id, call_id) WHERE session_id = ? ORDER BY c.seq", [V1])
+    assert got == expected_calls
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE session_id = ? "
+                        "AND subtype = 'format_error' AND kind = 'meta'", [V1]) == format_errors
+    assert scalar(lake, "SELECT count(*) FROM tool_results WHERE session_id = ? AND is_error",
+                  [V1]) == errors
+    # the last user message is the submission, the output of the last command
+    assert messages[-1]["content"] == data["info"]["submission"]
+    assert rows(lake, "SELECT json_path, subtype FROM messages WHERE session_id = ? "
+                      "AND subtype = 'submission'", [V1]) == \
+        [(f"/messages/{len(messages) - 1}", "submission")]
+    got_roles = dict(rows(lake, "SELECT role, count(*) FROM messages WHERE session_id = ? "
+                                "GROUP BY ALL", [V1]))
+    n_assistant = sum(m["role"] == "assistant" for m in messages)
+    assert got_roles == {
+        "system": 1,
+        "user": 1 + format_errors,
+        "assistant": n_assistant + len(expected_calls) + 1,   # text + tool_use + model_stats
+        "tool": len(expected_calls),
+    }
+
+
+@pytest.mark.parametrize("session", [V1, V2])
+def test_per_call_usage_and_the_run_cost_are_recorded_without_double_counting(lake, session):
+    data = _raw(session)
+    want = _call_usage(data)
+    got = rows(lake, "SELECT sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), "
+                     "coalesce(sum(reasoning_tokens), 0), count(input_tokens) FROM messages "
+                     "WHERE session_id = ? AND usage_scope = 'call'", [session])[0]
+    assert got == (want["input"], want["output"], want["cached"], want["reasoning"], want["calls"])
+    run = rows(lake, "SELECT input_tokens, output_tokens, cost_usd_recorded FROM messages "
+                     "WHERE session_id = ? AND usage_scope = 'run'", [session])
+    assert run == [(None, None, data["info"]["model_stats"]["instance_cost"])]
+    assert scalar(lake, "SELECT sum(cost_usd_recorded) FROM messages WHERE session_id = ?",
+                  [session]) == data["info"]["model_stats"]["instance_cost"]
+    response_ids = sorted(m["extra"]["response"]["id"] for m in data["messages"]
+                          if m["role"] == "assistant")
+    assert sorted(r[0] for r in rows(lake, "SELECT api_call_id FROM messages WHERE session_id = ? "
+                                           "AND usage_scope = 'call'", [session])) == response_ids
+    meta = json.loads(scalar(lake, "SELECT meta_json FROM session_info WHERE session_id = ?",
+                             [session]))
+    assert meta["api_calls"] == data["info"]["model_stats"]["api_calls"]
+    assert scalar(lake, "SELECT project FROM session_info WHERE session_id = ?", [session]) == \
+        data["info"]["config"]["environment"]["cwd"]
+
+
+def test_v2_timestamps_come_from_extra_timestamp(lake):
+    stamps = [m["extra"]["timestamp"] for m in _raw(V2)["messages"]
+              if "timestamp" in m.get("extra", {})]
+    got = rows(lake, "SELECT epoch_us(min(timestamp)), epoch_us(max(timestamp)) FROM messages "
+                     "WHERE session_id = ?", [V2])[0]
+    assert got == (round(min(stamps) * 1e6), round(max(stamps) * 1e6))
+
+
+def _write(tmp_path: Path, name: str, doc) -> Path:
+    archive = tmp_path / "archive"
+    archive.mkdir(exist_ok=True)
+    (archive / name).write_text(json.dumps(doc), encoding="utf-8")
+    return archive
+
+
+def test_the_oldest_bare_list_of_messages_is_read_in_text_mode(tmp_path):
+    doc = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "THOUGHT\n```bash\nls -la\n```"},
+        {"role": "user", "content": "<returncode>2</returncode>\n<output>\nno\n</output>"},
+        {"role": "assistant", "content": "no block"},
+        {"role": "user", "content": "Please always provide EXACTLY ONE action"},
+        {"role": "assistant", "content": "```bash\nsleep 99\n```"},
+        {"role": "user", "content": "The last command <command>sleep 99</command> timed out and has been killed."},
+    ]
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "t1.traj.json", doc))
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT c.call_id, c.input_json, r.json_path, r.is_error FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id) ORDER BY c.seq") == [
+        ("t1#/2", '{"command":"ls -la"}', "/3", True),
+        ("t1#/6", '{"command":"sleep 99"}', "/7", True)]
+    assert rows(lake, "SELECT json_path, kind, subtype FROM messages WHERE role = 'user'") == [
+        ("/1", "text", None), ("/5", "meta", "format_error")]
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE usage_scope IS NOT NULL") == 0
+
+
+def test_v2_text_mode_actions_are_answered_by_user_observations(tmp_path):
+    doc = {"trajectory_format": "mini-swe-agent-1.1", "info": {}, "messages": [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "```mswea_bash_command\nls\n```",
+         "extra": {"actions": [{"command": "ls"}], "timestamp": 1700000000.5,
+                   "response": {"usage": {"prompt_tokens": 100, "completion_tokens": 7,
+                                          "cache_creation_input_tokens": 10,
+                                          "prompt_tokens_details": {"cached_tokens": 60}}}}},
+        {"role": "user", "content": "out", "extra": {"raw_output": "out", "returncode": "0",
+                                                     "timestamp": 1700000001}},
+        {"role": "user", "content": "bad", "extra": {"interrupt_type": "FormatError"}},
+    ]}
+    lake, _ = ingest_paths(tmp_path, _write(tmp_path, "t2.traj.json", doc))
+    assert rows(lake, "SELECT c.call_id, c.tool_name, r.json_path, r.is_error FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id)") == [
+        ("t2#/messages/1/extra/actions/0", "bash", "/messages/2", False)]
+    assert rows(lake, "SELECT input_tokens, cache_read_tokens, cache_creation_tokens, "
+                      "output_tokens, api_call_id FROM messages WHERE usage_scope = 'call'") == [
+        (30, 60, 10, 7, "t2#/messages/1")]
+    assert scalar(lake, "SELECT subtype FROM messages WHERE json_path = '/messages/3'") == \
+        "format_error"
+    assert scalar(lake, "SELECT min(timestamp)::VARCHAR FROM messages") == \
+        "2023-11-14 22:13:20.5+00"
+
+
+@pytest.mark.parametrize("doc, reason", [
+    ({"info": {}, "messages": "x"}, "needs a 'messages' list"),
+    ("just a string", "must be an object or a list"),
+    ({"messages": [{"role": "user", "content": 5}]}, "content must be a string or a list"),
+])
+def test_a_malformed_trajectory_is_quarantined(tmp_path, doc, reason):
+    _, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj.json", doc))
+    assert summary.quarantined == 1
+    assert reason in summary.problems[0]["reason"]

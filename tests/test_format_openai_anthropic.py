@@ -1,0 +1,236 @@
+"""OpenAI chat and Anthropic Messages logs: both line shapes, tool pairing, usage, sniffing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.formats import detect
+from pipeline.formats.anthropic_messages import AnthropicMessagesReader
+from pipeline.formats.openai_chat import OpenAIChatReader
+from tests.conftest import REAL, ingest_paths, rows, scalar
+
+
+def _jsonl(tmp_path: Path, name: str, lines: list) -> Path:
+    archive = tmp_path / "archive"
+    archive.mkdir(exist_ok=True)
+    path = archive / name
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _call(call_id: str, name: str, args: dict) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+OPENAI_CONVERSATIONS = [
+    {"id": "conv-a", "model": "gpt-4.1", "messages": [
+        {"role": "developer", "content": "be brief"},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [_call("call_1", "shell", {"command": ["ls"]}),
+                        _call("call_2", "read_file", {"path": "a.py"})],
+         "usage": {"prompt_tokens": 120, "completion_tokens": 30,
+                   "prompt_tokens_details": {"cached_tokens": 100},
+                   "completion_tokens_details": {"reasoning_tokens": 12}}},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.py\nb.py"},
+        {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "print(1)"}]},
+        {"role": "assistant", "content": "two files"},
+    ]},
+    {"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "assistant", "content": "", "function_call": {"name": "lookup", "arguments": "{\"q\": 1}"}},
+        {"role": "function", "name": "lookup", "content": "found"},
+        {"role": "assistant", "content": "done", "reasoning_content": "thinking..."},
+    ], "usage": {"prompt_tokens": 50, "completion_tokens": 5}},
+]
+
+
+def test_openai_conversations_per_line_pair_tools_and_keep_usage(tmp_path):
+    path = _jsonl(tmp_path, "chats.jsonl", OPENAI_CONVERSATIONS)
+    lake, summary = ingest_paths(tmp_path, path.parent)
+    assert summary.quarantined == 0 and summary.records == 2
+    assert rows(lake, "SELECT session_id, format FROM session_info ORDER BY session_id") == [
+        ("chats:2", "openai_chat"), ("conv-a", "openai_chat")]
+    assert rows(lake, "SELECT json_path, role, kind, subtype, is_prompt FROM messages "
+                      "WHERE session_id = 'conv-a' ORDER BY seq") == [
+        ("/messages/0", "system", "text", "developer", None),
+        ("/messages/1", "user", "text", None, True),
+        ("/messages/2/tool_calls/0", "assistant", "tool_use", None, None),
+        ("/messages/2/tool_calls/1", "assistant", "tool_use", None, None),
+        ("/messages/3", "tool", "tool_result", None, None),
+        ("/messages/4", "tool", "tool_result", None, None),
+        ("/messages/5", "assistant", "text", None, None),
+    ]
+    assert rows(lake, "SELECT c.call_id, c.tool_name, c.tool_family, c.input_json, r.tool_name "
+                      "FROM tool_calls c JOIN tool_results r USING (session_id, call_id) "
+                      "WHERE session_id = 'conv-a' ORDER BY c.call_id") == [
+        ("call_1", "shell", "shell", '{"command":["ls"]}', "shell"),
+        ("call_2", "read_file", "read", '{"path":"a.py"}', "read_file")]
+    # usage once, on the first row of the assistant message; input excludes cached reads
+    assert rows(lake, "SELECT input_tokens, cache_read_tokens, output_tokens, reasoning_tokens, "
+                      "usage_scope, model FROM messages WHERE usage_scope IS NOT NULL "
+                      "AND session_id = 'conv-a'") == [(20, 100, 30, 12, "call", "gpt-4.1")]
+    # the rows of one assistant message count as one API call
+    assert scalar(lake, "SELECT count(DISTINCT api_call_id) FROM messages "
+                        "WHERE session_id = 'conv-a' AND role = 'assistant'") == 2
+    # conversation 2: legacy function_call pairing, thinking, line-level usage as a run row
+    assert rows(lake, "SELECT c.call_id, c.tool_name, r.json_path FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id) "
+                      "WHERE session_id = 'chats:2'") == [
+        ("chats:2#/messages/1/function_call", "lookup", "/messages/2")]
+    assert rows(lake, "SELECT kind, text FROM messages WHERE session_id = 'chats:2' "
+                      "AND json_path IN ('/messages/0', '/messages/3') ORDER BY seq") == [
+        ("text", "hi\n[image_url]"), ("thinking", "thinking..."), ("text", "done")]
+    assert rows(lake, "SELECT role, kind, subtype, input_tokens, output_tokens, usage_scope "
+                      "FROM messages WHERE session_id = 'chats:2' AND usage_scope IS NOT NULL") \
+        == [("assistant", "other", "usage", 50, 5, "run")]
+
+
+def test_openai_messages_per_line_form_one_session_that_continues_after_an_append(tmp_path):
+    lines = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "id": "resp-1", "content": "ok",
+         "tool_calls": [_call("c9", "grep_search", {"pattern": "x"})],
+         "usage": {"prompt_tokens": 10, "completion_tokens": 4}},
+    ]
+    path = _jsonl(tmp_path, "flat.jsonl", lines)
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.records == 3
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"role": "tool", "tool_call_id": "c9", "content": "hit"}) + "\n")
+    _, summary = ingest_paths(tmp_path, path)
+    assert summary.files_appended == 1 and summary.records == 1
+    assert rows(lake, "SELECT DISTINCT session_id FROM messages") == [("flat",)]
+    assert scalar(lake, "SELECT count(*) FROM session_info") == 1
+    assert rows(lake, "SELECT line_no, role, kind, call_id, tool_name FROM messages "
+                      "WHERE call_id IS NOT NULL ORDER BY seq") == [
+        (3, "assistant", "tool_use", "c9", "grep_search"),
+        (4, "tool", "tool_result", "c9", "grep_search")]
+    assert rows(lake, "SELECT api_call_id, input_tokens, output_tokens FROM messages "
+                      "WHERE usage_scope = 'call'") == [("resp-1", 10, 4)]
+
+
+ANTHROPIC_CONVERSATION = {
+    "id": "msgs-1", "model": "claude-sonnet-4-5", "system": "You are terse.",
+    "messages": [
+        {"role": "user", "content": "read a.py"},
+        {"role": "assistant", "id": "msg_01", "content": [
+            {"type": "thinking", "thinking": "need to read", "signature": "s"},
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "a.py"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "false"}}],
+         "usage": {"input_tokens": 12, "output_tokens": 40, "cache_creation_input_tokens": 300,
+                   "cache_read_input_tokens": 900}},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "print(1)"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
+             "content": [{"type": "text", "text": "exit 1"}]}]},
+        {"role": "assistant", "content": "Done."},
+    ],
+}
+
+
+def test_anthropic_conversation_blocks_pairing_errors_and_usage(tmp_path):
+    path = _jsonl(tmp_path, "claude_api.jsonl", [ANTHROPIC_CONVERSATION])
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.quarantined == 0
+    assert scalar(lake, "SELECT format FROM session_info") == "anthropic_messages"
+    assert rows(lake, "SELECT json_path, role, kind FROM messages ORDER BY seq") == [
+        ("/system", "system", "text"),
+        ("/messages/0", "user", "text"),
+        ("/messages/1/content/0", "assistant", "thinking"),
+        ("/messages/1/content/1", "assistant", "text"),
+        ("/messages/1/content/2", "assistant", "tool_use"),
+        ("/messages/1/content/3", "assistant", "tool_use"),
+        ("/messages/2/content/0", "tool", "tool_result"),
+        ("/messages/2/content/1", "tool", "tool_result"),
+        ("/messages/3", "assistant", "text"),
+    ]
+    assert rows(lake, "SELECT call_id, tool_name, is_error FROM tool_results ORDER BY call_id") \
+        == [("toolu_1", "Read", False), ("toolu_2", "Bash", True)]
+    assert rows(lake, "SELECT tool_family FROM tool_calls ORDER BY call_id") == [("read",), ("shell",)]
+    assert rows(lake, "SELECT api_call_id, input_tokens, output_tokens, cache_creation_tokens, "
+                      "cache_read_tokens, model FROM messages WHERE usage_scope = 'call'") == [
+        ("msg_01", 12, 40, 300, 900, "claude-sonnet-4-5")]
+    assert scalar(lake, "SELECT text FROM messages WHERE json_path = '/messages/2/content/1'") \
+        == "exit 1"
+
+
+def test_anthropic_messages_per_line_use_the_file_stem_as_session(tmp_path):
+    lines = [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Glob",
+                                           "input": {"pattern": "*.md"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                      "content": "README.md"}]},
+    ]
+    lake, summary = ingest_paths(tmp_path, _jsonl(tmp_path, "anthropic-log.jsonl", lines))
+    assert summary.records == 3
+    assert rows(lake, "SELECT DISTINCT session_id FROM messages") == [("anthropic-log",)]
+    assert scalar(lake, "SELECT format FROM session_info") == "anthropic_messages"
+    assert rows(lake, "SELECT r.call_id, r.tool_name, r.line_no FROM tool_results r "
+                      "JOIN tool_calls c USING (session_id, call_id)") == [("t1", "Glob", 3)]
+    # no message id recorded: the API call is named after the line
+    assert rows(lake, "SELECT DISTINCT api_call_id FROM messages WHERE role = 'assistant'") == [
+        ("anthropic-log#L2",)]
+
+
+def test_sniffing_tells_the_two_dialects_apart_and_leaves_other_formats_alone(tmp_path):
+    def head(lines):
+        return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+    assert detect("/x/a.jsonl", head(OPENAI_CONVERSATIONS)) == "openai_chat"
+    assert detect("/x/a.jsonl", head([ANTHROPIC_CONVERSATION])) == "anthropic_messages"
+    assert detect("/x/a.jsonl", head([{"role": "tool", "tool_call_id": "c", "content": "x"}])) \
+        == "openai_chat"
+    assert detect("/x/a.jsonl", head([{"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "n", "input": {}}]}])) == "anthropic_messages"
+    # plain string messages fit both: either reader gives the same rows
+    assert detect("/x/a.jsonl", head([{"role": "user", "content": "hi"}])) in (
+        "openai_chat", "anthropic_messages")
+    # a conversation line longer than the sniffed head is still recognised from its bytes
+    long_line = json.dumps({"messages": [{"role": "user", "content": "x" * 70000},
+                                         {"role": "tool", "tool_call_id": "c", "content": "y"}]})
+    assert detect("/x/a.jsonl", long_line.encode()[:65536]) == "openai_chat"
+    assert OpenAIChatReader.sniff("/x/a.json", head(OPENAI_CONVERSATIONS)) == 0
+    for rel in ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",
+                "codex/codex_session.jsonl"):
+        data = (REAL / rel).read_bytes()[:65536]
+        assert OpenAIChatReader.sniff(str(REAL / rel), data) == 0, rel
+        assert AnthropicMessagesReader.sniff(str(REAL / rel), data) == 0, rel
+    old_codex = head([{"id": "u", "timestamp": "2025-05-01T00:00:00Z", "instructions": ""},
+                      {"type": "message", "role": "user",
+                       "content": [{"type": "input_text", "text": "hi"}]}])
+    assert OpenAIChatReader.sniff("/x/rollout.jsonl", old_codex) == 0
+    assert AnthropicMessagesReader.sniff("/x/rollout.jsonl", old_codex) == 0
+
+
+@pytest.mark.parametrize("line, reason", [
+    ({"messages": "nope"}, "'messages' must be a list"),
+    ({"messages": [{"role": 3, "content": "x"}]}, "needs a string 'role'"),
+    ({"messages": [{"role": "user", "content": {"a": 1}}]}, "content must be a string"),
+    ({"messages": [{"role": "assistant", "content": "x", "tool_calls": {"id": 1}}]},
+     "tool_calls must be a list"),
+])
+def test_a_malformed_openai_line_is_quarantined_and_its_neighbours_kept(tmp_path, line, reason):
+    good = {"messages": [{"role": "user", "content": "fine"},
+                         {"role": "tool", "tool_call_id": "c", "content": "r"}]}
+    path = _jsonl(tmp_path, "mixed.jsonl", [good, line, good])
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.records == 2 and summary.quarantined == 1
+    assert summary.problems[0]["line_no"] == 2 and reason in summary.problems[0]["reason"]
+    assert rows(lake, "SELECT DISTINCT session_id FROM messages ORDER BY 1") == [
+        ("mixed:1",), ("mixed:3",)]
+
+
+def test_a_malformed_anthropic_block_is_quarantined(tmp_path):
+    lines = [ANTHROPIC_CONVERSATION,
+             {"messages": [{"role": "assistant", "content": [{"type": "tool_use"}, "text"]}]}]
+    _, summary = ingest_paths(tmp_path, _jsonl(tmp_path, "a.jsonl", lines))
+    assert summary.quarantined == 1
+    assert "content block 1 is a str" in summary.problems[0]["reason"]

@@ -1,0 +1,303 @@
+"""SWE-agent trajectories: the real 0.x and 1.x samples, counted independently from the raw JSON.
+
+Every expected number below is computed from the sample with a few lines of plain ``json``
+(never copied from the reader's output) and, where SOURCES.md states a fact, checked
+against it too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REAL, ingest_paths, rows, scalar
+
+SAMPLES = ["6e44b9__sweagenttestrepo-1c2844.traj", "pydicom__pydicom-1458.traj"]
+
+
+def _raw(name: str) -> dict:
+    return json.loads((REAL / "swe_agent" / name).read_text(encoding="utf-8"))
+
+
+def _expected(data: dict) -> dict:
+    """What the lake must hold, from the raw trajectory (plain json, no reader code)."""
+    history = data["history"]
+    demo = [h for h in history if h.get("is_demo")]
+    live = [h for h in history if not h.get("is_demo")]
+    actions = [h for h in live if h["role"] == "assistant"]
+    history_calls = sum(len(h.get("tool_calls") or []) or 1 for h in actions)
+    # an answer is a user/tool message right after an assistant message
+    answers = [m for prev, m in zip(live, live[1:])
+               if prev["role"] == "assistant" and m["role"] in ("user", "tool")]
+    last_step = data["trajectory"][-1]["action"].strip()
+    trajectory_only = int(last_step != actions[-1]["action"].strip())
+    users = [m for m in live if m["role"] == "user" and not any(m is a for a in answers)]
+    stats = data["info"]["model_stats"]
+    return dict(
+        demo=len(demo), system=sum(m["role"] == "system" for m in live),
+        prompts=len(users), assistant_turns=len(actions) + trajectory_only,
+        calls=history_calls + trajectory_only, results=len(answers),
+        tokens_sent=stats["tokens_sent"], tokens_received=stats["tokens_received"],
+        cost=stats["instance_cost"], api_calls=stats["api_calls"],
+    )
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("swe")
+    lake, summary = ingest_paths(tmp, REAL / "swe_agent")
+    assert summary.quarantined == 0 and summary.problems == []
+    assert summary.records == 2 and summary.files == 2
+    return lake
+
+
+def test_the_real_samples_match_the_facts_in_sources_md():
+    new = _raw(SAMPLES[0])
+    assert len(new["trajectory"]) == 5 and len(new["history"]) == 10
+    assert sum(h["role"] == "assistant" for h in new["history"]) == 4
+    assert sum(h["role"] == "tool" for h in new["history"]) == 4
+    assert isinstance(new["replay_config"], dict) and new["environment"] == "main"
+    old = _raw(SAMPLES[1])
+    assert len(old["trajectory"]) == 12 and old["environment"] == "swe_main"
+    assert sum(bool(h.get("is_demo")) for h in old["history"]) == 1
+    assert old["history"][-1]["action"].strip() == "submit"
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_each_sample_has_exact_counts_per_role_kind_and_tool(lake, name):
+    data = _raw(name)
+    want = _expected(data)
+    session = name[: -len(".traj")]
+    got = dict(rows(lake, "SELECT role || '/' || kind, count(*) FROM messages "
+                          "WHERE session_id = ? GROUP BY ALL", [session]))
+    expected = {
+        "system/text": want["system"],
+        "user/text": want["prompts"],
+        "assistant/text": want["assistant_turns"],
+        "assistant/tool_use": want["calls"],
+        "tool/tool_result": want["results"],
+        "assistant/other": 1,
+    }
+    if want["demo"]:
+        expected["user/meta"] = want["demo"]
+    assert got == expected
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE session_id = ? AND is_demo",
+                  [session]) == want["demo"]
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE session_id = ? AND is_prompt",
+                  [session]) == want["prompts"]
+    assert scalar(lake, "SELECT count(*) FROM tool_calls WHERE session_id = ?",
+                  [session]) == want["calls"]
+    paired = scalar(lake, "SELECT count(*) FROM tool_results r JOIN tool_calls c "
+                          "USING (session_id, call_id) WHERE session_id = ?", [session])
+    assert paired == want["results"]
+    # the only call without a result is the final submit
+    orphans = rows(lake, "SELECT c.tool_name FROM tool_calls c LEFT JOIN tool_results r "
+                         "USING (session_id, call_id) WHERE session_id = ? AND r.call_id IS NULL",
+                   [session])
+    assert orphans == [("submit",)]
+    assert scalar(lake, "SELECT count(*) FROM tool_results WHERE session_id = ? AND is_error",
+                  [session]) == 0
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_run_level_model_stats_become_one_run_row(lake, name):
+    want = _expected(_raw(name))
+    session = name[: -len(".traj")]
+    got = rows(lake, "SELECT subtype, input_tokens, output_tokens, cost_usd_recorded, json_path "
+                     "FROM messages WHERE session_id = ? AND usage_scope IS NOT NULL", [session])
+    assert got == [("model_stats", want["tokens_sent"], want["tokens_received"], want["cost"],
+                    "/info/model_stats")]
+    meta = json.loads(scalar(lake, "SELECT meta_json FROM session_info WHERE session_id = ?",
+                             [session]))
+    assert meta["api_calls"] == want["api_calls"]
+    # one API call per assistant turn: the rows of a turn share their api_call_id
+    turns = scalar(lake, "SELECT count(DISTINCT api_call_id) FROM messages "
+                         "WHERE session_id = ? AND kind IN ('text', 'tool_use') "
+                         "AND role = 'assistant'", [session])
+    assert turns == want["assistant_turns"] == want["api_calls"]
+
+
+def test_function_calling_pairs_by_tool_call_ids_and_keeps_crlf(lake):
+    data = _raw(SAMPLES[0])
+    session = SAMPLES[0][: -len(".traj")]
+    history = data["history"]
+    pairs = sorted((h["tool_calls"][0]["id"], h["tool_calls"][0]["function"]["name"])
+                   for h in history if h["role"] == "assistant")
+    got = rows(lake, "SELECT call_id, tool_name FROM tool_calls WHERE session_id = ? "
+                     "AND json_path LIKE '/history/%' ORDER BY call_id", [session])
+    assert got == pairs
+    for index, entry in enumerate(history):
+        if entry["role"] != "tool":
+            continue
+        text, call_id, name = rows(lake, "SELECT text, call_id, tool_name FROM messages "
+                                         "WHERE session_id = ? AND json_path = ?",
+                                   [session, f"/history/{index}"])[0]
+        assert text == entry["content"]
+        assert call_id == entry["tool_call_ids"][0]
+        assert name == dict(pairs)[call_id]
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE session_id = ? "
+                        "AND kind = 'tool_result' AND contains(text, chr(13) || chr(10))",
+                  [session]) == sum("\r\n" in h["content"] for h in history if h["role"] == "tool")
+    model = data["replay_config"]["agent"]["model"]["name"]
+    assert rows(lake, "SELECT DISTINCT model FROM messages WHERE session_id = ? "
+                      "AND role = 'assistant'", [session]) == [(model,)]
+
+
+def test_the_trajectory_only_submit_is_an_orphan_call_read_from_the_trajectory(lake):
+    data = _raw(SAMPLES[0])
+    session = SAMPLES[0][: -len(".traj")]
+    last = len(data["trajectory"]) - 1
+    got = rows(lake, "SELECT call_id, tool_name, tool_family, input_json, cwd FROM tool_calls "
+                     "WHERE session_id = ? AND json_path = ?", [session, f"/trajectory/{last}"])
+    step = data["trajectory"][last]
+    assert got == [(f"{session}#/trajectory/{last}", "submit", "other",
+                    json.dumps({"command": step["action"]}, separators=(",", ":")),
+                    step["state"]["working_dir"])]
+    text = scalar(lake, "SELECT text FROM messages WHERE session_id = ? AND json_path = ? "
+                        "AND kind = 'text'", [session, f"/trajectory/{last}"])
+    assert text == step["response"]
+
+
+def test_text_actions_get_made_up_ids_and_the_next_user_message_answers(lake):
+    data = _raw(SAMPLES[1])
+    session = SAMPLES[1][: -len(".traj")]
+    history = data["history"]
+    expected = []
+    for index, entry in enumerate(history):
+        if entry["role"] == "assistant":
+            call_id = f"{session}#/history/{index}"
+            answer = f"/history/{index + 1}" if index + 1 < len(history) else None
+            expected.append((call_id, entry["action"].split()[0], answer))
+    got = rows(lake, "SELECT c.call_id, c.tool_name, r.json_path FROM tool_calls c "
+                     "LEFT JOIN tool_results r USING (session_id, call_id) "
+                     "WHERE session_id = ? ORDER BY c.seq", [session])
+    assert got == expected
+    families = dict(rows(lake, "SELECT DISTINCT tool_name, tool_family FROM tool_calls "
+                               "WHERE session_id = ?", [session]))
+    assert families == {"create": "write", "edit": "edit", "python": "shell",
+                        "find_file": "glob", "open": "read", "rm": "shell", "submit": "other"}
+    # cwd of each call: the working_dir of its (pre-action) trajectory state
+    states = [json.loads(step["state"])["working_dir"] for step in data["trajectory"]]
+    assert rows(lake, "SELECT DISTINCT cwd FROM tool_calls WHERE session_id = ?",
+                [session]) == [(s,) for s in sorted(set(states))]
+    project = scalar(lake, "SELECT project FROM session_info WHERE session_id = ?", [session])
+    assert project == states[0]
+    # the demonstration is a meta row, not a prompt, and the issue text is the prompt
+    demo = [i for i, h in enumerate(history) if h.get("is_demo")]
+    assert rows(lake, "SELECT json_path, kind, is_prompt FROM messages WHERE session_id = ? "
+                      "AND is_demo", [session]) == [(f"/history/{demo[0]}", "meta", False)]
+    assert scalar(lake, "SELECT json_path FROM messages WHERE session_id = ? AND is_prompt",
+                  [session]) == f"/history/{demo[0] + 1}"
+
+
+def test_every_json_path_points_at_the_object_the_row_came_from(lake):
+    for name in SAMPLES:
+        data = _raw(name)
+        session = name[: -len(".traj")]
+        for path, kind, call_id in rows(lake, "SELECT json_path, kind, call_id FROM messages "
+                                              "WHERE session_id = ?", [session]):
+            node = data
+            for part in path.strip("/").split("/"):
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            if kind == "tool_use" and "/tool_calls/" in path:
+                assert node["id"] == call_id
+
+
+def _write(tmp_path: Path, name: str, doc) -> Path:
+    archive = tmp_path / "archive"
+    archive.mkdir(exist_ok=True)
+    target = archive / name
+    target.write_text(json.dumps(doc), encoding="utf-8")
+    return archive
+
+
+def test_a_json_string_replay_config_gives_the_model_and_one_tool_message_can_answer_two_ids(
+        tmp_path):
+    doc = {
+        "environment": "main",
+        "replay_config": json.dumps({"agent": {"model": {"name": "claude-x"}},
+                                     "env": {"repo": {"github_url": "https://github.com/o/r"}}}),
+        "trajectory": [{"action": "ls", "observation": "a", "response": "r", "thought": "t",
+                        "state": {}}],
+        "history": [
+            {"role": "system", "content": "sys", "agent": "main", "message_type": "system_prompt"},
+            {"role": "user", "content": "fix it", "agent": "main", "message_type": "observation"},
+            {"role": "assistant", "content": "both", "thought": "both", "action": "ls",
+             "agent": "main", "message_type": "action",
+             "tool_calls": [
+                 {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}},
+                 {"id": "c2", "type": "function", "function": {"name": "str_replace_editor", "arguments": "{\"command\": \"view\", \"path\": \"/r/a\"}"}}]},
+            {"role": "tool", "content": [{"type": "text", "text": "a\nb"}], "agent": "main",
+             "message_type": "observation", "tool_call_ids": ["c1", "c2"]},
+        ],
+        "info": {"model_stats": {"instance_cost": 0.5, "tokens_sent": 10, "tokens_received": 2,
+                                 "api_calls": 1}},
+    }
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "inst-1.traj", doc))
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT DISTINCT model FROM messages WHERE role = 'assistant'") == \
+        [("claude-x",)]
+    assert scalar(lake, "SELECT project FROM session_info") == "https://github.com/o/r"
+    assert rows(lake, "SELECT call_id, tool_name, tool_family FROM tool_calls ORDER BY call_id") \
+        == [("c1", "bash", "shell"), ("c2", "str_replace_editor", "read")]
+    assert rows(lake, "SELECT call_id, tool_name, text, subtype FROM messages "
+                      "WHERE kind = 'tool_result' ORDER BY seq") == \
+        [("c1", "bash", "a\nb", "observation"), ("c2", "str_replace_editor", "", "shared_observation")]
+    # the last trajectory step is in the history: nothing is read from the trajectory
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE json_path LIKE '/trajectory/%'") == 0
+
+
+def test_a_demonstration_file_is_all_demo_rows_and_no_tool_calls(tmp_path):
+    doc = {"history": [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "issue"},
+        {"role": "assistant", "content": "look", "action": "ls"},
+        {"role": "user", "content": "a b"},
+    ]}
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "demo.traj", doc))
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT role, kind, is_demo, is_prompt FROM messages ORDER BY seq") == [
+        ("system", "meta", True, False), ("user", "meta", True, False),
+        ("assistant", "meta", True, False), ("user", "meta", True, False)]
+    assert scalar(lake, "SELECT count(*) FROM tool_calls") == 0
+    assert json.loads(scalar(lake, "SELECT meta_json FROM session_info"))["demo_only"] is True
+
+
+def test_step_by_step_demonstrations_never_become_tool_calls(tmp_path):
+    doc = {
+        "trajectory": [{"action": "ls", "observation": "x", "response": "r", "state": {}}],
+        "history": [
+            {"role": "system", "content": "sys", "agent": "main"},
+            {"role": "assistant", "content": "demo", "action": "cat a", "is_demo": True,
+             "tool_calls": [{"id": "d1", "type": "function",
+                             "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "content": "demo out", "tool_call_ids": ["d1"], "is_demo": True},
+            {"role": "user", "content": "issue", "agent": "main"},
+            {"role": "assistant", "content": "go", "action": "ls", "agent": "main"},
+            {"role": "user", "content": "x", "agent": "main"},
+        ],
+        "info": {},
+    }
+    lake, _ = ingest_paths(tmp_path, _write(tmp_path, "i.traj", doc))
+    assert rows(lake, "SELECT role, kind, is_demo FROM messages WHERE is_demo ORDER BY seq") == [
+        ("assistant", "meta", True), ("tool", "meta", True)]
+    assert rows(lake, "SELECT c.call_id, r.json_path FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id)") == \
+        [("i#/history/4", "/history/5")]
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE usage_scope IS NOT NULL") == 0
+
+
+@pytest.mark.parametrize("doc, reason", [
+    ([1, 2], "must be a JSON object"),
+    ({"trajectory": []}, "needs a 'history' list"),
+    ({"history": ["x"]}, "history[0] is a str"),
+    ({"info": {}, "history": [{"role": "assistant", "content": "", "tool_calls": "nope"}]},
+     "tool_calls must be a list"),
+])
+def test_a_malformed_trajectory_is_quarantined_with_a_reason(tmp_path, doc, reason):
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj", doc))
+    assert summary.quarantined == 1 and summary.records == 0
+    assert reason in summary.problems[0]["reason"]
+    assert scalar(lake, "SELECT count(*) FROM messages") == 0
