@@ -130,6 +130,591 @@ def report() -> None:
     """
 
 
+def _pct(summary: dict | None) -> str:
+    if not summary or summary.get("median_pct") is None:
+        return "-"
+    return f"{summary['median_pct']:.1f} / {summary['p90_pct']:.1f}"
+
+
+def _print_estimator(result: dict, as_json: bool) -> None:
+    if as_json:
+        click.echo(render.to_json(result))
+        return
+    columns = ["model", "direction", "calls", "scored", "sessions", "heuristic % med/p90",
+               "calibrated % med/p90", "target", "growth % heur/cal med", "evaluation"]
+    rows = []
+    for row in result["models"]:
+        gap = row["gap_pct"]
+        target = "-" if gap is None else (f"met ({-gap:.1f} under)" if gap <= 0 else f"missed by {gap:.1f}")
+        growth = row.get("growth")
+        growth_text = "-" if not growth else (
+            f"{_pct(growth['heuristic']).split(' / ')[0]} / {_pct(growth['calibrated']).split(' / ')[0]}")
+        rows.append((row["model"], row["direction"], row["n_calls"], row["n_scored"],
+                     row["n_sessions"], _pct(row["heuristic"]), _pct(row["calibrated"]), target,
+                     growth_text, row["evaluation"]))
+    out = render.console()
+    out.print(render.table(columns, rows, title=f"token estimator vs recorded usage "
+                                                f"(target: calibrated median <= {result['target_pct']:g}%)"))
+    out.print(f"method: {result['method']}")
+    for row in result["models"]:
+        if row.get("n_implausible_recorded"):
+            out.print(f"note: {row['model']} output: {row['n_implausible_recorded']} of "
+                      f"{row['n_scored']} recorded output counts are under 10% of the visible "
+                      "output (partial counts in the source, not estimator error)")
+
+
+@report.command("estimator")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_lake
+def report_estimator(obj: LakeContext, as_json: bool) -> None:
+    """Error of the token heuristic and of its calibration against recorded usage, per model.
+
+    Median and p90 absolute % error per model over the API calls with recorded usage,
+    evaluated leave-one-session-out, and how far the calibrated median is from the 5% target.
+
+    \b
+    Example:
+      ctxlake report estimator
+      ctxlake report estimator --json
+    """
+    from pipeline.calibrate import estimator_report
+
+    _print_estimator(estimator_report(obj.lake), as_json)
+
+
+def _print_apply(summary, as_json: bool) -> None:
+    if as_json:
+        click.echo(render.to_json(summary.to_dict()))
+        return
+    out = render.console()
+    out.print(f"policy {summary.policy}: {summary.files} files -> {summary.out} "
+              f"({summary.files_pruned} pruned, {summary.files_copied} unchanged copies, "
+              f"{summary.files_failed} failed; {summary.files_written} written, "
+              f"{summary.files_up_to_date} already up to date) in {summary.seconds:.2f}s")
+    saved = summary.bytes_before - summary.bytes_after
+    share = f" ({saved / summary.bytes_before:.1%} smaller)" if summary.bytes_before else ""
+    out.print(f"bytes {summary.bytes_before:,} -> {summary.bytes_after:,}{share}; "
+              f"{summary.values_replaced:,} values replaced for "
+              f"{summary.evictions_applied:,}/{summary.evictions:,} evictions")
+    out.print(f"store: {summary.payloads_stored:,} new payloads ({summary.store_bytes_added:,} "
+              f"bytes), {summary.payloads_reused:,} already there")
+    for problem in summary.problems[:20]:
+        where = problem["path"] or "(plan)"
+        sessions = f" [session {', '.join(problem['sessions'])}]" if problem["sessions"] else ""
+        out.print(f"[red]error[/]: {where}{sessions}: {problem['error']}")
+    if len(summary.problems) > 20:
+        out.print(f"... and {len(summary.problems) - 20} more (--json lists them all)")
+
+
+@cli.command("apply")
+@click.option("--policy", required=True, help="Policy (or chain) whose plan to apply.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Outputs folder (default: <lake>/out); files go to <out>/<policy>/.")
+@click.option("--session", "session_id", default=None, help="Only the files of this session.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@pass_lake
+def apply_command(obj: LakeContext, policy: str, out_dir: Path | None, session_id: str | None,
+                  as_json: bool) -> None:
+    """Write pruned transcripts for a planned policy, every removed byte stored.
+
+    The archive is mirrored under <out>/<policy>/ in its own formats: untouched lines are
+    byte copies; cleared and pruned payloads are replaced; the original bytes go to the
+    payload store (<lake>/store) first. Exit 1 when a file could not be pruned (it is then
+    an unpruned copy, and the error names it).
+
+    \b
+    Example:
+      ctxlake plan --policy payload_prune
+      ctxlake apply --policy payload_prune --out pruned/
+    """
+    from pipeline.apply import apply_policy
+
+    with render.byte_progress(f"apply {policy}") as progress:
+        summary = apply_policy(obj.lake, policy=policy, out=out_dir, session_id=session_id,
+                               progress=progress)
+    _print_apply(summary, as_json)
+    if summary.problems:
+        sys.exit(1)
+
+
+@cli.command("restore")
+@click.argument("pruned_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the original here (default: to standard output).")
+@click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Payload store folder (default: <lake>/store).")
+@pass_lake
+def restore_command(obj: LakeContext, pruned_file: Path, out_file: Path | None,
+                    store_dir: Path | None) -> None:
+    """Rebuild the original of a pruned transcript byte-for-byte (same sha256).
+
+    Needs only the pruned file and the payload store.
+
+    \b
+    Example:
+      ctxlake restore data/lake/out/payload_prune/proj/abc.jsonl --out abc.jsonl
+    """
+    from pipeline.restore import restore
+
+    result = restore(pruned_file, store=store_dir or obj.lake.store_dir, out=out_file)
+    if out_file is None:
+        click.echo(result.data, nl=False)
+    else:
+        click.echo(f"restored {out_file} ({result.original_size:,} bytes, sha256 "
+                   f"{result.original_sha256}, {result.edits} values put back)")
+
+
+@cli.command("verify")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Outputs folder to check (default: <lake>/out).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_lake
+def verify_command(obj: LakeContext, out_dir: Path | None, as_json: bool) -> None:
+    """Check the payload store and every pruned output; exit 1 on any problem.
+
+    Recomputes the sha256 of every store file, checks each output has a restore manifest
+    and rebuilds to its original, and that every compaction:// locator resolves.
+
+    \b
+    Example:
+      ctxlake verify --json
+    """
+    from pipeline.restore import verify
+
+    report = verify(obj.lake, out=out_dir)
+    if as_json:
+        click.echo(render.to_json(report.to_dict()))
+    else:
+        out = render.console()
+        out.print(f"store {report.store}: {report.payloads:,} payloads, {report.manifests:,} "
+                  f"restore manifests")
+        out.print(f"outputs {report.out}: {report.outputs:,} files, "
+                  f"{report.outputs_restorable:,} restore byte-exact, {report.locators:,} "
+                  f"locators")
+        if report.problems:
+            out.print(render.table(["kind", "path", "detail"],
+                                   [(p["kind"], p["path"], p["detail"]) for p in report.problems],
+                                   max_width=80))
+        else:
+            out.print("ok: no problems")
+    if report.problems:
+        sys.exit(1)
+
+
+def _print_tool_usage(result: dict, as_json: bool) -> None:
+    if as_json:
+        click.echo(render.to_json(result))
+        return
+    fields = ["calls", "results", "input_est_tokens", "result_est_tokens", "est_tokens",
+              "payload_bytes", "errors"]
+    out = render.console()
+    span = f"{result['since'] or 'start'} .. {result['until'] or 'now'}"
+    out.print(render.table(["tool_family", *fields, "share"],
+                           [(r["tool_family"], *[r[f] for f in fields], f"{r['share']:.1%}")
+                            for r in result["by_family"]], title=f"tools by family ({span})"))
+    out.print(render.table(["tool_family", "tool_name", *fields, "share"],
+                           [(r["tool_family"], r["tool_name"], *[r[f] for f in fields],
+                             f"{r['share']:.1%}") for r in result["by_tool"]], title="tools"))
+    out.print(render.table(["day", "project", "tool_family", "tool_name", *fields],
+                           [(r["day"], r["project"], r["tool_family"], r["tool_name"],
+                             *[r[f] for f in fields]) for r in result["daily"]],
+                           title="per day and project"))
+
+
+@report.command("tools")
+@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="First day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--until", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Last day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_lake
+def report_tools(obj: LakeContext, since, until, as_json: bool) -> None:
+    """Which tools eat the context: tokens by tool and tool family, per day and project.
+
+    Calls, results, estimated tokens of inputs and results, result bytes and errors, from
+    the tool_links view.
+
+    \b
+    Example:
+      ctxlake report tools
+      ctxlake report tools --since 2026-11-01 --until 2026-11-30 --json
+    """
+    from pipeline.report_tools import tool_usage
+
+    result = tool_usage(obj.lake, since=since.date() if since else None,
+                        until=until.date() if until else None)
+    _print_tool_usage(result, as_json)
+
+
+@cli.command("correlate")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Config file with extra [memory] roots (default: "
+                                 "$CTXLAKE_CONFIG or ./ctxlake.toml when present).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@pass_lake
+def correlate_command(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:
+    """Compute request-side paths and memory classes of every tool call (tool_links view).
+
+    Writes the derived table tool_paths; the nightly job runs this after every ingest.
+
+    \b
+    Example:
+      ctxlake correlate
+      ctxlake sql "SELECT status, count(*) FROM tool_links GROUP BY ALL"
+    """
+    from pipeline.config import load_config
+    from pipeline.correlate import correlate
+
+    summary = correlate(obj.lake, roots=load_config(config_path).memory_roots())
+    if as_json:
+        click.echo(render.to_json(summary.to_dict()))
+        return
+    out = render.console()
+    out.print(f"correlated {summary.calls:,} tool calls ({summary.calls_with_paths:,} name "
+              f"{summary.paths:,} paths) in {summary.seconds:.2f}s")
+    out.print("links: " + ", ".join(f"{k} {v:,}" for k, v in summary.statuses.items())
+              + f"; protected memory reads {summary.protected:,}")
+    out.print("paths: " + ", ".join(f"{k} {v:,}" for k, v in summary.by_class.items()))
+
+
+def _print_demo(archive, result, lake, as_json: bool) -> None:
+    # The run's figures come from an ingest summary, or from a nightly result carrying one
+    # as ``.ingest``: only the call in demo_command changes when the nightly job replaces it.
+    figures = getattr(result, "ingest", None) or result
+    run = {key: getattr(figures, key, None)
+           for key in ("files", "lines", "records", "quarantined", "held_back", "seconds")} \
+        if result is not None else None
+    if as_json:
+        click.echo(render.to_json({"archive": archive.to_dict(), "run": run,
+                                   "lake": str(lake.root) if result is not None else None}))
+        return
+    out = render.console()
+    out.print(f"demo archive: {archive.out} ({archive.size_bytes:,} bytes, {archive.files:,} files, "
+              f"{archive.sessions:,} sessions + {archive.subagent_sessions:,} sub-agent sessions, "
+              f"seed {archive.seed})")
+    out.print("formats: " + ", ".join(f"{name} {stats['files']}" for name, stats
+                                      in sorted(archive.formats.items())))
+    if run is None:
+        out.print(f"not run (--no-run): ctxlake ingest {archive.out}")
+        return
+    out.print(f"lines {run['lines']:,} = records {run['records']:,} + quarantined "
+              f"{run['quarantined']:,} + held back {run['held_back']:,} (held back on purpose: "
+              f"{', '.join(archive.held_back_files) or 'none'})")
+    out.print(f"lake: {lake.root}")
+
+
+@cli.command("demo")
+@click.option("--size", default="200MB", show_default=True,
+              help="Archive size target: 500KB, 20MB, 1GB (decimal) or 64MiB (binary).")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Random seed: the same seed and size give byte-identical files.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("data/demo-archive"), show_default=True,
+              help="Archive folder (a previous demo archive there is replaced).")
+@click.option("--no-run", is_flag=True, help="Only write the archive.")
+@click.option("--json", "as_json", is_flag=True, help="Print the archive and run summary as JSON.")
+@pass_lake
+def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: bool,
+                 as_json: bool) -> None:
+    """Write a realistic, deterministic demo archive in every format, then run the nightly job.
+
+    The archive mimics ~/.claude/projects, ~/.gemini/tmp and ~/.codex/sessions plus OpenAI /
+    Anthropic message logs and SWE-agent trajectories: long sessions, sub-agents, CJK and emoji,
+    payloads up to several MB, memory-file reads, idle gaps, tool errors, several models (one
+    deliberately unpriced). One transcript ends mid-line on purpose (a session still being
+    written): its last line is held back, never quarantined.
+
+    \b
+    Example:
+      ctxlake demo --size 20MB
+      ctxlake --lake /tmp/lake demo --size 1GB --seed 7 --out /tmp/archive
+      ctxlake demo --no-run --out /tmp/archive
+    """
+    from pipeline.demo import parse_size, write_demo_archive
+
+    with render.byte_progress("demo archive") as progress:
+        archive = write_demo_archive(out_dir, size_bytes=parse_size(size), seed=seed,
+                                     progress=progress)
+    result = None
+    if not no_run:
+        from pipeline.ingest import ingest as run_ingest
+
+        with render.byte_progress("nightly run") as progress:
+            result = run_ingest([out_dir], lake=obj.lake, progress=progress)
+    _print_demo(archive, result, obj.lake, as_json)
+
+
+# -- summaries and usage reports (pipeline/summarize.py, recover.py, usage.py) ----------
+def _print_summarize(summary, as_json: bool) -> None:
+    if as_json:
+        click.echo(render.to_json(summary.to_dict()))
+        return
+    out = render.console()
+    out.print(f"daily logs: {summary.days_written} written, {summary.days_unchanged} unchanged, "
+              f"{summary.days_removed} removed ({summary.sessions_listed} sessions listed, "
+              f"time zone {summary.tz})")
+    out.print(f"recovery documents: {summary.recovery_written} written, "
+              f"{summary.recovery_unchanged} unchanged, {summary.recovery_removed} removed")
+    out.print(f"sessions ignored by ignore_patterns: {summary.sessions_ignored}; "
+              f"without any timestamp (no log line): {summary.sessions_undated}")
+    out.print(f"logs: {summary.log_dir}\nrecovery: {summary.recovery_dir}")
+
+
+@cli.command("summarize")
+@click.option("--tz", default=None, help="Time zone of the days (IANA name; default: this machine's).")
+@click.option("--session", "sessions", multiple=True,
+              help="Only rebuild what these sessions touch (repeatable; default: everything).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Config file with ignore_patterns (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--ignore", "extra_patterns", multiple=True,
+              help="An extra ignore pattern (case-insensitive regex; repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@pass_lake
+def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_patterns, as_json) -> None:
+    """Write the daily session logs and recovery documents (idempotent).
+
+    Logs go to <lake>/summaries/sessions/YYYY-MM-DD.md, recovery documents to
+    <lake>/summaries/recovery/. Sessions matching ignore_patterns are left out and counted.
+
+    \b
+    Example:
+      ctxlake summarize --tz Europe/Paris
+      ctxlake summarize --session 7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9 --json
+    """
+    from pipeline.config import load_config
+    from pipeline.summarize import summarize
+
+    patterns = [*load_config(config_path).ignore_patterns, *extra_patterns]
+    with render.step_progress("recovery documents") as progress:
+        summary = summarize(obj.lake, tz=tz, ignore_patterns=patterns,
+                            sessions=list(sessions) or None, progress=progress)
+    _print_summarize(summary, as_json)
+
+
+@cli.command("sessions")
+@click.argument("day", metavar="[DATE]", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the list or the log lines as JSON.")
+@pass_lake
+def sessions_command(obj: LakeContext, day: str | None, as_json: bool) -> None:
+    """List the days with session logs, or show one day's log (its last 50 lines).
+
+    \b
+    Example:
+      ctxlake sessions
+      ctxlake sessions 2025-12-09
+    """
+    from pipeline.summarize import session_log_index, session_log_tail
+
+    if day is None:
+        index = session_log_index(obj.lake)
+        if as_json:
+            click.echo(render.to_json(index.to_dict()))
+            return
+        if not index.days:
+            click.echo(f"No session logs yet in {index.log_dir}.")
+            click.echo("Write them with: ctxlake summarize (the nightly `ctxlake run` does it too)")
+            return
+        click.echo(f"Session logs, most recent first ({index.log_dir}):")
+        for name, count in index.days:
+            click.echo(f"  {name}  {count} session{'' if count == 1 else 's'}")
+        if index.more_days:
+            click.echo(f"... and {index.more_days} more days")
+        click.echo("View one day with: ctxlake sessions YYYY-MM-DD")
+        return
+    tail = session_log_tail(obj.lake, day)
+    if as_json:
+        click.echo(render.to_json(tail.to_dict()))
+        return
+    if tail.omitted:
+        click.echo(f"... ({tail.omitted} earlier lines omitted)")
+    for line in tail.lines:
+        click.echo(line)
+
+
+@cli.command("recover")
+@click.argument("session")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the document to this file instead of printing it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the document's fields as JSON.")
+@pass_lake
+def recover_command(obj: LakeContext, session: str, out_file: Path | None, as_json: bool) -> None:
+    """Write the recovery document of a session (id or unique prefix): where to pick it up.
+
+    Every field is filled from the transcript only; a field without evidence says (none).
+
+    \b
+    Example:
+      ctxlake recover 7f2abd2d --out resume.md
+    """
+    from pipeline.recover import recover
+
+    document = recover(obj.lake, session, out=out_file)
+    if as_json:
+        click.echo(render.to_json(document.to_dict()))
+    elif out_file is not None:
+        click.echo(f"wrote {out_file} ({document.memory_id})")
+    else:
+        click.echo(document.to_markdown(), nl=False)
+
+
+def _usage_options(command):
+    options = [
+        click.option("--since", default=None, help="First local day, YYYY-MM-DD (inclusive)."),
+        click.option("--until", default=None, help="Last local day, YYYY-MM-DD (inclusive)."),
+        click.option("--tz", default=None, help="Time zone of the days (IANA name; default: this machine's)."),
+        click.option("--project", default=None, help="Only sessions whose project path contains this text."),
+        click.option("--breakdown", is_flag=True, help="One row per model within each period."),
+        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, breakdown,
+                      as_json) -> None:
+    from pipeline.usage import table_rows, usage_report
+
+    result = usage_report(obj.lake, period=period, tz=tz, since=since, until=until,
+                          project=project, breakdown=breakdown)
+    if as_json:
+        click.echo(render.to_json(result.to_dict()))
+        return
+    columns, rows = table_rows(result)
+    out = render.console()
+    out.print(render.table(columns, rows, max_width=80))
+    if result.totals.unpriced_models:
+        out.print("UNPRICED: no price for " + ", ".join(result.totals.unpriced_models)
+                  + " (their tokens are counted, their cost is not)")
+    out.print(f"prices: {result.price_source}; time zone {result.tz}")
+
+
+@report.command("daily")
+@_usage_options
+@pass_lake
+def report_daily(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+    """Tokens (input, output, cache write, cache read) and cost per day.
+
+    \b
+    Example:
+      ctxlake report daily --since 2025-12-01 --tz Europe/Paris --breakdown
+    """
+    _run_usage_report(obj, "day", since, until, tz, project, breakdown, as_json)
+
+
+@report.command("monthly")
+@_usage_options
+@pass_lake
+def report_monthly(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+    """Tokens (input, output, cache write, cache read) and cost per month.
+
+    \b
+    Example:
+      ctxlake report monthly --json
+    """
+    _run_usage_report(obj, "month", since, until, tz, project, breakdown, as_json)
+
+
+@report.command("session")
+@_usage_options
+@pass_lake
+def report_session(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+    """Tokens (input, output, cache write, cache read) and cost per session.
+
+    \b
+    Example:
+      ctxlake report session --project myapp --breakdown
+    """
+    _run_usage_report(obj, "session", since, until, tz, project, breakdown, as_json)
+
+
+def _print_plan(summaries, as_json: bool) -> None:
+    if as_json:
+        click.echo(render.to_json([s.to_dict() for s in summaries]))
+        return
+    columns = ["policy", "sessions", "ignored", "plans", "evictions", "cleared", "pruned",
+               "inputs cleared", "tokens saved", "bytes saved", "preserved"]
+    rows = [(s.policy, s.sessions, s.sessions_ignored, s.plans, s.evictions, s.cleared, s.pruned,
+             s.inputs_cleared, s.tokens_saved, s.bytes_saved, s.preserved) for s in summaries]
+    out = render.console()
+    out.print(render.table(columns, rows))
+    for s in summaries:
+        if s.suggestions:
+            out.print(f"{s.policy}: {s.suggestions} suggestion points (ctxlake suggest SESSION)")
+    out.print("rows: ctxlake sql \"SELECT * FROM plans\" / \"SELECT * FROM evictions\"")
+
+
+@cli.command("plan")
+@click.option("--policy", "policies", multiple=True, required=True,
+              help="Policy, NAME(key=value,...) or chain A+B (repeatable).")
+@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--workers", type=int, default=None, help="Worker processes (default: up to 2).")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-policy summaries as JSON.")
+@pass_lake
+def plan_command(obj: LakeContext, policies, session_id, since, config_path, workers,
+                 as_json) -> None:
+    """Plan compaction: which tool results to clear or prune, when and why.
+
+    Writes the plans and evictions tables (one file per policy) and prints, per policy, the
+    sessions planned and ignored, evictions, tokens saved and preserved memory reads.
+
+    \b
+    Example:
+      ctxlake plan --policy microcompact --policy payload_prune+microcompact
+      ctxlake plan --policy 'observation_masking(window=5)' --since 2026-01-01 --json
+    """
+    from pipeline.config import load_config
+    from pipeline.plan import plan_many
+
+    config = load_config(config_path)
+    with render.step_progress("plan sessions") as progress:
+        summaries = plan_many(obj.lake, policies=list(policies), config=config,
+                              session_id=session_id, since=since, progress=progress,
+                              workers=workers)
+    _print_plan(summaries, as_json)
+
+
+@cli.command("suggest")
+@click.argument("session")
+@click.option("--minimal", is_flag=True, help="One line per point: [Compact? 72/50 calls | ...].")
+@click.option("--policy", default="strategic", show_default=True,
+              help="A strategic policy (e.g. 'strategic(scenario=\"docs\")').")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print points and suppressed points as JSON.")
+@pass_lake
+def suggest_command(obj: LakeContext, session: str, minimal: bool, policy: str, config_path,
+                    as_json: bool) -> None:
+    """Strategic compaction points of a session, with why now (and why not elsewhere).
+
+    \b
+    Example:
+      ctxlake suggest 7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9
+      ctxlake suggest 7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9 --minimal
+    """
+    from pipeline.config import load_config
+    from pipeline.plan import suggest
+
+    result = suggest(obj.lake, session, minimal=minimal, config=load_config(config_path),
+                     policy=policy)
+    if as_json:
+        click.echo(render.to_json(result.to_dict()))
+        return
+    if result.ignored_by:
+        click.echo(f"(session matches ignore pattern {result.ignored_by!r}: planning skips it)")
+    if result.points:
+        click.echo(result.render())
+    else:
+        click.echo(f"no suggestion points in {session}")
+    for point in result.suppressed:
+        click.echo(f"suppressed at turn {point['turn']} ({point['boundary']}, "
+                   f"{point['weighted_calls']:g}/{point['threshold']:g} calls): "
+                   + "; ".join(point["suppressed_by"]))
+
+
 # --- commands of later stages are added above this line -------------------------------
 
 
