@@ -42,6 +42,10 @@ EXTRA_VIEWS: list[str] = [
 ]
 
 
+# lakes whose lock this process holds (path -> depth): the lock is re-entrant in-process
+_HELD: dict[str, int] = {}
+
+
 def default_lake() -> Path:
     return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
 
@@ -154,8 +158,19 @@ class Lake:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """One writing run at a time per lake; a second caller gets a clear error."""
+        """One writing run at a time per lake; a second caller gets a clear error.
+
+        Re-entrant within one process, so the nightly run can hold it across every stage
+        while each stage also takes it when called on its own."""
         self.root.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(self.root)
+        if _HELD.get(key):
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
         handle = open(self.root / ".lock", "a+")
         try:
             try:
@@ -171,7 +186,11 @@ class Lake:
             handle.truncate()
             handle.write(f"pid {os.getpid()}")
             handle.flush()
-            yield
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                _HELD.pop(key, None)
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle, fcntl.LOCK_UN)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 
@@ -67,8 +68,9 @@ def test_a_rewritten_file_is_read_again_under_a_new_generation(tmp_path):
 
 
 def test_a_second_run_on_a_locked_lake_gets_a_clear_error(tmp_path):
-    lake = Lake(tmp_path / "lake")
-    with lake.lock():
+    (tmp_path / "lake").mkdir()
+    with open(tmp_path / "lake" / ".lock", "a+") as other_process:  # as another process would
+        fcntl.flock(other_process, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(LakeLockedError) as info:
             run(Lake(tmp_path / "lake"), write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1)))
     assert "another ctxlake run is using this lake" in str(info.value)
@@ -103,3 +105,11 @@ def test_touching_a_file_without_changing_it_reads_nothing(tmp_path):
     summary = run(lake, path)
     assert (summary.records, summary.files_unchanged) == (0, 1)
     assert scalar(lake, "SELECT count(*) FROM messages") == 1
+
+
+def test_the_lake_lock_is_reentrant_within_one_process(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
+    with lake.lock():
+        summary = run(Lake(tmp_path / "lake"), path)
+    assert summary.records == 1
