@@ -58,3 +58,7 @@ class StoreError(CtxlakeError):
 
 class VerifyError(CtxlakeError):
     """``verify`` found problems."""
+
+
+class TokenizerUnavailableError(CtxlakeError):
+    """A real tokenizer was asked for but the optional ``tokenizers`` extra is not installed."""

@@ -1,0 +1,143 @@
+"""Real tokenizers, offline: OpenAI ``o200k_base``/``cl100k_base`` and Claude's legacy tokenizer.
+
+Optional extra ``ctxlake[tokenizers]`` (bpe-openai, tiktoken, tokenizers, anthropic==0.34.0).
+Nothing is downloaded, ever:
+
+- OpenAI encodings: the ``bpe-openai`` wheel ships ``bpe_openai/data/<name>.tiktoken.gz``.
+  We gunzip it, check its sha256 against the hash tiktoken itself expects for that encoding
+  (``tiktoken_ext.openai_public``; the same constants are pinned in :data:`EXPECTED_SHA256`),
+  and build a ``tiktoken.Encoding`` from tiktoken's own constructor (regex, special tokens)
+  with its loader swapped for one that serves the wheel's file. tiktoken's
+  ``get_encoding`` is never called: it would fetch the file by URL (and fails here).
+- Claude: ``anthropic==0.34.0`` (MIT) ships the legacy ``anthropic/tokenizer.json``, loaded with
+  ``tokenizers.Tokenizer.from_file``. It is the pre-Claude-3 vocabulary: an approximation for
+  current models, useful to compare with the heuristic, not the billing count.
+
+Package files are located with ``importlib.util.find_spec`` so neither ``anthropic`` (which
+imports an HTTP client) nor ``bpe_openai`` (a 74 MB extension) is imported.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+import importlib.util
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import TokenizerUnavailableError, UsageError
+
+ENCODINGS = ("o200k_base", "cl100k_base", "claude")
+INSTALL_HINT = "pip install 'ctxlake[tokenizers]'"
+# sha256 of the uncompressed BPE files, as declared by tiktoken_ext.openai_public.
+EXPECTED_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+_LOCK = threading.Lock()
+
+
+def _package_dir(package: str) -> Path:
+    """The folder of an installed package, without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerUnavailableError(
+            f"the real tokenizers need the package '{package}', which is not installed",
+            hint=f"install the optional extra: {INSTALL_HINT}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _require(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise TokenizerUnavailableError(
+            f"the real tokenizers need the package '{module.split('.')[0]}', which is not installed",
+            hint=f"install the optional extra: {INSTALL_HINT}") from None
+
+
+def bpe_file(name: str) -> Path:
+    """The ``<name>.tiktoken.gz`` file shipped inside the bpe-openai wheel."""
+    path = _package_dir("bpe_openai") / "data" / f"{name}.tiktoken.gz"
+    if not path.is_file():
+        raise TokenizerUnavailableError(f"the bpe-openai package has no {path.name}",
+                                        path=str(path), hint=f"reinstall: {INSTALL_HINT}")
+    return path
+
+
+def load_bpe_ranks(name: str, expected_hash: str | None = None) -> dict[bytes, int]:
+    """Mergeable ranks of an OpenAI encoding from the wheel, after checking its sha256.
+
+    ``expected_hash`` defaults to :data:`EXPECTED_SHA256`; a mismatch is an error (a corrupt
+    or different file must not silently count tokens). The format is tiktoken's: one
+    ``<base64 token> <rank>`` per line.
+    """
+    expected = expected_hash or EXPECTED_SHA256[name]
+    path = bpe_file(name)
+    data = gzip.decompress(path.read_bytes())
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise TokenizerUnavailableError(
+            f"{path.name} has sha256 {actual}, tiktoken expects {expected}", path=str(path),
+            hint=f"reinstall the extra: {INSTALL_HINT}")
+    return {base64.b64decode(token): int(rank)
+            for token, rank in (line.split() for line in data.splitlines() if line)}
+
+
+@functools.cache
+def _tiktoken_encoding(name: str) -> Any:
+    tiktoken = _require("tiktoken")
+    openai_public = _require("tiktoken_ext.openai_public")
+    constructor = getattr(openai_public, name)
+
+    def local_loader(blobpath: str, expected_hash: str | None = None, **_: Any) -> dict[bytes, int]:
+        if not blobpath.endswith(f"/{name}.tiktoken"):
+            raise TokenizerUnavailableError(f"tiktoken asked for {blobpath}; only {name} is shipped")
+        if expected_hash is not None and expected_hash != EXPECTED_SHA256[name]:
+            raise TokenizerUnavailableError(
+                f"tiktoken expects sha256 {expected_hash} for {name}, ctxlake pins "
+                f"{EXPECTED_SHA256[name]}", hint="update EXPECTED_SHA256 in pipeline/tokenizers.py")
+        return load_bpe_ranks(name, expected_hash)
+
+    # tiktoken's own constructor (regex and special tokens), run with a copy of its module
+    # globals in which load_tiktoken_bpe serves the wheel's file: the module is not modified.
+    local_globals = dict(vars(openai_public), load_tiktoken_bpe=local_loader)
+    offline_constructor = types.FunctionType(constructor.__code__, local_globals, name)
+    return tiktoken.Encoding(**offline_constructor())
+
+
+@functools.cache
+def _claude_tokenizer() -> Any:
+    tokenizers = _require("tokenizers")
+    path = _package_dir("anthropic") / "tokenizer.json"
+    if not path.is_file():
+        raise TokenizerUnavailableError(
+            "this anthropic package has no tokenizer.json (it shipped up to 0.34.0)",
+            path=str(path), hint=f"install the extra, which pins anthropic==0.34.0: {INSTALL_HINT}")
+    return tokenizers.Tokenizer.from_file(str(path))
+
+
+def get_tokenizer(encoding: str) -> Any:
+    """The loaded tokenizer object (``tiktoken.Encoding`` or ``tokenizers.Tokenizer``), cached."""
+    if encoding not in ENCODINGS:
+        raise UsageError(f"unknown encoding '{encoding}'", hint="choose one of: " + ", ".join(ENCODINGS))
+    with _LOCK:
+        return _claude_tokenizer() if encoding == "claude" else _tiktoken_encoding(encoding)
+
+
+def count_tokens(text: str | None, encoding: str = "o200k_base") -> int:
+    """Tokens of ``text`` under a real tokenizer, offline; 0 for ``None``/empty.
+
+    Special-token strings in the text (``<|endoftext|>``) are counted as ordinary text, as a
+    transcript holds them as text.
+    """
+    tokenizer = get_tokenizer(encoding)
+    if not text:
+        return 0
+    if encoding == "claude":
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+    return len(tokenizer.encode_ordinary(text))

@@ -1,0 +1,103 @@
+"""Real tokenizers from files shipped in wheels, with no network (the extra is part of `dev`)."""
+
+from __future__ import annotations
+
+import inspect
+import socket
+import sys
+
+import pytest
+
+from conftest import REAL
+from pipeline import tokenizers as real
+from pipeline.errors import TokenizerUnavailableError, UsageError
+
+
+@pytest.fixture
+def fresh_caches():
+    real._tiktoken_encoding.cache_clear()
+    real._claude_tokenizer.cache_clear()
+    yield
+    real._tiktoken_encoding.cache_clear()
+    real._claude_tokenizer.cache_clear()
+
+
+def test_known_token_ids_of_hello_world():
+    # cl100k_base/o200k_base ids of "hello world" as published by OpenAI's tiktoken examples
+    assert real.get_tokenizer("cl100k_base").encode_ordinary("hello world") == [15339, 1917]
+    assert real.get_tokenizer("o200k_base").encode_ordinary("hello world") == [24912, 2375]
+    assert real.count_tokens("hello world", "claude") == 2
+    assert real.count_tokens("", "o200k_base") == 0
+    assert real.count_tokens(None, "claude") == 0
+
+
+def test_special_token_text_counts_as_ordinary_text():
+    assert real.count_tokens("<|endoftext|>", "cl100k_base") > 1
+
+
+def test_the_pinned_hashes_are_the_ones_tiktoken_expects():
+    import tiktoken_ext.openai_public as openai_public
+
+    for name, digest in real.EXPECTED_SHA256.items():
+        assert f'expected_hash="{digest}"' in inspect.getsource(getattr(openai_public, name))
+
+
+# bpe_openai itself still uses importlib.resources.open_binary (deprecated in 3.11)
+@pytest.mark.filterwarnings("ignore:open_binary is deprecated:DeprecationWarning")
+def test_tiktoken_counts_agree_with_the_bpe_openai_rust_tokenizer_on_real_text():
+    import bpe_openai
+
+    texts = [p.read_text(encoding="utf-8")[i:i + 3000]
+             for p in sorted(REAL.rglob("*.json*")) for i in (0, 5000)]
+    texts += ["中文テキスト ＦＵＬＬ 😀👍🏽 e\u0301", "def f(x):\n    return x ** 2\n"]
+    for name in ("cl100k_base", "o200k_base"):
+        reference = bpe_openai.get_encoding(name)
+        ours = real.get_tokenizer(name)
+        assert [ours.encode_ordinary(t) for t in texts] == [reference.encode(t) for t in texts]
+
+
+def test_a_changed_bpe_file_is_refused():
+    with pytest.raises(TokenizerUnavailableError, match="sha256"):
+        real.load_bpe_ranks("cl100k_base", expected_hash="0" * 64)
+
+
+def test_an_unknown_encoding_is_a_usage_error():
+    with pytest.raises(UsageError, match="o200k_base, cl100k_base, claude"):
+        real.count_tokens("x", "p50k_base")
+
+
+def test_nothing_is_downloaded_or_cached(monkeypatch, tmp_path, fresh_caches):
+    cache = tmp_path / "tiktoken-cache"
+    cache.mkdir()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    attempts = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    counts = {name: real.count_tokens("offline, always", name) for name in real.ENCODINGS}
+    assert all(n > 0 for n in counts.values()), counts
+    assert attempts == []
+    assert list(cache.iterdir()) == []
+
+
+@pytest.mark.parametrize("missing, encoding", [("tiktoken", "o200k_base"), ("tokenizers", "claude")])
+def test_without_the_extra_the_error_names_it(monkeypatch, fresh_caches, missing, encoding):
+    monkeypatch.setitem(sys.modules, missing, None)   # import fails as if not installed
+    with pytest.raises(TokenizerUnavailableError) as info:
+        real.count_tokens("x", encoding)
+    assert "pip install 'ctxlake[tokenizers]'" in str(info.value)
+    assert missing in str(info.value)
+
+
+def test_without_the_bpe_openai_wheel_the_error_names_the_extra(monkeypatch, fresh_caches):
+    original = real.importlib.util.find_spec
+    monkeypatch.setattr(real.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "bpe_openai" else original(name, *a))
+    with pytest.raises(TokenizerUnavailableError, match=r"bpe_openai.*\n.*ctxlake\[tokenizers\]"):
+        real.count_tokens("x", "cl100k_base")
