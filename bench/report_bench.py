@@ -1,0 +1,159 @@
+"""Report bench: ``ctxlake report daily`` over the ~500 MB demo lake, warm.
+
+Target (issue 6): a daily report over the 500 MB demo lake, warm, <= 0.5 s on this box
+(2 cores). For scale, the issue quotes a popular Rust tool that re-reads the whole archive:
+~1.7 s on 537 MB here.
+
+Setup (cached under ``--workdir``, not timed; ``--rebuild`` starts over): the archive is
+``pipeline.demo.write_demo_archive(size_bytes, seed)``, ingested, then ``summarize`` runs once
+(as the nightly job does), which also writes ``derived/model_prices``. "Warm" means that
+state plus the OS file cache and an already-imported Python process.
+
+Measured:
+- ``report_first_s``: the first ``usage_report(period="day")`` in a fresh process state
+  (connection, views, price coverage check, the report query);
+- ``report_warm_s``: median of ``--repeat`` further calls (each opens its own connection,
+  exactly as the CLI does), and the min/max;
+- ``report_breakdown_warm_s``: the same with ``--breakdown``;
+- ``cli_s``: wall time of ``ctxlake report daily --json`` as a subprocess (Python start-up,
+  imports and the report), median of 3;
+- ``summarize_s``: one full ``summarize`` of the lake (the nightly stage), for reference.
+
+Usage: ``.venv/bin/python bench/report_bench.py [--size-mb 500] [--workdir DIR] [--repeat 7]``.
+Prints the figures and writes ``bench/results/report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pipeline.ingest import ingest  # noqa: E402
+from pipeline.lake import Lake  # noqa: E402
+from pipeline.summarize import summarize  # noqa: E402
+from pipeline.usage import usage_report  # noqa: E402
+
+TARGET_S = 0.5
+PEER_S, PEER_MB = 1.7, 537
+
+
+def build(workdir: Path, size_mb: int, seed: int, rebuild: bool) -> dict:
+    archive, lake_dir = workdir / "archive", workdir / "lake"
+    marker = workdir / "built.json"
+    if rebuild and workdir.exists():
+        shutil.rmtree(workdir)
+    if not marker.exists():
+        from pipeline.demo import write_demo_archive
+
+        if workdir.exists():
+            shutil.rmtree(workdir)
+        archive.mkdir(parents=True)
+        started = time.perf_counter()
+        write_demo_archive(archive, size_bytes=size_mb * 1024 * 1024, seed=seed)
+        generated_s = time.perf_counter() - started
+        started = time.perf_counter()
+        ingested = ingest([archive], lake=Lake(lake_dir))
+        ingest_s = time.perf_counter() - started
+        marker.write_text(json.dumps({
+            "size_mb": size_mb, "seed": seed, "generate_s": round(generated_s, 2),
+            "ingest_s": round(ingest_s, 2), "files": ingested.files, "lines": ingested.lines,
+        }, indent=2), encoding="utf-8")
+    return json.loads(marker.read_text(encoding="utf-8"))
+
+
+def archive_bytes(archive: Path) -> int:
+    return sum(p.stat().st_size for p in archive.rglob("*") if p.is_file())
+
+
+def timed(fn) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxlake-bench-report"))
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--rebuild", action="store_true")
+    args = parser.parse_args()
+
+    workdir = args.workdir / f"{args.size_mb}mb"
+    built = build(workdir, args.size_mb, args.seed, args.rebuild)
+    lake = Lake(workdir / "lake")
+    size = archive_bytes(workdir / "archive")
+
+    summarize_s, summary = timed(lambda: summarize(lake, tz="UTC"))
+
+    load_before = os.getloadavg()[0]
+    first_s, report = timed(lambda: usage_report(lake, period="day", tz="UTC"))
+    warm = [timed(lambda: usage_report(lake, period="day", tz="UTC"))[0] for _ in range(args.repeat)]
+    breakdown = [timed(lambda: usage_report(lake, period="day", tz="UTC", breakdown=True))[0]
+                 for _ in range(max(3, args.repeat // 2))]
+    cli = []
+    env = dict(os.environ, CTXLAKE_HOME=str(lake.root))
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([str(REPO / ".venv" / "bin" / "ctxlake"), "report", "daily", "--tz", "UTC",
+                        "--json"], check=True, env=env, stdout=subprocess.DEVNULL)
+        cli.append(time.perf_counter() - started)
+
+    data = report.to_dict()
+    warm_s = statistics.median(warm)
+    result = {
+        "archive_bytes": size, "archive_mb": round(size / 1024 / 1024, 1), "build": built,
+        "days": len(data["rows"]), "api_calls": data["totals"]["api_calls"],
+        "total_tokens": data["totals"]["total_tokens"], "cost_usd": data["totals"]["cost_usd"],
+        "unpriced_models": data["unpriced_models"],
+        "report_first_s": round(first_s, 3),
+        "report_warm_s": round(warm_s, 3),
+        "report_warm_min_s": round(min(warm), 3), "report_warm_max_s": round(max(warm), 3),
+        "report_breakdown_warm_s": round(statistics.median(breakdown), 3),
+        "cli_s": round(statistics.median(cli), 3),
+        "summarize_s": round(summarize_s, 2),
+        "summarize": {k: v for k, v in summary.to_dict().items()
+                      if k not in ("ignored_session_ids", "lake", "log_dir", "recovery_dir")},
+        "target_s": TARGET_S, "within_target": warm_s <= TARGET_S,
+        "peer_s_per_mb": round(PEER_S / PEER_MB, 5),
+        "warm_s_per_mb": round(warm_s / (size / 1024 / 1024), 5),
+        "speedup_vs_peer_scaled": round((PEER_S / PEER_MB) * (size / 1024 / 1024) / warm_s, 1),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    # other work on the box inflates every figure: the 1-minute load average
+                    "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]},
+    }
+    print(f"demo archive: {result['archive_mb']} MB, {result['days']} days, "
+          f"{result['api_calls']:,} API calls, {result['total_tokens']:,} tokens, "
+          f"${result['cost_usd']:,.2f}")
+    print(f"daily report: first {first_s:.3f} s, warm median {warm_s:.3f} s "
+          f"(min {min(warm):.3f}, max {max(warm):.3f}; target <= {TARGET_S} s: "
+          f"{'OK' if result['within_target'] else 'MISSED'})")
+    print(f"  (1-minute load average during the runs: {load_before:.1f} -> {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores)")
+    print(f"  with --breakdown: {result['report_breakdown_warm_s']:.3f} s; "
+          f"CLI process (start-up included): {result['cli_s']:.3f} s")
+    print(f"  peer (re-reads the archive): {PEER_S} s on {PEER_MB} MB -> "
+          f"{result['speedup_vs_peer_scaled']}x faster per MB")
+    print(f"summarize (nightly stage, full): {summarize_s:.2f} s "
+          f"({summary.days_written + summary.days_unchanged} days, "
+          f"{summary.recovery_written + summary.recovery_unchanged} recovery documents)")
+    out = REPO / "bench" / "results" / "report.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+-- model_prices for this connection only: prices computed now (registered Arrow table model_prices_fresh)
+CREATE OR REPLACE VIEW model_prices AS
+WITH final AS (
+    SELECT * FROM model_prices_fresh
+)
+SELECT * FROM final

@@ -1,0 +1,27 @@
+-- Facts of some sessions ($sessions) and their sub-agent sessions for recovery documents (last activity, project, counts)
+WITH wanted AS (
+    SELECT DISTINCT unnest(CAST($sessions AS VARCHAR[])) AS session_id
+),
+family AS (
+    -- the sessions asked for and their sub-agents
+    SELECT session_id FROM wanted
+    UNION
+    SELECT DISTINCT session_info.session_id
+    FROM session_info
+    JOIN wanted ON session_info.parent_session_id = wanted.session_id
+),
+summary AS (
+    SELECT * FROM session_summary SEMI JOIN family USING (session_id)
+),
+files AS (
+    SELECT source_id, mtime FROM sources
+),
+final AS (
+    SELECT
+        summary.session_id, summary.parent_session_id, summary.format, summary.project,
+        summary.git_branch, summary.model, summary.started_at, summary.ended_at, summary.n_user,
+        summary.n_assistant, summary.n_tool_calls, files.mtime AS source_mtime
+    FROM summary
+    LEFT JOIN files ON files.source_id = summary.source_id
+)
+SELECT * FROM final ORDER BY session_id

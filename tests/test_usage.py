@@ -1,0 +1,361 @@
+"""Usage/cost reports: totals on the real samples worked out from the raw files, prices from
+the genai-prices snapshot (offline), unpriced models, tiers, time zones and filters."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline import prices
+from pipeline.cli import cli
+from pipeline.errors import UsageError
+from pipeline.ingest import ingest
+from pipeline.summarize import summarize
+from pipeline.usage import usage_report
+from tests.conftest import REAL, ingest_paths, rows
+from tests.test_recover import ClaudeTranscript
+
+CLAUDE = REAL / "claude_code"
+
+
+def _json(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _claude_calls(paths) -> dict[tuple, dict]:
+    """Usage once per (message.id, requestId) with the largest output_tokens (FORMATS.md)."""
+    calls: dict[tuple, dict] = {}
+    for path in paths:
+        for obj in _json(path):
+            message = obj.get("message") or {}
+            usage = message.get("usage")
+            if obj.get("type") != "assistant" or not usage:
+                continue
+            key = (message["id"], obj["requestId"])
+            if key not in calls or usage["output_tokens"] > calls[key]["usage"]["output_tokens"]:
+                calls[key] = {"usage": usage, "model": message["model"], "ts": obj["timestamp"]}
+    return calls
+
+
+def _reference(model: str, ts: str, inp: int, out: int, write: int, read: int) -> Decimal:
+    """genai-prices itself, call by call (the independent check of the SQL pricing path)."""
+    from genai_prices import Usage, calc_price
+    usage = Usage(input_tokens=inp + write + read, output_tokens=out, cache_write_tokens=write,
+                  cache_read_tokens=read)
+    when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    mapped = prices.resolve_model(model)   # recorded name -> snapshot model (tested below)
+    return calc_price(usage, mapped.priced_as, provider_id=mapped.provider,
+                      genai_request_timestamp=when).total_price
+
+
+def _day_json(lake, **options) -> dict:
+    return usage_report(lake, period="day", tz="UTC", **options).to_dict()
+
+
+# ---------------------------------------------------------------------------------------
+# Real samples
+# ---------------------------------------------------------------------------------------
+def test_claude_daily_totals_count_split_lines_once_with_their_final_output_tokens(tmp_path):
+    files = sorted(CLAUDE.glob("*.jsonl"))
+    lake, _ = ingest_paths(tmp_path, CLAUDE)
+    calls = _claude_calls(files)
+    per_day: dict[str, dict] = defaultdict(lambda: defaultdict(int))
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    for call in calls.values():
+        u, day = call["usage"], call["ts"][:10]
+        per_day[day]["input_tokens"] += u["input_tokens"]
+        per_day[day]["output_tokens"] += u["output_tokens"]
+        per_day[day]["cache_write_tokens"] += u["cache_creation_input_tokens"]
+        per_day[day]["cache_read_tokens"] += u["cache_read_input_tokens"]
+        per_day[day]["api_calls"] += 1
+        cost[day] += _reference(call["model"], call["ts"], u["input_tokens"], u["output_tokens"],
+                                u["cache_creation_input_tokens"], u["cache_read_input_tokens"])
+    # the samples really have split lines: more assistant lines than API calls
+    assert sum(1 for f in files for o in _json(f) if o["type"] == "assistant") > len(calls)
+    report = _day_json(lake)
+    got = {row["date"]: {k: row[k] for k in ("input_tokens", "output_tokens", "cache_write_tokens",
+                                             "cache_read_tokens", "api_calls")}
+           for row in report["rows"]}
+    assert got == {day: dict(v) for day, v in per_day.items()}
+    assert {row["date"]: row["cost_usd"] for row in report["rows"]} == \
+        {day: float(c.quantize(Decimal("0.000001"))) for day, c in cost.items()}
+    assert report["unpriced_models"] == []
+    assert report["totals"]["total_tokens"] == sum(
+        v[k] for v in per_day.values()
+        for k in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens"))
+
+
+def test_a_hand_worked_claude_session_costs_what_the_list_prices_say(tmp_path):
+    lake, _ = ingest_paths(tmp_path, CLAUDE / "claude_session.jsonl")
+    calls = _claude_calls([CLAUDE / "claude_session.jsonl"])
+    totals = defaultdict(int)
+    for call in calls.values():
+        for key, value in call["usage"].items():
+            if isinstance(value, int):
+                totals[key] += value
+    # claude-sonnet-4-5 list prices: $3 input, $15 output, $3.75 cache write, $0.30 cache read
+    # per million tokens; every call is far below the 200k-token tier
+    expected = (Decimal(totals["input_tokens"]) * 3 + Decimal(totals["output_tokens"]) * 15
+                + Decimal(totals["cache_creation_input_tokens"]) * Decimal("3.75")
+                + Decimal(totals["cache_read_input_tokens"]) * Decimal("0.30")) / 1_000_000
+    report = usage_report(lake, period="session", tz="UTC")
+    assert report.totals.cost_usd == expected
+
+
+def test_codex_usage_is_the_sum_of_total_token_usage_deltas(tmp_path):
+    path = REAL / "codex" / "codex_session.jsonl"
+    lake, _ = ingest_paths(tmp_path, path)
+    totals = [o["payload"]["info"]["total_token_usage"] for o in _json(path)
+              if o["type"] == "event_msg" and o["payload"].get("type") == "token_count"
+              and o["payload"].get("info")]
+    final = totals[-1]   # running totals never go down in this file: the deltas sum to the last
+    assert all(a["total_tokens"] <= b["total_tokens"] for a, b in zip(totals, totals[1:]))
+    report = _day_json(lake)
+    assert {k: report["totals"][k] for k in ("input_tokens", "cache_read_tokens", "output_tokens",
+                                             "cache_write_tokens", "reasoning_tokens")} == {
+        "input_tokens": final["input_tokens"] - final["cached_input_tokens"],
+        "cache_read_tokens": final["cached_input_tokens"],
+        "output_tokens": final["output_tokens"],
+        "cache_write_tokens": 0,
+        "reasoning_tokens": final["reasoning_output_tokens"]}
+    # gpt-5.1-codex-max is priced as gpt-5.1: $1.25 input, $0.125 cached input, $10 output
+    expected = (Decimal(final["input_tokens"] - final["cached_input_tokens"]) * Decimal("1.25")
+                + Decimal(final["cached_input_tokens"]) * Decimal("0.125")
+                + Decimal(final["output_tokens"]) * 10) / 1_000_000
+    assert report["totals"]["cost_usd"] == float(expected.quantize(Decimal("0.000001")))
+
+
+def test_gemini_usage_is_counted_per_message(tmp_path):
+    path = REAL / "gemini" / "gemini_session.json"
+    lake, _ = ingest_paths(tmp_path, path)
+    tokens = [m["tokens"] for m in json.loads(path.read_text(encoding="utf-8"))["messages"]
+              if m.get("tokens")]
+    report = _day_json(lake)
+    assert {k: report["totals"][k] for k in ("input_tokens", "cache_read_tokens", "output_tokens",
+                                             "api_calls")} == {
+        "input_tokens": sum(t["input"] - t["cached"] + t["tool"] for t in tokens),
+        "cache_read_tokens": sum(t["cached"] for t in tokens),
+        "output_tokens": sum(t["output"] + t["thoughts"] for t in tokens),
+        "api_calls": len(tokens)}
+    assert report["totals"]["total_tokens"] == sum(t["total"] for t in tokens)
+
+
+def test_swe_agent_run_totals_show_their_recorded_cost_and_an_unknown_model_is_unpriced(tmp_path):
+    lake, _ = ingest_paths(tmp_path, REAL / "swe_agent")
+    report = usage_report(lake, period="session", tz="UTC").to_dict()
+    by_id = {row["session_id"]: row for row in report["rows"]}
+    for name in ("6e44b9__sweagenttestrepo-1c2844", "pydicom__pydicom-1458"):
+        stats = json.loads((REAL / "swe_agent" / f"{name}.traj").read_text(encoding="utf-8"))["info"]["model_stats"]
+        row = by_id[name]
+        assert (row["input_tokens"], row["output_tokens"], row["recorded_cost_usd"]) == \
+            (stats["tokens_sent"], stats["tokens_received"], round(stats["instance_cost"], 6))
+    # the 0.x trajectory does not record its model: its cost is unknown, not $0
+    assert by_id["pydicom__pydicom-1458"]["cost_usd"] is None
+    assert by_id["pydicom__pydicom-1458"]["unpriced_models"] == ["(unknown)"]
+    assert report["unpriced_models"] == ["(unknown)"]
+    assert report["totals"]["cost_complete"] is False
+
+
+def test_re_reporting_after_a_re_run_gives_the_same_totals(tmp_path):
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    for sub in ("claude_code", "codex", "gemini"):
+        for path in (REAL / sub).iterdir():
+            (archive / sub).mkdir(exist_ok=True)
+            (archive / sub / path.name).write_bytes(path.read_bytes())
+    lake, _ = ingest_paths(tmp_path, archive)
+    first = {p: usage_report(lake, period=p, tz="UTC").to_dict() for p in ("day", "month", "session")}
+    summarize(lake, tz="UTC")
+    for path in archive.rglob("*.json*"):      # touched files: the nightly run looks at them again
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10_000_000_000))
+    ingest([archive], lake=lake, workers=1)
+    summarize(lake, tz="UTC")
+    again = {p: usage_report(lake, period=p, tz="UTC").to_dict() for p in ("day", "month", "session")}
+    assert again == first
+
+
+# ---------------------------------------------------------------------------------------
+# Built sessions
+# ---------------------------------------------------------------------------------------
+def _priced_lake(tmp_path):
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-mix", start="2025-12-09T23:30:00", cwd="/home/me/alpha")
+    t.user("go")
+    t.say("big", usage={"input_tokens": 250_000, "output_tokens": 1_000})          # tier above 200k
+    t.say("small", usage={"input_tokens": 1_000, "output_tokens": 100,
+                          "cache_creation_input_tokens": 2_000, "cache_read_input_tokens": 4_000})
+    t.say("unknown", model="acme-model-9", usage={"input_tokens": 500, "output_tokens": 50})
+    t.write(archive)
+    other = ClaudeTranscript("sess-beta", start="2025-12-11T12:00:00", cwd="/home/me/beta")
+    other.user("hi")
+    other.say("hello", usage={"input_tokens": 100, "output_tokens": 10})
+    other.write(archive)
+    return ingest_paths(tmp_path, archive)[0]
+
+
+def test_tiered_prices_apply_per_call_and_an_unpriced_model_is_never_zero(tmp_path):
+    lake = _priced_lake(tmp_path)
+    report = usage_report(lake, period="day", tz="UTC", breakdown=True)
+    day = report.rows[0]
+    assert day.period == "2025-12-09"
+    by_model = dict(day.breakdown)
+    # above 200k input tokens every token of the call pays the tier price ($6 in, $22.50 out)
+    big = Decimal(250_000) * 6 / 10**6 + Decimal(1_000) * Decimal("22.5") / 10**6
+    small = (Decimal(1_000) * 3 + Decimal(100) * 15 + Decimal(2_000) * Decimal("3.75")
+             + Decimal(4_000) * Decimal("0.3")) / 10**6
+    assert by_model["claude-sonnet-4-5-20250929"].cost_usd == big + small
+    assert by_model["acme-model-9"].cost_usd is None
+    assert by_model["acme-model-9"].input_tokens == 500
+    assert (day.figures.cost_usd, day.figures.unpriced_models) == (big + small, ["acme-model-9"])
+    from pipeline.usage import cost_cell, table_rows
+    assert cost_cell(by_model["acme-model-9"]) == "UNPRICED"
+    assert cost_cell(day.figures) == "$1.5357 + UNPRICED"
+    columns, table = table_rows(report)
+    assert columns[:2] == ["Date", "Model"] and table[-1][0] == "Total"
+    data = report.to_dict()
+    assert data["rows"][0]["cost_complete"] is False
+    assert data["rows"][0]["breakdown"][0]["model"] == "acme-model-9"
+    assert data["rows"][0]["breakdown"][0]["cost_usd"] is None
+
+
+def test_days_follow_the_time_zone_and_since_until_project_filter(tmp_path):
+    lake = _priced_lake(tmp_path)
+    assert [r["date"] for r in _day_json(lake)["rows"]] == ["2025-12-09", "2025-12-11"]
+    tokyo = usage_report(lake, period="day", tz="Asia/Tokyo").to_dict()
+    assert [r["date"] for r in tokyo["rows"]] == ["2025-12-10", "2025-12-11"]
+    only = usage_report(lake, period="day", tz="UTC", since="2025-12-10").to_dict()
+    assert [r["date"] for r in only["rows"]] == ["2025-12-11"]
+    assert only["totals"]["input_tokens"] == 100
+    upto = usage_report(lake, period="month", tz="UTC", until="2025-12-09").to_dict()
+    assert upto["totals"]["input_tokens"] == 251_500
+    beta = usage_report(lake, period="session", tz="UTC", project="beta").to_dict()
+    assert [r["session_id"] for r in beta["rows"]] == ["sess-beta"]
+    assert beta["rows"][0]["project"] == "/home/me/beta"
+    with pytest.raises(UsageError, match="unknown time zone 'Mars/Base'"):
+        usage_report(lake, period="day", tz="Mars/Base")
+    with pytest.raises(UsageError, match="--since must be a date"):
+        usage_report(lake, period="day", tz="UTC", since="yesterday")
+
+
+def test_the_sql_cost_of_every_call_equals_genai_prices_call_by_call(tmp_path):
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-prices", start="2026-01-04T00:10:00")
+    t.user("go")
+    cases = [  # model, time (UTC), input, output, cache write, cache read
+        ("claude-sonnet-4-5-20250929", "2026-01-04T00:10:00", 150_000, 2_000, 40_000, 10_000),
+        ("claude-sonnet-4-5-20250929", "2026-01-04T00:11:00", 150_000, 2_000, 40_000, 10_001),
+        ("deepseek-chat", "2026-01-04T00:20:00", 5_000, 800, 0, 90_000),       # off-peak
+        ("deepseek-chat", "2026-01-04T09:00:00", 5_000, 800, 0, 90_000),       # peak
+        ("google/gemini-3-pro-preview", "2026-01-04T12:00:00", 100_000, 900, 0, 150_000),
+        ("google/gemini-3-pro-preview", "2026-01-06T12:00:00", 10_000, 900, 0, 1_000),
+        ("gpt-4o", "2026-01-06T13:00:00", 3_000, 300, 0, 1_024),
+        ("gemini-2.5-flash", "2026-01-06T14:00:00", 13_629 - 6_979, 138, 0, 6_979),
+    ]
+    for model, at, inp, out, write, read in cases:
+        t.say("x", model=model, at=at, usage={"input_tokens": inp, "output_tokens": out,
+                                              "cache_creation_input_tokens": write,
+                                              "cache_read_input_tokens": read})
+    t.write(archive)
+    lake, _ = ingest_paths(tmp_path, archive)
+    summarize(lake, tz="UTC")   # writes derived/model_prices for the views
+    got = rows(lake, "SELECT model, strftime(timezone('UTC', \"timestamp\"), '%Y-%m-%dT%H:%M:%S'), "
+                     "cost_usd FROM usage_calls ORDER BY \"timestamp\"")
+    expected = [(m, at, _reference(m, at + "Z", i, o, w, r)) for m, at, i, o, w, r in cases]
+    assert [(m, at, Decimal(c)) for m, at, c in got] == expected
+    # the cases really exercise the tier (200,000 vs 200,001 input tokens in all) and the
+    # off-peak window
+    costs = [c for _, _, c in expected]
+    assert costs[1] / costs[0] > Decimal("1.9") and costs[3] > costs[2]
+
+
+def test_recorded_model_names_map_to_the_snapshot_models():
+    mapped = {name: (r.provider, r.priced_as) if (r := prices.resolve_model(name)) else None
+              for name in ("claude-sonnet-4-5-20250929", "gpt-5.1-codex-max", "gemini-2.5-flash",
+                           "deepseek/deepseek-chat", "google/gemini-3-pro-preview", "gpt-4o",
+                           "gpt4", "<synthetic>", None, "acme-model-9")}
+    assert mapped == {
+        "claude-sonnet-4-5-20250929": ("anthropic", "claude-sonnet-4-5"),
+        "gpt-5.1-codex-max": ("openai", "gpt-5.1"),
+        "gemini-2.5-flash": ("google", "gemini-2.5-flash"),
+        "deepseek/deepseek-chat": ("deepseek", "deepseek-chat"),
+        "google/gemini-3-pro-preview": ("google", "gemini-3-pro-preview"),
+        "gpt-4o": ("openai", "gpt-4o"),
+        "gpt4": ("openai", "gpt-4-turbo"),        # SWE-agent's shortcut for gpt-4-1106-preview
+        "<synthetic>": None, None: None, "acme-model-9": None}
+
+
+def test_prices_come_from_the_bundled_snapshot_without_any_network(monkeypatch):
+    import genai_prices
+    from genai_prices import data_snapshot
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ctxlake tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    prices.resolve_model.cache_clear()
+    prices._rows_for.cache_clear()
+    table = prices.model_price_table(["claude-sonnet-4-5-20250929", "deepseek-chat"])
+    assert table.num_rows == 4 and set(table.column("price_source").to_pylist()) == {prices.PRICE_SOURCE}
+    assert prices.PRICE_SOURCE == f"genai-prices {genai_prices.__version__} (bundled snapshot)"
+    assert data_snapshot._custom_snapshot is None   # no UpdatePrices was ever started
+
+
+def test_the_views_hold_the_report_figures_for_sql_users(tmp_path):
+    lake = _priced_lake(tmp_path)
+    before = rows(lake, "SELECT count(*), count(cost_usd) FROM daily_usage")[0]
+    assert before == (3, 0)     # no price table yet: cost unknown (NULL), never 0
+    summarize(lake, tz="UTC")
+    report = usage_report(lake, period="day", tz="UTC").to_dict()
+    priced, unpriced = rows(lake, "SELECT sum(cost_usd), count(*) FILTER (WHERE cost_usd IS NULL) "
+                                  "FROM daily_usage")[0]
+    assert (float(priced), unpriced) == (report["totals"]["cost_usd"], 1)
+    summary = rows(lake, "SELECT session_id, input_tokens, cost_usd, unpriced_models "
+                         "FROM session_summary ORDER BY session_id")
+    assert [(s, i, u) for s, i, _, u in summary] == [("sess-beta", 100, []),
+                                                     ("sess-mix", 251_500, ["acme-model-9"])]
+
+
+def test_the_report_commands_print_tables_and_json(tmp_path):
+    lake = _priced_lake(tmp_path)
+    runner = CliRunner()
+    base = ["--lake", str(lake.root), "report"]
+    res = runner.invoke(cli, [*base, "daily", "--tz", "UTC", "--breakdown"], catch_exceptions=False)
+    assert res.exit_code == 0
+    assert "UNPRICED" in res.output and "acme-model-9" in res.output and "2025-12-09" in res.output
+    res = runner.invoke(cli, [*base, "monthly", "--tz", "UTC", "--json"], catch_exceptions=False)
+    data = json.loads(res.output)
+    assert (data["report"], [r["month"] for r in data["rows"]]) == ("monthly", ["2025-12"])
+    res = runner.invoke(cli, [*base, "session", "--tz", "UTC", "--json"], catch_exceptions=False)
+    assert [r["session_id"] for r in json.loads(res.output)["rows"]] == ["sess-mix", "sess-beta"]
+
+
+def test_usage_calls_keep_exactly_the_usage_the_messages_view_keeps(tmp_path):
+    # usage_calls re-applies the messages view's dedup rule to usage rows only (for speed):
+    # on every real sample the two must agree session by session
+    lake, _ = ingest_paths(tmp_path, REAL)
+    from_view = rows(lake, "SELECT session_id, sum(coalesce(input_tokens, 0)), sum(coalesce(output_tokens, 0)), "
+                           "sum(coalesce(cache_creation_tokens, 0)), sum(coalesce(cache_read_tokens, 0)) "
+                           "FROM messages GROUP BY 1 "
+                           "HAVING count(input_tokens) + count(output_tokens) > 0 ORDER BY 1")
+    from_calls = rows(lake, "SELECT session_id, sum(input_tokens), sum(output_tokens), sum(cache_write_tokens), "
+                            "sum(cache_read_tokens) FROM usage_calls GROUP BY 1 "
+                            "HAVING sum(total_tokens) > 0 ORDER BY 1")
+    assert from_calls == from_view
+    assert len(from_view) >= 9
+
+
+def test_the_default_time_zone_is_the_machines(monkeypatch):
+    from pipeline.usage import resolve_timezone
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    assert resolve_timezone(None) == "Asia/Tokyo"
+    assert resolve_timezone("Europe/Paris") == "Europe/Paris"
+    monkeypatch.setenv("TZ", "Not/AZone")
+    assert resolve_timezone(None) != "Not/AZone"
