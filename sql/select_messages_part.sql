@@ -17,8 +17,10 @@ final AS (
         * EXCLUDE (utf16_len),
         est_tokens_from(cjk_count, utf16_len) AS est_tokens,
         CASE
-            WHEN kind = 'tool_result' AND text = '[Old tool result content cleared]' THEN 'cleared'
-            WHEN kind = 'tool_result' AND contains(text, '[ctxlake compaction]') THEN 'pruned'
+            WHEN kind <> 'tool_result' THEN NULL
+            WHEN text IN ('[Old tool result content cleared]', '[Tool result cleared by context editing]') THEN 'cleared'
+            WHEN char_len < 64 AND regexp_full_match(text, 'Old environment output: \(\d+ lines omitted\)') THEN 'masked'
+            WHEN contains(text, '[ctxlake compaction]') THEN 'pruned'
         END AS compaction_state
     FROM measured
 )

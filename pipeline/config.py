@@ -1,0 +1,429 @@
+"""The policy config file ``ctxlake.toml``: named policies, parameters, chains, filters.
+
+Where: the path given (``--config``), else ``$CTXLAKE_CONFIG``, else ``./ctxlake.toml`` when it
+exists, else the built-in defaults (the numbers of POLICIES.md). Format::
+
+    ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive regexes
+
+    [memory]                       # extra managed-memory roots (pipeline.memory syntax)
+    project = ["docs/agent-notes/"]
+    user = ["~/notes/agent.md"]
+    team = []
+
+    [policies.microcompact]        # override a built-in policy's parameters
+    idle_minutes = 30
+
+    [policies.quick_mc]            # a named variant of a built-in policy
+    policy = "microcompact"
+    keep_recent = 2
+
+    [policies.prune_then_mc]       # a named chain (each step sees the previous output)
+    chain = ["payload_prune", "quick_mc"]
+
+    [sweeps]                       # policy lists for replay sweeps
+    masking = ["observation_masking(window=5)", "observation_masking(window=10)"]
+
+Policy specs (CLI ``--policy``, chain steps, sweeps): ``name``, ``name(key=value, ...)`` with
+TOML values (``window=5``, ``exclude_tools=["Read"]``, ``scenario="docs"``), or steps joined
+with ``+`` (``payload_prune+microcompact(keep_recent=3)``). Unknown keys, wrong types, values
+out of range and invalid regexes raise :class:`~pipeline.errors.ConfigError` naming the key and
+the file. ``config_hash`` covers every resolved parameter of every step, the ignore patterns
+and the memory roots: same hash, same plans.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import hashlib
+import os
+import re
+import tomllib
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+from pipeline.errors import ConfigError
+from pipeline.policies import REGISTRY, PolicyInfo
+from pipeline.policies.base import ParamError, params_dict
+from pipeline.policies.ignore_patterns import compile_patterns
+
+__all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec",
+           "DEFAULT_CONFIG_NAME"]
+
+DEFAULT_CONFIG_NAME = "ctxlake.toml"
+TOP_KEYS = {"ignore_patterns", "memory", "policies", "sweeps"}
+MEMORY_KEYS = ("project", "user", "team")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Step:
+    policy: str                 # built-in policy name
+    params: Any                 # its Params dataclass instance
+
+    @property
+    def info(self) -> PolicyInfo:
+        return REGISTRY[self.policy]
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    name: str                   # as requested (spec text, normalised whitespace)
+    steps: tuple[Step, ...]
+    config_hash: str
+
+    @property
+    def key(self) -> str:
+        """File-safe key for ``lake.write_derived`` (stable for the same name)."""
+        return policy_key(self.name)
+
+    def describe(self) -> list[dict]:
+        return [{"policy": s.policy, "params": params_dict(s.params)} for s in self.steps]
+
+
+def policy_key(name: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.") or "policy"
+    if slug == name:
+        return slug
+    return f"{slug[:80]}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True)
+class NamedPolicy:
+    name: str
+    base: str | None = None             # a built-in policy (variant/override)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    chain: tuple[str, ...] = ()         # or a chain of specs
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None = None
+    ignore_patterns: tuple[str, ...] = ()
+    memory: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    policies: Mapping[str, NamedPolicy] = field(default_factory=dict)
+    sweeps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    # -- derived -------------------------------------------------------------------------
+    def where(self) -> str | None:
+        return str(self.path) if self.path else None
+
+    def compiled_ignore_patterns(self) -> list[re.Pattern]:
+        return compile_patterns(self.ignore_patterns)
+
+    def memory_roots(self):
+        from pipeline.memory import MemoryRoots
+
+        try:
+            return MemoryRoots.from_config({k: list(v) for k, v in self.memory.items()})
+        except ValueError as error:
+            raise ConfigError(f"[memory]: {error}", path=self.where()) from None
+
+    def policy_names(self) -> list[str]:
+        return sorted(set(REGISTRY) | set(self.policies))
+
+    def resolve(self, spec: str) -> ResolvedPolicy:
+        """Resolve a policy spec (see the module docstring) into steps and a config hash."""
+        name = " ".join(spec.split())
+        steps = tuple(self._resolve_spec(name, depth=0))
+        if not steps:
+            raise ConfigError(f"policy '{spec}' has no steps", path=self.where())
+        payload = {
+            "steps": [{"policy": s.policy, "params": params_dict(s.params)} for s in steps],
+            "ignore_patterns": list(self.ignore_patterns),
+            "memory": {k: list(v) for k, v in sorted(self.memory.items())},
+        }
+        digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        return ResolvedPolicy(name, steps, digest[:16])
+
+    def _resolve_spec(self, spec: str, depth: int) -> list[Step]:
+        if depth > 8:
+            raise ConfigError(f"policy chain '{spec}' refers to itself", path=self.where())
+        out: list[Step] = []
+        for part in _split_chain(spec):
+            name, inline = parse_policy_spec(part)
+            out.extend(self._resolve_one(name, inline, part, depth))
+        return out
+
+    def _resolve_one(self, name: str, inline: dict, text: str, depth: int) -> list[Step]:
+        named = self.policies.get(name)
+        if named is not None and named.chain:
+            if inline:
+                raise ConfigError(f"policy '{name}' is a chain: parameters go on its steps",
+                                  path=self.where())
+            steps: list[Step] = []
+            for step in named.chain:
+                steps.extend(self._resolve_spec(step, depth + 1))
+            return steps
+        if named is not None:
+            base = named.base or name
+            params = dict(named.params)
+            where_key = f"policies.{name}"
+        elif name in REGISTRY:
+            base, params, where_key = name, {}, f"policies.{name}"
+        else:
+            raise ConfigError(f"unknown policy '{name}'", path=self.where(),
+                              hint="choose one of: " + ", ".join(self.policy_names()))
+        if base not in REGISTRY:
+            raise ConfigError(f"policies.{name}.policy: unknown policy '{base}'",
+                              path=self.where(), hint="built-in policies: "
+                              + ", ".join(sorted(REGISTRY)))
+        # a [policies.<built-in>] table overrides that built-in's defaults, for variants too
+        override = self.policies.get(base)
+        if override is not None and override is not named and not override.chain \
+                and override.base is None:
+            params = {**override.params, **params}
+        params.update(inline)
+        key_prefix = text if inline else where_key
+        return [Step(base, build_params(base, params, key_prefix=key_prefix,
+                                        path=self.where()))]
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing and validation
+# ---------------------------------------------------------------------------------------
+def _split_chain(spec: str) -> list[str]:
+    """Split ``a(x=1)+b`` on top-level ``+`` (not inside parentheses, brackets or quotes)."""
+    parts, depth, quote, current = [], 0, None, []
+    for ch in spec:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "+" and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current).strip())
+    if any(not p for p in parts):
+        raise ConfigError(f"policy spec '{spec}' has an empty step")
+    return parts
+
+
+_SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def parse_policy_spec(spec: str) -> tuple[str, dict]:
+    """``"observation_masking(window=5)"`` -> ``("observation_masking", {"window": 5})``.
+
+    Arguments are TOML values (``k=1``, ``k=1.5``, ``k=true``, ``k="x"``, ``k=["a","b"]``).
+    """
+    match = _SPEC.match(spec)
+    if not match:
+        raise ConfigError(f"cannot read policy spec '{spec}'",
+                          hint='write NAME or NAME(key=value, ...), e.g. '
+                               '"observation_masking(window=5)"')
+    name, args = match.group(1), match.group(2)
+    if not args or not args.strip():
+        return name, {}
+    try:
+        params = tomllib.loads(f"p = {{ {args} }}")["p"]
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"cannot read the parameters of '{spec}': {error}",
+                          hint='values are TOML: window=5, scenario="docs", '
+                               'exclude_tools=["Read"]') from None
+    return name, params
+
+
+def _annotations(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _check_value(key: str, value: Any, hint: Any, path: str | None) -> Any:
+    origin = typing.get_origin(hint)
+
+    def fail(expected: str) -> typing.NoReturn:
+        raise ConfigError(f"{key}: expected {expected}, got {_type_name(value)} {value!r}",
+                          path=path)
+
+    if hint is bool:
+        if not isinstance(value, bool):
+            fail("true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail("an integer")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            fail("a number")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            fail("a string")
+        return value
+    if origin is tuple:
+        (item_hint, _ellipsis) = typing.get_args(hint)
+        if not isinstance(value, (list, tuple)):
+            fail(f"a list of {_hint_name(item_hint)}")
+        return tuple(_check_value(f"{key}[{i}]", v, item_hint, path) for i, v in enumerate(value))
+    if origin in (dict, collections.abc.Mapping):
+        key_hint, value_hint = typing.get_args(hint)
+        if not isinstance(value, dict):
+            fail("a table")
+        return {_check_value(f"{key}", k, key_hint, path):
+                _check_value(f"{key}.{k}", v, value_hint, path) for k, v in value.items()}
+    raise TypeError(f"unsupported parameter type {hint!r} for {key}")
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
+            dict: "table"}.get(type(value), type(value).__name__)
+
+
+def _hint_name(hint: Any) -> str:
+    return {int: "integers", str: "strings", float: "numbers"}.get(hint, str(hint))
+
+
+def build_params(policy: str, values: Mapping[str, Any], *, key_prefix: str,
+                 path: str | None = None):
+    """Validated params dataclass of ``policy`` from config/inline ``values``."""
+    cls = REGISTRY[policy].params
+    hints = _annotations(cls)
+    known = {f.name for f in fields(cls)}
+    kwargs = {}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"{key_prefix}.{key}: unknown parameter of {policy}", path=path,
+                              hint=("parameters: " + ", ".join(sorted(known))) if known
+                              else f"{policy} takes no parameters")
+        kwargs[key] = _check_value(f"{key_prefix}.{key}", value, hints[key], path)
+    try:
+        return cls(**kwargs)
+    except ParamError as error:
+        raise ConfigError(f"{key_prefix}.{error.key}: {error.message}", path=path) from None
+
+
+def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
+    where = str(path) if path else None
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise ConfigError(f"unknown key '{sorted(unknown)[0]}'", path=where,
+                          hint="top-level keys: " + ", ".join(sorted(TOP_KEYS)))
+    patterns = data.get("ignore_patterns", [])
+    if not isinstance(patterns, list):
+        raise ConfigError(f"ignore_patterns: expected a list of strings, got "
+                          f"{_type_name(patterns)}", path=where)
+    try:
+        compile_patterns(patterns)
+    except ParamError as error:
+        raise ConfigError(f"{error.key}: {error.message}", path=where) from None
+
+    memory_raw = data.get("memory", {})
+    if not isinstance(memory_raw, dict):
+        raise ConfigError(f"memory: expected a table, got {_type_name(memory_raw)}", path=where)
+    memory: dict[str, tuple[str, ...]] = {}
+    for key, value in memory_raw.items():
+        if key not in MEMORY_KEYS:
+            raise ConfigError(f"memory.{key}: unknown key", path=where,
+                              hint="keys: " + ", ".join(MEMORY_KEYS))
+        memory[key] = _check_value(f"memory.{key}", value, tuple[str, ...], where)
+        for index, entry in enumerate(memory[key]):
+            if not entry.strip():
+                raise ConfigError(f"memory.{key}[{index}]: empty path", path=where)
+            if ".." in entry.split("/"):
+                raise ConfigError(f"memory.{key}[{index}]: a memory root may not contain '..'",
+                                  path=where)
+
+    policies: dict[str, NamedPolicy] = {}
+    raw_policies = data.get("policies", {})
+    if not isinstance(raw_policies, dict):
+        raise ConfigError(f"policies: expected a table, got {_type_name(raw_policies)}",
+                          path=where)
+    for name, table in raw_policies.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"policies.{name}: expected a table, got {_type_name(table)}",
+                              path=where)
+        if not _NAME.match(name):
+            raise ConfigError(f"policies.{name}: a policy name is letters, digits, _ . -",
+                              path=where)
+        table = dict(table)
+        base = table.pop("policy", None)
+        chain = table.pop("chain", None)
+        if base is not None and not isinstance(base, str):
+            raise ConfigError(f"policies.{name}.policy: expected a string, got "
+                              f"{_type_name(base)}", path=where)
+        if chain is not None:
+            if base is not None or table:
+                extra = "policy" if base is not None else sorted(table)[0]
+                raise ConfigError(f"policies.{name}.{extra}: a chain takes no parameters "
+                                  "(put them on its steps)", path=where)
+            steps = _check_value(f"policies.{name}.chain", chain, tuple[str, ...], where)
+            if not steps:
+                raise ConfigError(f"policies.{name}.chain: empty chain", path=where)
+            policies[name] = NamedPolicy(name, chain=steps)
+            continue
+        if base is None and name not in REGISTRY:
+            raise ConfigError(f"policies.{name}: not a built-in policy; add policy = \"...\" "
+                              "(a built-in) or chain = [...]", path=where,
+                              hint="built-in policies: " + ", ".join(sorted(REGISTRY)))
+        policy = base or name
+        if policy not in REGISTRY:
+            raise ConfigError(f"policies.{name}.policy: unknown policy '{policy}'", path=where,
+                              hint="built-in policies: " + ", ".join(sorted(REGISTRY)))
+        build_params(policy, table, key_prefix=f"policies.{name}", path=where)
+        policies[name] = NamedPolicy(name, base=base, params=table)
+
+    sweeps_raw = data.get("sweeps", {})
+    if not isinstance(sweeps_raw, dict):
+        raise ConfigError(f"sweeps: expected a table, got {_type_name(sweeps_raw)}", path=where)
+    sweeps = {name: _check_value(f"sweeps.{name}", value, tuple[str, ...], where)
+              for name, value in sweeps_raw.items()}
+    config = Config(path, tuple(patterns), memory, policies, sweeps)
+    # every named chain and sweep must resolve now, not halfway through a run
+    for name, named in policies.items():
+        if named.chain:
+            config.resolve(name)
+    for name, specs in sweeps.items():
+        for spec in specs:
+            config.resolve(spec)
+    return config
+
+
+def config_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Config:
+    """A Config from an already-parsed TOML document (validated like a file)."""
+    return _parse_document(data, path)
+
+
+def default_config_path() -> Path | None:
+    env = os.environ.get("CTXLAKE_CONFIG")
+    if env:
+        return Path(env)
+    local = Path(DEFAULT_CONFIG_NAME)
+    return local if local.is_file() else None
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """The config at ``path``, else ``$CTXLAKE_CONFIG``, else ``./ctxlake.toml``, else defaults.
+
+    A path given explicitly (argument or environment) must exist.
+    """
+    target = Path(path) if path is not None else default_config_path()
+    if target is None:
+        return Config()
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("config file not found", path=str(target),
+                          hint="pass --config FILE or set CTXLAKE_CONFIG") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read the config file: {error.strerror}",
+                          path=str(target)) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("the config file is not UTF-8", path=str(target)) from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"not valid TOML: {error}", path=str(target)) from None
+    return _parse_document(data, target)

@@ -1,0 +1,698 @@
+"""The plan stage: run a policy (or chain) over the lake's sessions; write plans and evictions.
+
+``plan(lake, policy=..., config=...)`` loads the sessions (in batches, optionally over a
+process pool), runs the pure policy functions of :mod:`pipeline.policies` on each, and writes
+``derived/plans/<key>.parquet`` and ``derived/evictions/<key>.parquet`` (views ``plans`` and
+``evictions``). Same lake + same config gives byte-identical files: rows are sorted, and no
+wall-clock value is stored (``at_time`` is the transcript's own timestamp).
+
+What is planned
+- Every session of the lake (or ``session_id``, or those started at/after ``since``), except
+  sessions whose first real user message matches ``ignore_patterns`` (skipped and counted).
+- Sub-agent sessions (their own ``session_id`` with ``parent_session_id``: Claude Code
+  ``agent-*.jsonl``, Codex sub-agents) are planned as sessions of their own: a sub-agent has
+  its own context window.
+- Inline sidechain rows (``is_sidechain``, Claude Code 1.0.x Task records inside the main
+  file) belong to the sub-agent's context, not the main one: they are left out entirely (never
+  cleared, not counted in context tokens, no turns). A call id is still "ambiguous" for the
+  memory-preservation rule when a sidechain call shares it (``id_calls`` counts them).
+
+Request-side paths and memory classes are computed here (the only filesystem access):
+:func:`pipeline.paths.request_path_entries` per read-family call and
+:class:`pipeline.memory.Classifier` on the un-normalised path (so ``..`` escapes are seen) with
+the session cwd, against the config's memory roots.
+
+Chains: each step sees the previous steps' output (their evictions as prior state): an item
+already cleared/pruned is never processed again; ``tail_protect`` protects for later steps.
+Rows carry ``step`` (the step's built-in policy) besides ``policy`` (the name requested).
+When only some sessions are planned (``session_id``/``since``), their rows replace the same
+sessions' rows in the existing files; rows of other sessions are kept when their
+``config_hash`` matches (a different config makes them stale: they are dropped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timezone
+from typing import Any, Callable, Iterator, Sequence
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline import sqlfiles
+from pipeline.config import Config, ResolvedPolicy, load_config
+from pipeline.errors import UsageError
+from pipeline.lake import Lake
+from pipeline.policies.base import (
+    PolicyOutput, SessionInfo, SessionInput, slice_lists, table_lists,
+)
+from pipeline.policies.ignore_patterns import matching_pattern
+from pipeline.schema import EVICTIONS, PLANS
+
+__all__ = ["PlanSummary", "SessionPlan", "plan", "plan_many", "plan_session_input",
+           "session_plan_tables", "iter_session_inputs", "load_session_input", "suggest",
+           "Suggestions", "PLANS_SCHEMA", "EVICTIONS_SCHEMA"]
+
+# Columns added at the end of the schema.py contracts: the chain step that made the row.
+PLANS_SCHEMA = PLANS.append(pa.field("step", pa.string()))
+EVICTIONS_SCHEMA = EVICTIONS.append(pa.field("step", pa.string()))
+CALL_PATHS_SCHEMA = pa.schema([("session_id", pa.string()), ("seq", pa.int64()),
+                               ("call_id", pa.string()), ("path", pa.string()),
+                               ("memory_class", pa.string())])
+LOAD_BYTES = 1024 * 1024 * 1024       # message text per loading pass (one scan per table)
+CHUNK_BYTES = 16 * 1024 * 1024        # message text per unit of work (lists converted at once)
+PARALLEL_MIN_BYTES = 24 * 1024 * 1024  # below this, one process is faster than a pool
+
+
+# ---------------------------------------------------------------------------------------
+# Pure part: one session
+# ---------------------------------------------------------------------------------------
+@dataclass
+class SessionPlan:
+    """One session's plan under one resolved policy (rows ready for the schemas)."""
+
+    session_id: str
+    policy: str
+    config_hash: str
+    plans: list[dict] = field(default_factory=list)
+    evictions: list[dict] = field(default_factory=list)
+    preserved: int = 0
+    suggestions: list[dict] = field(default_factory=list)
+    suppressed: list[dict] = field(default_factory=list)
+
+    def plans_table(self) -> pa.Table:
+        return pa.Table.from_pylist(self.plans, schema=PLANS_SCHEMA)
+
+    def evictions_table(self) -> pa.Table:
+        return pa.Table.from_pylist(self.evictions, schema=EVICTIONS_SCHEMA)
+
+
+def _plan_id(policy: str, config_hash: str, session_id: str, step: int, at_seq: int) -> str:
+    key = f"{policy}\x1f{config_hash}\x1f{session_id}\x1f{step}\x1f{at_seq}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def plan_session_input(session: SessionInput, policy: ResolvedPolicy) -> SessionPlan:
+    """Run ``policy`` (all its steps) on one in-memory session (pure; used by replay/tests)."""
+    result = SessionPlan(session.session_id, policy.name, policy.config_hash)
+    prior = session.prior
+    preserved: set[int] = set()
+    for index, step in enumerate(policy.steps):
+        step_input = session if prior is session.prior else session.with_prior(prior)
+        out: PolicyOutput = step.info.plan_session(step_input, step.params)
+        plan_ids = [_plan_id(policy.name, policy.config_hash, session.session_id, index,
+                             row["at_seq"]) for row in out.plans]
+        evicted_by_plan: dict[int, list[dict]] = {}
+        for row in out.evictions:
+            evicted_by_plan.setdefault(row["plan"], []).append(row)
+        for index_in_step, (row, plan_id) in enumerate(zip(out.plans, plan_ids)):
+            metadata = _superset_metadata(step.policy, row, evicted_by_plan.get(index_in_step, []))
+            result.plans.append({
+                "plan_id": plan_id, "policy": policy.name, "config_hash": policy.config_hash,
+                "session_id": session.session_id, "trigger": row["trigger"],
+                "at_seq": row["at_seq"], "at_time": row["at_time"],
+                "tokens_before": row["tokens_before"], "tokens_after": row["tokens_after"],
+                "tokens_saved": row["tokens_saved"], "evicted": row["evicted"],
+                "preserved": row["preserved"], "kept": row["kept"],
+                "metadata_json": orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS).decode(),
+                "step": step.policy,
+            })
+        for row in out.evictions:
+            result.evictions.append({
+                "plan_id": plan_ids[row["plan"]], "policy": policy.name,
+                "session_id": session.session_id, "call_id": row["call_id"],
+                "tool_name": row["tool_name"], "action": row["action"], "reason": row["reason"],
+                "paths": row["paths"], "tokens_before": row["tokens_before"],
+                "tokens_after": row["tokens_after"], "bytes_before": row["bytes_before"],
+                "bytes_after": row["bytes_after"], "locator": row["locator"],
+                "payload_sha256": row["payload_sha256"], "replacement": row["replacement"],
+                "source_id": row["source_id"], "line_no": row["line_no"],
+                "json_path": row["json_path"], "seq": row["seq"], "block_no": row["block_no"],
+                "at_seq": row["at_seq"], "step": step.policy,
+            })
+        preserved |= out.preserved_seqs
+        result.suggestions.extend(out.suggestions)
+        result.suppressed.extend(out.suppressed)
+        next_prior = out.prior or prior
+        if out.evictions:
+            next_prior = replace(next_prior,
+                                 evictions=next_prior.evictions + tuple(out.prior_evictions()))
+        prior = next_prior
+    result.preserved = len(preserved)
+    return result
+
+
+def _superset_metadata(step: str, row: dict, evictions: list[dict]) -> dict:
+    """The plan's metadata with the keys of Claude Code's ``microcompactMetadata`` (trigger,
+    preTokens, tokensSaved, compactedToolIds) and Anthropic's ``applied_edits``
+    (cleared_tool_uses, cleared_input_tokens) always present; a policy's own values win."""
+    metadata = dict(row["metadata"])
+    results = [e for e in evictions if e["action"] != "clear_input"]
+    metadata.setdefault("trigger", row["trigger"])
+    metadata.setdefault("preTokens", row["tokens_before"])
+    metadata.setdefault("tokensSaved", row["tokens_saved"])
+    metadata.setdefault("compactedToolIds", [e["call_id"] for e in results
+                                             if e["call_id"] is not None])
+    metadata.setdefault("applied_edits", [{"type": step, "cleared_tool_uses": len(results),
+                                           "cleared_input_tokens": row["tokens_saved"]}]
+                        if evictions else [])
+    return metadata
+
+
+def session_plan_tables(session: SessionInput, policy: ResolvedPolicy | str,
+                        config: Config | None = None) -> tuple[pa.Table, pa.Table]:
+    """(plans, evictions) Arrow tables for one in-memory session."""
+    if isinstance(policy, str):
+        policy = (config or Config()).resolve(policy)
+    result = plan_session_input(session, policy)
+    return result.plans_table(), result.evictions_table()
+
+
+# ---------------------------------------------------------------------------------------
+# Loading sessions from the lake
+# ---------------------------------------------------------------------------------------
+def _since_value(since: Any) -> datetime | None:
+    if since is None or since == "":
+        return None
+    if isinstance(since, datetime):
+        return since if since.tzinfo else since.replace(tzinfo=timezone.utc)
+    if isinstance(since, date):
+        return datetime(since.year, since.month, since.day, tzinfo=timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(str(since))
+    except ValueError:
+        raise UsageError(f"cannot read the date '{since}'",
+                         hint="write YYYY-MM-DD (or an ISO 8601 time)") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+@dataclass
+class SessionRow:
+    session_id: str
+    info: SessionInfo
+    text_bytes: int
+    ignored_by: str | None
+
+
+def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str | None = None,
+                  since: Any = None) -> list[SessionRow]:
+    """Sessions with messages (one, or started at/after ``since``), in session id order.
+
+    ``info.first_user_text`` and ``ignored_by`` are filled by :func:`load_sessions` (the
+    first prompt is read from the loaded rows, which saves a scan of every text)."""
+    con = lake.connect()
+    try:
+        rows = con.execute(sqlfiles.load("select_plan_sessions"),
+                           {"session_id": session_id, "since": _since_value(since)}).fetchall()
+    finally:
+        con.close()
+    out = []
+    for sid, fmt, project, branch, parent, _started, nbytes, n_messages in rows:
+        if n_messages:
+            info = SessionInfo(sid, fmt, project, branch or None, parent, None)
+            out.append(SessionRow(sid, info, int(nbytes or 0), None))
+    return out
+
+
+@dataclass
+class LoadedSessions:
+    """The rows of some sessions, one Arrow table per kind, sorted by (session_id, seq)."""
+
+    rows: list[SessionRow]
+    messages: pa.Table
+    calls: pa.Table
+    results: pa.Table
+    slices: dict[str, dict[str, tuple[int, int]]]
+
+
+def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None = None, *,
+                  con=None, all_sessions: bool = False) -> LoadedSessions:
+    """The rows of ``rows``' sessions: one ordered scan per table, then (vectorised) inline
+    sidechain rows dropped, each session's first prompt read and ``ignore_patterns`` applied.
+
+    Inline sidechain rows are those with ``is_sidechain`` in a session that also has main-chain
+    rows; a session made only of sidechain rows is a sub-agent's own (kept whole).
+    ``all_sessions``: ``rows`` are every session of the lake (no id filter in the scans)."""
+    own = con is None
+    con = con or lake.connect()
+    try:
+        params = {"session_ids": None if all_sessions else [r.session_id for r in rows]}
+        messages, calls, results = (
+            _as_table(con.sql(sqlfiles.load(name), params=params).to_arrow_table())
+            for name in ("select_session_messages", "select_session_tool_calls",
+                         "select_session_tool_results"))
+    finally:
+        if own:
+            con.close()
+    side = pc.fill_null(messages.column("is_sidechain"), False)
+    if messages.num_rows and pc.any(side).as_py():
+        main_ids = pc.unique(pc.filter(messages.column("session_id"), pc.invert(side)))
+        inline = pc.and_(side, pc.is_in(messages.column("session_id"), value_set=main_ids))
+        if pc.any(inline).as_py():
+            dropped = messages.filter(inline).select(["session_id", "seq"])
+            messages = messages.filter(pc.invert(inline))
+            calls = calls.join(dropped, keys=["session_id", "seq"], join_type="left anti")
+            results = results.join(dropped, keys=["session_id", "seq"], join_type="left anti")
+            calls = calls.sort_by([("session_id", "ascending"), ("seq", "ascending")])
+            results = results.sort_by([("session_id", "ascending"), ("seq", "ascending")])
+    messages = messages.drop_columns(["is_sidechain"])
+    messages, calls, results = (t.combine_chunks() for t in (messages, calls, results))
+    # first real user message of each session (rows are in seq order)
+    prompts = messages.select(["session_id", "text"]).filter(
+        pc.fill_null(messages.column("is_prompt"), False))
+    first_text: dict[str, str] = {}
+    for sid, text in zip(prompts.column("session_id").to_pylist(),
+                         prompts.column("text").to_pylist()):
+        first_text.setdefault(sid, text)
+    compiled = (config or Config()).compiled_ignore_patterns()
+    kept = []
+    for row in rows:
+        text = first_text.get(row.session_id)
+        info = replace(row.info, first_user_text=text)
+        kept.append(SessionRow(row.session_id, info, row.text_bytes,
+                               matching_pattern(text, compiled)))
+    return LoadedSessions(kept, messages, calls, results,
+                          {"messages": _slices(messages), "calls": _slices(calls),
+                           "results": _slices(results)})
+
+
+def _call_paths_lists(calls: dict[str, list], offsets: dict[str, tuple[int, int]],
+                      infos: dict[str, SessionInfo], classifier) -> dict[str, dict[str, list]]:
+    """Per session: paths and memory classes of its read-family calls (the preservation
+    rule's input), as column lists (``seq``, ``call_id``, ``path``, ``memory_class``)."""
+    from pipeline.memory import home_for_cwd
+    from pipeline.paths import request_path_entries
+
+    out: dict[str, dict[str, list]] = {}
+    family, seqs, ids = calls.get("tool_family", []), calls.get("seq", []), calls.get("call_id", [])
+    names, inputs, cwds = calls.get("tool_name", []), calls.get("input_json", []), calls.get("cwd", [])
+    for sid, (start, length) in offsets.items():
+        cols = {"seq": [], "call_id": [], "path": [], "memory_class": []}
+        info = infos.get(sid)
+        for j in range(start, start + length):
+            if family[j] != "read":
+                continue
+            cwd = cwds[j] or (info.project if info else None)
+            home = home_for_cwd(cwd)
+            entries = request_path_entries(names[j], inputs[j], cwd, home=home)
+            for entry in entries or [None]:
+                cols["seq"].append(seqs[j])
+                cols["call_id"].append(ids[j])
+                cols["path"].append(entry.path if entry else None)
+                cols["memory_class"].append(
+                    classifier.classify(entry.raw, cwd=cwd, home=home) if entry else None)
+        cols["__len__"] = [len(cols["seq"])]
+        out[sid] = cols
+    return out
+
+
+def session_inputs(loaded: LoadedSessions, rows: Sequence[SessionRow], classifier
+                   ) -> list[SessionInput]:
+    """SessionInputs of ``rows`` (a contiguous run of ``loaded.rows``), their column lists
+    converted once for the whole run and cached on each input (see SessionInput.view)."""
+    tables = {"messages": loaded.messages, "calls": loaded.calls, "results": loaded.results}
+    lists: dict[str, dict[str, list]] = {}
+    local: dict[str, dict[str, tuple[int, int]]] = {}
+    for kind, table in tables.items():
+        where = [loaded.slices[kind][r.session_id] for r in rows
+                 if r.session_id in loaded.slices[kind]]
+        lo = min((o for o, _ in where), default=0)
+        hi = max((o + n for o, n in where), default=0)
+        lists[kind] = table_lists(table.slice(lo, hi - lo))
+        local[kind] = {r.session_id: (loaded.slices[kind][r.session_id][0] - lo,
+                                      loaded.slices[kind][r.session_id][1])
+                       for r in rows if r.session_id in loaded.slices[kind]}
+    infos = {r.session_id: r.info for r in rows}
+    paths = _call_paths_lists(lists["calls"], local["calls"], infos, classifier)
+    out = []
+    empty_calls = {name: [] for name in lists["calls"]} | {"__len__": [0]}
+    empty_results = {name: [] for name in lists["results"]} | {"__len__": [0]}
+    no_paths = {"seq": [], "call_id": [], "path": [], "memory_class": [], "__len__": [0]}
+    for row in rows:
+        sid = row.session_id
+        if sid not in local["messages"]:
+            continue
+        m = slice_lists(lists["messages"], *local["messages"][sid])
+        c = slice_lists(lists["calls"], *local["calls"][sid]) if sid in local["calls"] \
+            else empty_calls
+        r = slice_lists(lists["results"], *local["results"][sid]) if sid in local["results"] \
+            else empty_results
+        p = paths.get(sid, no_paths)
+        session = SessionInput(
+            sid, _take(loaded.messages, loaded.slices["messages"], sid),
+            _take(loaded.calls, loaded.slices["calls"], sid),
+            _take(loaded.results, loaded.slices["results"], sid),
+            pa.table({"session_id": [sid] * p["__len__"][0], "seq": p["seq"],
+                      "call_id": p["call_id"], "path": p["path"],
+                      "memory_class": p["memory_class"]}, schema=CALL_PATHS_SCHEMA),
+            row.info)
+        session._cache["lists"] = (m, c, r, p)
+        out.append(session)
+    return out
+
+
+def _slices(table: pa.Table) -> dict[str, tuple[int, int]]:
+    """(offset, length) of each session's rows in a table sorted by session_id."""
+    if table.num_rows == 0:
+        return {}
+    encoded = pc.run_end_encode(table.column("session_id").combine_chunks())
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.chunk(0)
+    out, start = {}, 0
+    for sid, end in zip(encoded.values.to_pylist(), encoded.run_ends.to_pylist()):
+        out[sid] = (start, end - start)
+        start = end
+    return out
+
+
+def _as_table(value: Any) -> pa.Table:
+    if isinstance(value, pa.Table):
+        return value
+    if isinstance(value, pa.RecordBatchReader):
+        return value.read_all()
+    return pa.table(value)
+
+
+def _take(table: pa.Table, slices: dict, sid: str) -> pa.Table:
+    where = slices.get(sid)
+    if where is None:
+        return table.slice(0, 0)
+    return table.slice(*where)
+
+
+def _batches(sessions: Sequence[SessionRow], limit: int) -> list[list[SessionRow]]:
+    """Contiguous runs of ``sessions`` with at most ``limit`` bytes of text each."""
+    batches, current, size = [], [], 0
+    for row in sessions:
+        if current and size + row.text_bytes > limit:
+            batches.append(current)
+            current, size = [], 0
+        current.append(row)
+        size += row.text_bytes
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _classifier(config: Config):
+    from pipeline.memory import Classifier
+
+    return Classifier(config.memory_roots())
+
+
+def iter_session_inputs(lake: Lake, config: Config, *, session_id: str | None = None,
+                        since: Any = None, include_ignored: bool = False
+                        ) -> Iterator[SessionInput]:
+    """Every (non-ignored) session of the lake as a SessionInput, in session id order (for
+    replay). Loads ``LOAD_BYTES`` of message text per pass."""
+    rows = list_sessions(lake, config, session_id=session_id, since=since)
+    classifier = _classifier(config)
+    batches = _batches(rows, LOAD_BYTES)
+    for batch in batches:
+        loaded = load_sessions(lake, batch, config,
+                               all_sessions=len(batches) == 1 and session_id is None
+                               and since is None)
+        wanted = [r for r in loaded.rows if include_ignored or r.ignored_by is None]
+        for chunk in _batches(wanted, CHUNK_BYTES):
+            yield from session_inputs(loaded, chunk, classifier)
+
+
+def load_session_input(lake: Lake, session_id: str, config: Config) -> SessionInput:
+    """One session of the lake (ignored or not) as a SessionInput."""
+    rows = list_sessions(lake, config, session_id=session_id)
+    if not rows:
+        raise UsageError(f"no session '{session_id}' in the lake",
+                         hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
+    loaded = load_sessions(lake, rows, config)
+    return session_inputs(loaded, loaded.rows, _classifier(config))[0]
+
+
+# ---------------------------------------------------------------------------------------
+# The stage
+# ---------------------------------------------------------------------------------------
+@dataclass
+class PlanSummary:
+    policy: str
+    key: str
+    config_hash: str
+    steps: list[dict]
+    sessions: int = 0
+    sessions_ignored: int = 0
+    plans: int = 0
+    evictions: int = 0
+    cleared: int = 0
+    pruned: int = 0
+    inputs_cleared: int = 0
+    tokens_saved: int = 0
+    bytes_saved: int = 0
+    preserved: int = 0
+    suggestions: int = 0
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class _BatchResult:
+    plans: dict[str, pa.Table]
+    evictions: dict[str, pa.Table]
+    stats: dict[str, dict]
+
+
+def _plan_batch_rows(inputs: list[SessionInput], policies: list[ResolvedPolicy]) -> _BatchResult:
+    plans: dict[str, list] = {p.name: [] for p in policies}
+    evictions: dict[str, list] = {p.name: [] for p in policies}
+    stats = {p.name: {"preserved": 0, "suggestions": 0} for p in policies}
+    for session in inputs:
+        for policy in policies:
+            result = plan_session_input(session, policy)
+            plans[policy.name].extend(result.plans)
+            evictions[policy.name].extend(result.evictions)
+            stats[policy.name]["preserved"] += result.preserved
+            stats[policy.name]["suggestions"] += len(result.suggestions)
+    return _BatchResult(
+        {name: pa.Table.from_pylist(rows, schema=PLANS_SCHEMA) for name, rows in plans.items()},
+        {name: pa.Table.from_pylist(rows, schema=EVICTIONS_SCHEMA)
+         for name, rows in evictions.items()},
+        stats)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic GC while planning one chunk: its many small objects otherwise trigger
+    collections that cost 15-25% of the time (measured); cycles are collected afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# State a forked worker inherits (copy-on-write): the loaded tables, config and policies.
+_SHARED: dict = {}
+
+
+def _worker_chunk(index: int) -> _BatchResult:
+    shared = _SHARED
+    classifier = shared.get("classifier")
+    if classifier is None:
+        classifier = shared["classifier"] = _classifier(shared["config"])
+    with _gc_paused():
+        inputs = session_inputs(shared["loaded"], shared["chunks"][index], classifier)
+        return _plan_batch_rows(inputs, shared["policies"])
+
+
+def _sorted_plans(table: pa.Table) -> pa.Table:
+    return table.sort_by([("session_id", "ascending"), ("at_seq", "ascending"),
+                          ("step", "ascending"), ("plan_id", "ascending")])
+
+
+def _sorted_evictions(table: pa.Table) -> pa.Table:
+    return table.sort_by([("session_id", "ascending"), ("at_seq", "ascending"),
+                          ("seq", "ascending"), ("action", "ascending"),
+                          ("plan_id", "ascending")])
+
+
+def _read_as(path, schema: pa.Schema) -> pa.Table | None:
+    """An earlier run's file in ``schema`` (a Parquet round trip renames list items), or None
+    when its columns differ (an older layout: then it is replaced, not merged)."""
+    if not path.exists():
+        return None
+    table = pq.read_table(path)
+    if table.schema.names != schema.names:
+        return None
+    try:
+        return table.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        return None
+
+
+def _merge_existing(lake: Lake, key: str, policy: ResolvedPolicy, planned: set[str],
+                    plans: pa.Table, evictions: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Keep other sessions' rows of an earlier run with the same config hash."""
+    old_plans = _read_as(lake.derived_dir / "plans" / f"{key}.parquet", PLANS_SCHEMA)
+    if old_plans is None:
+        return plans, evictions
+    keep = pc.and_(pc.equal(old_plans.column("config_hash"), policy.config_hash),
+                   pc.invert(pc.is_in(old_plans.column("session_id"),
+                                      pa.array(sorted(planned), pa.string()))))
+    old_plans = old_plans.filter(keep)
+    plans = pa.concat_tables([old_plans, plans])
+    old_ev = _read_as(lake.derived_dir / "evictions" / f"{key}.parquet", EVICTIONS_SCHEMA)
+    if old_ev is not None:
+        old_ev = old_ev.filter(pc.is_in(old_ev.column("plan_id"),
+                                        old_plans.column("plan_id").combine_chunks()))
+        evictions = pa.concat_tables([old_ev, evictions])
+    return plans, evictions
+
+
+def plan_many(lake: Lake, *, policies: Sequence[str], config: Config | None = None,
+              session_id: str | None = None, since: Any = None,
+              progress: Callable[[int, int], None] | None = None,
+              workers: int | None = None, write: bool = True) -> list[PlanSummary]:
+    """Plan several policies in one pass over the sessions (each session loaded once)."""
+    config = config or load_config(None)
+    resolved = [config.resolve(p) for p in policies]
+    names = [r.name for r in resolved]
+    if len(set(names)) != len(names):
+        raise UsageError("the same policy is requested twice")
+    rows = list_sessions(lake, config, session_id=session_id, since=since)
+    if session_id is not None and not rows:
+        raise UsageError(f"no session '{session_id}' in the lake",
+                         hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
+    n_workers = workers or min(2, os.cpu_count() or 1)
+    results: list[_BatchResult] = []
+    ignored: list[SessionRow] = []
+    todo: list[SessionRow] = []
+    done = 0
+    if progress:
+        progress(0, len(rows))
+    classifier = _classifier(config)
+    batches = _batches(rows, LOAD_BYTES)
+    for batch in batches:
+        loaded = load_sessions(lake, batch, config, all_sessions=len(batches) == 1
+                               and session_id is None and since is None)
+        ignored += [r for r in loaded.rows if r.ignored_by is not None]
+        wanted = [r for r in loaded.rows if r.ignored_by is None]
+        todo += wanted
+        done += len(batch) - len(wanted)
+        chunks = _batches(wanted, CHUNK_BYTES)
+        size = sum(r.text_bytes for r in wanted)
+        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2:
+            for chunk in chunks:
+                with _gc_paused():
+                    inputs = session_inputs(loaded, chunk, classifier)
+                    results.append(_plan_batch_rows(inputs, resolved))
+                done += len(chunk)
+                if progress:
+                    progress(done, len(rows))
+            continue
+        _SHARED.clear()
+        _SHARED.update(loaded=loaded, chunks=chunks, config=config, policies=resolved)
+        gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
+        try:
+            with ProcessPoolExecutor(max_workers=n_workers,
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                for chunk, result in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
+                    results.append(result)
+                    done += len(chunk)
+                    if progress:
+                        progress(done, len(rows))
+        finally:
+            gc.unfreeze()
+            _SHARED.clear()
+    summaries = []
+    planned = {r.session_id for r in todo} | {r.session_id for r in ignored}
+    for policy in resolved:
+        plans = pa.concat_tables([r.plans[policy.name] for r in results]) if results \
+            else PLANS_SCHEMA.empty_table()
+        evictions = pa.concat_tables([r.evictions[policy.name] for r in results]) if results \
+            else EVICTIONS_SCHEMA.empty_table()
+        summary = PlanSummary(policy.name, policy.key, policy.config_hash, policy.describe(),
+                              sessions=len(todo), sessions_ignored=len(ignored))
+        summary.plans = plans.num_rows
+        summary.evictions = evictions.num_rows
+        if evictions.num_rows:
+            actions = evictions.column("action").to_pylist()
+            summary.cleared = actions.count("clear")
+            summary.pruned = actions.count("prune")
+            summary.inputs_cleared = actions.count("clear_input")
+            summary.tokens_saved = int(pc.sum(pc.subtract(evictions.column("tokens_before"),
+                                                          evictions.column("tokens_after"))).as_py())
+            summary.bytes_saved = int(pc.sum(pc.subtract(evictions.column("bytes_before"),
+                                                         evictions.column("bytes_after"))).as_py())
+        summary.preserved = sum(r.stats[policy.name]["preserved"] for r in results)
+        summary.suggestions = sum(r.stats[policy.name]["suggestions"] for r in results)
+        if write:
+            if session_id is not None or since is not None:
+                plans, evictions = _merge_existing(lake, policy.key, policy, planned, plans,
+                                                   evictions)
+            lake.write_derived("plans", policy.key, _sorted_plans(plans).combine_chunks())
+            lake.write_derived("evictions", policy.key,
+                               _sorted_evictions(evictions).combine_chunks())
+        summaries.append(summary)
+    return summaries
+
+
+def plan(lake: Lake, *, policy: str, config: Config | None = None, session_id: str | None = None,
+         since: Any = None, progress: Callable[[int, int], None] | None = None,
+         workers: int | None = None) -> PlanSummary:
+    """Plan one policy (or chain) over the lake and write its plans and evictions."""
+    return plan_many(lake, policies=[policy], config=config, session_id=session_id, since=since,
+                     progress=progress, workers=workers)[0]
+
+
+# ---------------------------------------------------------------------------------------
+# Strategic suggestions for one session
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Suggestions:
+    session_id: str
+    policy: str
+    minimal: bool
+    points: list[dict]
+    suppressed: list[dict]
+    ignored_by: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"session_id": self.session_id, "policy": self.policy,
+                "suggestions": self.points, "suppressed": self.suppressed,
+                "ignored_by": self.ignored_by}
+
+    def render(self) -> str:
+        from pipeline.policies.strategic import box, one_line
+
+        if self.minimal:
+            return "\n".join(one_line(p) for p in self.points)
+        return "\n".join(box(p) for p in self.points)
+
+
+def suggest(lake: Lake, session_id: str, *, minimal: bool = False, config: Config | None = None,
+            policy: str = "strategic") -> Suggestions:
+    """Strategic suggestion points of one session (even an ignored one: asked explicitly)."""
+    from pipeline.policies.strategic import suggestion_points
+
+    config = config or load_config(None)
+    resolved = config.resolve(policy)
+    steps = [s for s in resolved.steps if s.policy == "strategic"]
+    if not steps:
+        raise UsageError(f"policy '{policy}' has no strategic step")
+    rows = list_sessions(lake, config, session_id=session_id)
+    if not rows:
+        raise UsageError(f"no session '{session_id}' in the lake",
+                         hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
+    loaded = load_sessions(lake, rows, config)
+    session = session_inputs(loaded, loaded.rows, _classifier(config))[0]
+    points, suppressed = suggestion_points(session.view(), steps[0].params)
+    return Suggestions(session_id, resolved.name, minimal, points, suppressed,
+                       loaded.rows[0].ignored_by)

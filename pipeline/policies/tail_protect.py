@@ -1,0 +1,67 @@
+"""``tail_protect`` (modifier): the last ``tail_pairs`` meaningful exchanges are never cleared.
+
+An exchange is a user prompt and everything up to the next prompt. Walking back from a
+decision point, an exchange whose user text has fewer than ``min_user_chars`` (10) characters
+AND whose assistant text has fewer than ``min_assistant_chars`` (20) is skipped: not counted
+and not protected. The tool results inside the chosen exchanges are protected at that point.
+
+Use it in a chain before a clearing policy (``tail_protect+microcompact``): later steps
+(microcompact, context_editing, observation_masking, strategic) exclude the protected results
+BEFORE any count and carry the "recent exchange" block in their plan metadata
+(``recentExchange``). ``payload_prune`` is not affected: pruning is lossless and happens as a
+payload arrives. Alone, it plans nothing and writes one row per session (trigger ``tail``,
+at the last seq) with the block and ``protectedToolIds``.
+
+The block: ``=== RECENT EXCHANGE (protected) ===``, then per exchange (oldest first)
+``User: ...``, ``Assistant: ...``, ``---``, then ``=== END RECENT EXCHANGE ===``; each message
+truncated to ``block_tokens`` (150) estimated tokens (:func:`pipeline.tokens.truncate_to_tokens`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pipeline.policies.base import ParamError, PolicyOutput, SessionInput, plan_row
+
+NAME = "tail_protect"
+
+
+@dataclass(frozen=True)
+class TailProtectParams:
+    tail_pairs: int = 3
+    min_user_chars: int = 10
+    min_assistant_chars: int = 20
+    block_tokens: int = 150
+
+    def __post_init__(self) -> None:
+        if self.tail_pairs < 0:
+            raise ParamError("tail_pairs", "must be >= 0")
+        if self.min_user_chars < 0:
+            raise ParamError("min_user_chars", "must be >= 0")
+        if self.min_assistant_chars < 0:
+            raise ParamError("min_assistant_chars", "must be >= 0")
+        if self.block_tokens < 1:
+            raise ParamError("block_tokens", "must be >= 1")
+
+
+def plan_session(session: SessionInput, params: TailProtectParams) -> PolicyOutput:
+    prior = replace(session.prior, tail_pairs=params.tail_pairs,
+                    tail_min_user_chars=params.min_user_chars,
+                    tail_min_assistant_chars=params.min_assistant_chars,
+                    tail_block_tokens=params.block_tokens)
+    out = PolicyOutput(prior=prior)
+    view = session.with_prior(prior).view()
+    if not view.seq:
+        return out
+    end = view.seq[-1] + 1
+    protected = view.tail_protected(end)
+    block = view.recent_exchange_block(end, params.tail_pairs, params.min_user_chars,
+                                       params.min_assistant_chars, params.block_tokens)
+    ids = [view.item_by_seq[s].call_id for s in sorted(protected)
+           if view.item_by_seq[s].call_id is not None]
+    total = view.context_tokens(end)
+    out.plans.append(plan_row(view, trigger="tail", at_seq=end - 1, tokens_before=total, saved=0,
+                              evicted=0, preserved=0, kept=len(protected), metadata={
+                                  "trigger": "tail", "tailPairs": params.tail_pairs,
+                                  "protectedToolIds": ids, "recentExchange": block}))
+    return out

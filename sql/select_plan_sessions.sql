@@ -1,0 +1,33 @@
+-- Sessions to plan (facts, start, message count, text size), optionally one session and/or started since a time
+WITH info AS (
+    SELECT
+        session_id,
+        arg_min(format, first_seen_at) AS format,
+        arg_min(project, first_seen_at) FILTER (WHERE project IS NOT NULL) AS project,
+        arg_min(git_branch, first_seen_at) FILTER (WHERE git_branch IS NOT NULL AND git_branch <> '') AS git_branch,
+        arg_min(parent_session_id, first_seen_at) FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id
+    FROM session_info
+    WHERE $session_id IS NULL OR session_id = $session_id
+    GROUP BY session_id
+),
+stats AS (
+    -- _messages_current: the messages view without its usage dedup (not needed here)
+    SELECT
+        session_id,
+        min("timestamp") AS started_at,
+        sum(coalesce(text_bytes, 0)) AS text_bytes,
+        count(*) AS n_messages
+    FROM _messages_current
+    WHERE $session_id IS NULL OR session_id = $session_id
+    GROUP BY session_id
+),
+final AS (
+    SELECT
+        stats.session_id, info.format, info.project, info.git_branch, info.parent_session_id,
+        stats.started_at, stats.text_bytes, stats.n_messages
+    FROM stats
+    LEFT JOIN info USING (session_id)
+    WHERE $since IS NULL OR stats.started_at >= $since
+    ORDER BY stats.session_id
+)
+SELECT * FROM final

@@ -1,0 +1,134 @@
+"""restore from the pruned file and the store alone; verify finds every kind of damage."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import copy_real, ingest_paths
+from pipeline.apply import apply_policy
+from pipeline.cli import cli
+from pipeline.errors import StoreError
+from pipeline.lake import Lake
+from pipeline.restore import restore, verify
+from test_apply import hand_evictions
+
+CODEX = "codex/codex_session.jsonl"
+GEMINI = "gemini/gemini_session.json"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def pruned_once(tmp_path_factory):
+    base = tmp_path_factory.mktemp("restore")
+    archive = copy_real(base, CODEX, GEMINI)
+    lake, _ = ingest_paths(base, archive)
+    summary = apply_policy(lake, policy="prune",
+                           evictions=hand_evictions(lake, policy="prune", action="prune"))
+    assert summary.problems == [] and summary.files_pruned == 2
+    return lake, archive
+
+
+@pytest.fixture
+def pruned(pruned_once, tmp_path):
+    """A private lake with the Codex and Gemini samples pruned (every result) under
+    ``out/prune``: (lake, archive, outputs folder)."""
+    lake, archive = pruned_once
+    shutil.copytree(lake.root, tmp_path / "lake")
+    copy = Lake(tmp_path / "lake")
+    return copy, archive, copy.root / "out" / "prune"
+
+
+def test_restore_needs_only_the_pruned_file_and_the_store(pruned, tmp_path):
+    lake, archive, out = pruned
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copytree(lake.store_dir, elsewhere / "store")
+    shutil.copy(out / GEMINI, elsewhere / "pruned.json")
+    shutil.rmtree(lake.root)          # no lake, no archive index: just the two
+    result = restore(elsewhere / "pruned.json", store=elsewhere / "store",
+                     out=elsewhere / "original.json")
+    original = (archive / GEMINI).read_bytes()
+    assert (elsewhere / "original.json").read_bytes() == original
+    assert result.original_sha256 == _sha(original) == \
+        "bb89c81f01bdb1f4d831a9fe09e563217818f9b4893b9fe3b2db7886b67368f0"  # SOURCES.md
+
+
+def test_restore_in_place_turns_the_pruned_file_back_into_the_original(pruned):
+    lake, archive, out = pruned
+    restore(out / CODEX, store=lake.store_dir, out=out / CODEX)
+    assert _sha((out / CODEX).read_bytes()) == \
+        "9aa7428277f05b51fc20862bf7c8bf926903b3380f24603ee6d9b425eb22b56b"  # SOURCES.md
+
+
+def test_restoring_a_file_apply_did_not_write_says_so(pruned, tmp_path):
+    lake, _, out = pruned
+    edited = tmp_path / "edited.jsonl"
+    edited.write_bytes((out / CODEX).read_bytes() + b"\n")
+    with pytest.raises(StoreError, match="no restore manifest") as caught:
+        restore(edited, store=lake.store_dir)
+    assert "changed after" in caught.value.hint
+
+
+def test_verify_is_clean_after_apply(pruned):
+    lake, _, _ = pruned
+    report = verify(lake)
+    assert report.ok and report.problems == []
+    assert (report.outputs, report.outputs_restorable) == (2, 2)
+    # one locator per replaced value, read with json from the samples: 5 Codex
+    # *_call_output lines + 5 Gemini toolCalls results + their 3 non-empty resultDisplay copies
+    assert report.locators == 13
+    assert report.manifests == 2
+
+
+def test_verify_reports_a_store_file_whose_bytes_were_changed(pruned):
+    lake, _, out = pruned
+    text = (out / CODEX).read_text()
+    sha = text.split("compaction://")[1][:64]
+    damaged = lake.store_dir / f"{sha}.payload"
+    damaged.write_bytes(damaged.read_bytes()[:-1] + b"!")
+    report = verify(lake)
+    kinds = {(p["kind"], p["path"]) for p in report.problems}
+    assert ("hash", str(damaged)) in kinds
+    assert ("locator", str(out / CODEX)) in kinds
+    assert ("restore", str(out / CODEX)) in kinds
+    assert not report.ok
+    with pytest.raises(StoreError, match="does not match its hash"):
+        restore(out / CODEX, store=lake.store_dir)
+
+
+def test_verify_reports_an_output_edited_after_apply_and_a_missing_payload(pruned):
+    lake, _, out = pruned
+    (out / GEMINI).write_bytes((out / GEMINI).read_bytes().replace(b"Command", b"Kommand", 1))
+    sha = (out / CODEX).read_text().split("compaction://")[1][:64]
+    (lake.store_dir / f"{sha}.payload").unlink()
+    report = verify(lake)
+    found = {(p["kind"], p["path"].rsplit("/", 1)[-1]) for p in report.problems}
+    assert ("output", "gemini_session.json") in found
+    assert ("locator", "codex_session.jsonl") in found
+    assert ("restore", "codex_session.jsonl") in found
+    assert any(p["kind"] == "manifest" and sha in p["detail"] for p in report.problems)
+
+
+def test_the_verify_command_exits_1_and_lists_problems(pruned):
+    lake, _, out = pruned
+    sha = (out / CODEX).read_text().split("compaction://")[1][:64]
+    (lake.store_dir / f"{sha}.payload").write_bytes(b"changed")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--lake", str(lake.root), "verify", "--json"],
+                           catch_exceptions=False)
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["ok"] is False
+    assert {"kind": "hash", "path": str(lake.store_dir / f"{sha}.payload"),
+            "detail": "store file does not match its hash (changed after it was written)"} \
+        in report["problems"]
+    result = runner.invoke(cli, ["--lake", str(lake.root), "verify"], catch_exceptions=False)
+    assert result.exit_code == 1 and "hash" in result.output
