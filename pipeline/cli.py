@@ -790,6 +790,73 @@ def replay_command(obj: LakeContext, policies, sweeps, session_id, since, config
     _print_replay(result, as_json)
 
 
+# -- the nightly job (pipeline/nightly.py) -----------------------------------------------
+def _print_nightly(summary, as_json: bool) -> None:
+    if as_json:
+        click.echo(render.to_json(summary.to_dict()))
+        return
+    out = render.console()
+    ing = summary.ingest
+    out.print(f"[bold]ingest[/]    {ing['files']} files ({ing['files_new']} new, {ing['files_appended']} "
+              f"appended, {ing['files_reingested']} re-read, {ing['files_unchanged']} unchanged); "
+              f"lines {ing['lines']:,} = records {ing['records']:,} + quarantined "
+              f"{ing['quarantined']:,} + held back {ing['held_back']:,}")
+    for problem in [p for p in ing["problems"] if p["severity"] == "error"][:10]:
+        where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
+        out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
+    cor = summary.correlate
+    out.print(f"[bold]correlate[/] {cor.get('calls', 0):,} calls, statuses {cor.get('statuses', {})}")
+    out.print(f"[bold]calibrate[/] {summary.calibration_rows} calibration rows")
+    for plan in summary.plans:
+        out.print(f"[bold]plan[/]      {plan['policy']}: {plan['sessions']:,} sessions "
+                  f"({plan['sessions_ignored']} ignored), {plan['evictions']:,} evictions, "
+                  f"{plan['tokens_saved']:,} tokens saved, {plan['preserved']:,} preserved")
+    for policy, applied in summary.applied.items():
+        out.print(f"[bold]apply[/]     {policy}: {applied.get('files_written', 0):,} files written, "
+                  f"{applied.get('bytes_before', 0):,} -> {applied.get('bytes_after', 0):,} bytes, "
+                  f"{len(applied.get('problems', []))} problems")
+    summ = summary.summaries
+    out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
+              f"{summ.get('recovery_written', 0)} recovery documents, "
+              f"{summ.get('sessions_ignored', 0)} sessions ignored")
+    out.print(f"done in {summary.seconds:.1f}s for {summary.touched_sessions} touched sessions")
+    out.print(f"lake:      {summary.lake}\nlogs:      {summ.get('log_dir', '')}\n"
+              f"recovery:  {summ.get('recovery_dir', '')}\npruned:    {summary.out_dir}")
+
+
+@cli.command("run")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--policy", "policies", multiple=True,
+              help="Policy (or chain) to plan and apply (repeatable; default payload_prune+microcompact).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Config file (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--tz", default=None, help="Time zone of the daily logs (default: this machine's).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where pruned transcripts go (default: <lake>/out).")
+@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@pass_lake
+def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, strict, as_json) -> None:
+    """The nightly job: ingest, correlate, calibrate, plan, apply, summarize (incremental).
+
+    With no PATH, reads whichever of ~/.claude/projects, ~/.gemini/tmp and ~/.codex/sessions
+    exist. One run at a time per lake.
+
+    \b
+    Example:
+      ctxlake run ~/.claude/projects ~/.codex/sessions
+      ctxlake --lake /srv/lake run /archive --policy payload_prune+microcompact --json
+    """
+    from pipeline.nightly import run_nightly
+
+    with render.stage_progress() as stage:
+        summary = run_nightly(list(paths), lake=obj.lake, config_path=config_path,
+                              policies=tuple(policies) or None, tz=tz, out=out_dir, progress=stage)
+    _print_nightly(summary, as_json)
+    if strict and summary.ingest["quarantined_errors"]:
+        sys.exit(1)
+
+
 # --- commands of later stages are added above this line -------------------------------
 
 

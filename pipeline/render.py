@@ -105,3 +105,25 @@ def step_progress(description: str) -> Iterator:
             bar.update(task, completed=done, total=total or None)
 
         yield update
+
+
+@contextlib.contextmanager
+def stage_progress() -> Iterator:
+    """A factory ``stage(name) -> callback(done, total)``: one bar per pipeline stage on
+    stderr, quiet (the factory returns None) when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield lambda name: None
+        return
+    with Progress("[progress.description]{task.description:<10}", BarColumn(),
+                  "{task.completed:>10,}/{task.total:,}", TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def stage(name: str):
+            def update(done: int, total: int) -> None:
+                if name not in tasks:
+                    tasks[name] = bar.add_task(name, total=None)
+                bar.update(tasks[name], completed=done, total=total or None)
+            return update
+
+        yield stage

@@ -1,0 +1,57 @@
+"""The nightly job runs every stage, is incremental, and a re-run changes no output byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.lake import Lake
+from pipeline.nightly import run_nightly
+from tests.conftest import REAL, copy_real, scalar
+
+
+def _tree_digest(root) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith(".")
+            and p.suffix != ".duckdb"}
+
+
+def test_the_nightly_job_runs_every_stage_on_the_real_samples(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    summary = run_nightly([REAL], lake=lake, workers=1, tz="UTC")
+    files = sorted(p for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    assert summary.ingest["files"] == len(files) == 10
+    assert summary.ingest["quarantined"] == 0
+    assert summary.touched_sessions == scalar(lake, "SELECT count(*) FROM sessions") == 10
+    assert summary.correlate["calls"] == scalar(lake, "SELECT count(*) FROM tool_calls")
+    assert [p["policy"] for p in summary.plans] == ["payload_prune+microcompact"]
+    applied, = summary.applied.values()
+    assert applied["files"] == 10 and applied["problems"] == []
+    out_files = list((tmp_path / "lake" / "out").rglob("*.json*")) + \
+        list((tmp_path / "lake" / "out").rglob("*.traj"))
+    assert len(out_files) == 10
+    assert summary.summaries["days_written"] >= 1
+    assert (tmp_path / "lake" / "summaries" / "sessions").is_dir()
+
+
+def test_a_second_nightly_run_touches_nothing_and_changes_no_output(tmp_path):
+    archive = copy_real(tmp_path, "claude_code/claude_session.jsonl", "codex/codex_session.jsonl")
+    lake = Lake(tmp_path / "lake")
+    run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    before = _tree_digest(tmp_path / "lake" / "summaries") | _tree_digest(tmp_path / "lake" / "out")
+    second = run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    assert (second.ingest["files_unchanged"], second.touched_sessions) == (2, 0)
+    after = _tree_digest(tmp_path / "lake" / "summaries") | _tree_digest(tmp_path / "lake" / "out")
+    assert after == before and len(before) > 4
+
+
+def test_run_prints_a_json_summary(tmp_path):
+    archive = copy_real(tmp_path, "claude_code/claude_session.jsonl")
+    result = CliRunner().invoke(cli, ["--lake", str(tmp_path / "lake"), "run", str(archive),
+                                      "--json", "--tz", "UTC"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert (summary["ingest"]["records"], summary["touched_sessions"]) == (26, 1)
