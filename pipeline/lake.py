@@ -246,14 +246,16 @@ class Lake:
             con.execute(sqlfiles.render(
                 "create_view_part_table", name=sqlfiles.ident(name),
                 glob=sqlfiles.literal_path(self.table_dir(table) / "*.parquet")))
-        con.execute(sqlfiles.load("create_view_messages"))
-        con.execute(sqlfiles.load("create_view_sessions"))
+        # derived tables depend only on their Parquet files: created before the views using them
         if self.derived_dir.exists():
             for folder in sorted(self.derived_dir.iterdir()):
                 if folder.is_dir() and any(folder.glob("*.parquet")):
                     con.execute(sqlfiles.render(
                         "create_view_derived", name=sqlfiles.ident(folder.name),
                         glob=sqlfiles.literal_path(folder / "*.parquet")))
+        con.execute(sqlfiles.load("create_view_messages"))
+        con.execute(sqlfiles.load("create_view_session_flags_empty"))
+        con.execute(sqlfiles.load("create_view_sessions"))
         for view in EXTRA_VIEWS:
             con.execute(sqlfiles.load(view))
 

@@ -20,11 +20,15 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import pyarrow as pa
+
 from pipeline import sqlfiles
 from pipeline.config import load_config
 from pipeline.lake import Lake
 
 DEFAULT_POLICIES = ("payload_prune+microcompact",)
+SESSION_FLAGS = pa.schema([("session_id", pa.string()), ("ignored", pa.bool_()),
+                           ("ignored_by", pa.string())])
 
 Progress = Callable[[str], Callable[[int, int], None] | None]
 
@@ -39,6 +43,7 @@ class NightlySummary:
     applied: dict
     summaries: dict
     touched_sessions: int
+    sessions_ignored: int
     out_dir: str
     seconds: float
 
@@ -53,6 +58,25 @@ def touched_sessions(lake: Lake, run_id: str) -> list[str]:
         return [row[0] for row in con.execute(sqlfiles.load("select_run_sessions"), [run_id]).fetchall()]
     finally:
         con.close()
+
+
+def flag_ignored_sessions(lake: Lake, patterns) -> int:
+    """Write ``session_flags`` (the ``sessions.ignored`` flag): sessions whose first real user
+    message matches an ``ignore_patterns`` regex stay in the lake, flagged. Returns the count."""
+    from pipeline.policies.ignore_patterns import compile_patterns, matching_pattern
+
+    compiled = compile_patterns(patterns)
+    con = lake.connect()
+    try:
+        sessions = con.execute(sqlfiles.load("select_session_first_prompts")).fetchall()
+    finally:
+        con.close()
+    rows = []
+    for session_id, first_user_text in sessions:
+        matched = matching_pattern(first_user_text, compiled)
+        rows.append({"session_id": session_id, "ignored": matched is not None, "ignored_by": matched})
+    lake.write_derived("session_flags", "all", pa.Table.from_pylist(rows, schema=SESSION_FLAGS))
+    return sum(1 for row in rows if row["ignored"])
 
 
 def _as_dict(value) -> dict:
@@ -85,6 +109,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
     with lake.lock():
         ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"))
         touched = touched_sessions(lake, ingested.run_id)
+        ignored = flag_ignored_sessions(lake, config.ignore_patterns)
         correlated = correlate(lake, roots=config.memory_roots())
         calibration = calibrate(lake)
         planned = plan_many(lake, policies=list(policies), config=config, progress=step("plan"))
@@ -95,5 +120,5 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
     return NightlySummary(
         lake=str(lake.root), ingest=ingested.to_dict(), correlate=_as_dict(correlated),
         calibration_rows=calibration.num_rows, plans=[_as_dict(p) for p in planned], applied=applied, summaries=_as_dict(summarized),
-        touched_sessions=len(touched), out_dir=str(out_dir),
+        touched_sessions=len(touched), sessions_ignored=ignored, out_dir=str(out_dir),
         seconds=round(time.perf_counter() - started, 3))

@@ -44,8 +44,10 @@ final AS (
         coalesce(stats.n_api_calls, 0) AS n_api_calls,
         coalesce(stats.n_tool_calls, 0) AS n_tool_calls,
         coalesce(stats.n_tool_results, 0) AS n_tool_results,
-        stats.first_user_text, coalesce(stats.est_tokens, 0) AS est_tokens, info.source_id
+        stats.first_user_text, coalesce(stats.est_tokens, 0) AS est_tokens, info.source_id,
+        coalesce(session_flags.ignored, false) AS ignored, session_flags.ignored_by
     FROM info
     LEFT JOIN stats USING (session_id)
+    LEFT JOIN session_flags USING (session_id)
 )
 SELECT * FROM final

@@ -55,3 +55,16 @@ def test_run_prints_a_json_summary(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert (summary["ingest"]["records"], summary["touched_sessions"]) == (26, 1)
+
+
+def test_sessions_matching_ignore_patterns_are_ingested_flagged_and_not_summarised(tmp_path):
+    archive = copy_real(tmp_path, "claude_code/claude_session.jsonl", "codex/codex_session.jsonl")
+    config = tmp_path / "ctxlake.toml"
+    config.write_text('ignore_patterns = ["^ADD MYAPP"]\n', encoding="utf-8")
+    lake = Lake(tmp_path / "lake")
+    summary = run_nightly([archive], lake=lake, workers=1, tz="UTC", config_path=config)
+    # both sessions start with "add myapp directory ..." (case-insensitive match)
+    assert summary.sessions_ignored == 2
+    assert scalar(lake, "SELECT count(*) FROM sessions WHERE ignored AND ignored_by = '^ADD MYAPP'") == 2
+    assert summary.summaries["sessions_ignored"] == 2
+    assert summary.plans[0]["sessions_ignored"] == 2

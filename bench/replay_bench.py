@@ -1,0 +1,145 @@
+"""Replay bench: 4 policies (+ the none baseline) over the demo lake at 100 MB and 500 MB.
+
+Targets (issue 7): replaying 4 policies over the 500 MB demo lake <= 60 s on this box (2 cores),
+and the time at 100 MB vs 500 MB scaling linearly or better (time ratio <= size ratio).
+
+Each archive is ``pipeline.demo.write_demo_archive(size_bytes, seed)``, ingested once and cached
+under ``--workdir/<size>mb`` (``--rebuild`` starts over; neither step is timed). Measured:
+``replay(lake, policies=POLICIES)`` as the CLI runs it -- session listing, loading through
+DuckDB, path/memory classification, planning each policy, the turn-by-turn walk with cache and
+cost arithmetic, at-risk and protected checks, the sorted Parquet writes of ``policy_eval`` and
+``replay_turns`` -- with the default process pool (up to 2 workers). Best of ``--repeat`` runs.
+
+Usage: ``.venv/bin/python bench/replay_bench.py [--sizes 100 500] [--workdir DIR] [--quick]``
+(``--quick``: 20 MB and 100 MB). Prints the figures and writes ``bench/results/replay.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pipeline.config import Config  # noqa: E402
+from pipeline.ingest import ingest  # noqa: E402
+from pipeline.lake import Lake  # noqa: E402
+from pipeline.replay import replay  # noqa: E402
+
+TARGET_S = 60.0
+POLICIES = ["microcompact", "payload_prune", "context_editing", "observation_masking(window=10)"]
+
+
+def build(workdir: Path, size_mb: int, seed: int, rebuild: bool) -> dict:
+    archive, lake_dir = workdir / "archive", workdir / "lake"
+    marker = workdir / "built.json"
+    if rebuild and workdir.exists():
+        shutil.rmtree(workdir)
+    if not marker.exists():
+        from pipeline.demo import write_demo_archive
+
+        if workdir.exists():
+            shutil.rmtree(workdir)
+        archive.mkdir(parents=True)
+        started = time.perf_counter()
+        write_demo_archive(archive, size_bytes=size_mb * 1024 * 1024, seed=seed)
+        built_s = time.perf_counter() - started
+        started = time.perf_counter()
+        summary = ingest([archive], lake=Lake(lake_dir))
+        marker.write_text(json.dumps({
+            "archive": f"pipeline.demo.write_demo_archive(size_bytes={size_mb * 1024 * 1024}, "
+                       f"seed={seed})",
+            "build_s": round(built_s, 2), "ingest_s": round(time.perf_counter() - started, 2),
+            "files": summary.files, "lines": summary.lines}))
+    return json.loads(marker.read_text())
+
+
+def measure(workdir: Path, size_mb: int, seed: int, rebuild: bool, repeat: int,
+            workers: int | None) -> dict:
+    built = build(workdir / f"{size_mb}mb", size_mb, seed, rebuild)
+    lake = Lake(workdir / f"{size_mb}mb" / "lake")
+    archive_bytes = sum(p.stat().st_size for p in (workdir / f"{size_mb}mb" / "archive").rglob("*")
+                        if p.is_file())
+    times = []
+    loads = []
+    result = None
+    for _ in range(repeat):
+        loads.append(round(os.getloadavg()[0], 2))    # other work on the box skews timings
+        started = time.perf_counter()
+        result = replay(lake, policies=POLICIES, config=Config(), workers=workers)
+        times.append(time.perf_counter() - started)
+    best = min(times)
+    summary = {row["policy"]: {k: row[k] for k in (
+        "turns", "total_input_tokens", "tokens_saved_pct", "cost_usd", "cost_saved_pct",
+        "cost_uncached_saved_pct", "evictions", "at_risk_evictions", "protected_violations")}
+        for row in result.summary}
+    turns = summary["none"]["turns"]
+    return {"size_mb": size_mb, "archive": built["archive"], "archive_bytes": archive_bytes,
+            "files": built["files"], "ingest_s": built["ingest_s"], "sessions": result.sessions,
+            "turns": turns, "replay_s": round(best, 3), "runs_s": [round(t, 3) for t in times],
+            "load_avg_1min_before_runs": loads,
+            "mb_per_s": round(archive_bytes / 1e6 / best, 1), "summary": summary}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500])
+    parser.add_argument("--quick", action="store_true", help="20 MB and 100 MB only")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxlake-bench-replay"))
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "replay.json")
+    args = parser.parse_args()
+    sizes = [20, 100] if args.quick else sorted(args.sizes)
+
+    runs = [measure(args.workdir, size, args.seed, args.rebuild, args.repeat, args.workers)
+            for size in sizes]
+    for run in runs:
+        print(f"{run['size_mb']:4d} MB demo lake: {run['archive_bytes'] / 1e6:,.0f} MB, "
+              f"{run['files']:,} files, {run['sessions']:,} sessions, {run['turns']:,} turns "
+              f"(ingest {run['ingest_s']:.1f}s, not timed)")
+        print(f"     replay none + {len(POLICIES)} policies: {run['replay_s']:.2f} s "
+              f"(best of runs {run['runs_s']}; 1-min load before each "
+              f"{run['load_avg_1min_before_runs']}), {run['mb_per_s']} MB/s")
+        for policy, row in run["summary"].items():
+            cost = "-" if row["cost_saved_pct"] is None else f"{row['cost_saved_pct']:.1f}"
+            print(f"       {policy:32s} saved {row['tokens_saved_pct'] or 0:6.1f}% tokens, "
+                  f"cost saved {cost:>6}% (cached), evictions {row['evictions']:7,d}, "
+                  f"at-risk {row['at_risk_evictions']:6,d}, violations "
+                  f"{row['protected_violations']}")
+    result = {"policies": ["none", *POLICIES], "runs": runs, "target_s": TARGET_S,
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "platform": platform.platform()}}
+    largest = runs[-1]
+    if largest["size_mb"] >= 500:
+        result["target_met"] = largest["replay_s"] <= TARGET_S
+        print(f"500 MB: {largest['replay_s']:.2f} s, target <= {TARGET_S:.0f} s: "
+              f"{'met' if result['target_met'] else 'MISSED'} "
+              f"({largest['replay_s'] / TARGET_S:.2f} of budget)")
+    if len(runs) >= 2:
+        small, big = runs[0], runs[-1]
+        size_ratio = big["archive_bytes"] / small["archive_bytes"]
+        time_ratio = big["replay_s"] / small["replay_s"]
+        result["scaling"] = {"from_mb": small["size_mb"], "to_mb": big["size_mb"],
+                             "size_ratio": round(size_ratio, 2),
+                             "time_ratio": round(time_ratio, 2),
+                             "linear_or_better": time_ratio <= size_ratio * 1.05}
+        print(f"scaling {small['size_mb']} -> {big['size_mb']} MB: size x{size_ratio:.2f}, "
+              f"time x{time_ratio:.2f} ({'linear or better' if time_ratio <= size_ratio * 1.05 else 'WORSE than linear'})")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
