@@ -376,15 +376,10 @@ def correlate_command(obj: LakeContext, config_path: Path | None, as_json: bool)
 
 
 def _print_demo(archive, result, lake, as_json: bool) -> None:
-    # The run's figures come from an ingest summary, or from a nightly result carrying one
-    # as ``.ingest``: only the call in demo_command changes when the nightly job replaces it.
-    figures = getattr(result, "ingest", None) or result
-    run = {key: getattr(figures, key, None)
-           for key in ("files", "lines", "records", "quarantined", "held_back", "seconds")} \
-        if result is not None else None
+    """The archive written, then the nightly run's summary (``result`` is None with --no-run)."""
     if as_json:
-        click.echo(render.to_json({"archive": archive.to_dict(), "run": run,
-                                   "lake": str(lake.root) if result is not None else None}))
+        click.echo(render.to_json({"archive": archive.to_dict(),
+                                   "run": result.to_dict() if result is not None else None}))
         return
     out = render.console()
     out.print(f"demo archive: {archive.out} ({archive.size_bytes:,} bytes, {archive.files:,} files, "
@@ -392,13 +387,14 @@ def _print_demo(archive, result, lake, as_json: bool) -> None:
               f"seed {archive.seed})")
     out.print("formats: " + ", ".join(f"{name} {stats['files']}" for name, stats
                                       in sorted(archive.formats.items())))
-    if run is None:
-        out.print(f"not run (--no-run): ctxlake ingest {archive.out}")
+    if result is None:
+        out.print(f"not run (--no-run): ctxlake run {archive.out}")
         return
-    out.print(f"lines {run['lines']:,} = records {run['records']:,} + quarantined "
-              f"{run['quarantined']:,} + held back {run['held_back']:,} (held back on purpose: "
-              f"{', '.join(archive.held_back_files) or 'none'})")
-    out.print(f"lake: {lake.root}")
+    out.print(f"held back on purpose (a session still being written): "
+              f"{', '.join(archive.held_back_files) or 'none'}")
+    _print_nightly(result, False)
+    out.print("next: ctxlake sessions | ctxlake report daily | ctxlake report tools | "
+              "ctxlake replay --policy microcompact --policy payload_prune --report out/replay")
 
 
 @cli.command("demo")
@@ -435,10 +431,10 @@ def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: 
                                      progress=progress)
     result = None
     if not no_run:
-        from pipeline.ingest import ingest as run_ingest
+        from pipeline.nightly import run_nightly
 
-        with render.byte_progress("nightly run") as progress:
-            result = run_ingest([out_dir], lake=obj.lake, progress=progress)
+        with render.stage_progress() as stage:
+            result = run_nightly([out_dir], lake=obj.lake, progress=stage)
     _print_demo(archive, result, obj.lake, as_json)
 
 

@@ -17,6 +17,7 @@ Contract:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from array import array
 import multiprocessing
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import orjson
+import polars as pl
 import pyarrow as pa
 
 from pipeline import sqlfiles
@@ -39,6 +41,7 @@ from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
+WHITESPACE = frozenset(b" \t\r\n\x0b\x0c")
 HASH_BLOCK = 8 * 1024 * 1024
 
 
@@ -241,7 +244,7 @@ class PartWriter:
                 con.register("staged_batch", _arrow_batch(table, rows))
                 select = sqlfiles.load(f"select_{table}_part")
             con.execute(f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} "
-                        "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)")
+                        "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, DICTIONARY_SIZE_LIMIT 1)")
             if table != "messages":
                 con.unregister("staged_batch")
             os.replace(tmp, target)
@@ -265,7 +268,7 @@ def _arrow_batch(table: str, rows: list[dict]) -> pa.Table:
             if row.get("kind") == "tool_result":
                 row["text_sha256"] = hashlib.sha256((row.get("text") or "").encode("utf-8")).hexdigest()
     if table != "records" or not rows:
-        return pa.Table.from_pylist(rows, schema=schema)
+        return _from_rows(rows, schema)
     raws = [row.pop("raw") for row in rows]
     offsets = [0]
     total = 0
@@ -276,8 +279,21 @@ def _arrow_batch(table: str, rows: list[dict]) -> pa.Table:
         raise ValueError("a records batch over 2 GiB; lower batch_bytes")
     raw_array = pa.StringArray.from_buffers(
         len(raws), pa.py_buffer(array("i", offsets).tobytes()), pa.py_buffer(b"".join(raws)))
-    others = pa.Table.from_pylist(rows, schema=schema.remove(schema.get_field_index("raw")))
+    others = _from_rows(rows, schema.remove(schema.get_field_index("raw")))
     return others.append_column(schema.field("raw"), raw_array).select(schema.names)
+
+
+@functools.cache
+def _polars_schema(schema: pa.Schema) -> pl.Schema:
+    return pl.Schema({f.name: pl.from_arrow(pa.array([], f.type)).dtype for f in schema})
+
+
+def _from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """Row dicts -> Arrow with exactly ``schema``'s columns. polars builds it about twice as
+    fast as ``pa.Table.from_pylist`` and is as strict about types (a mismatch raises)."""
+    if not rows:
+        return schema.empty_table()
+    return pl.from_dicts(rows, schema=_polars_schema(schema), strict=True).to_arrow()
 
 
 @dataclasses.dataclass
@@ -451,7 +467,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                 reason = None
                 severity = "error"
                 obj = None
-                if not content.strip():
+                if not content or (content[0] in WHITESPACE and not content.strip()):
                     reason, severity = "blank line (nothing to read)", "notice"
                 elif len(content) > max_line_bytes:
                     reason = (f"line is {len(content):,} bytes, over the {max_line_bytes:,}-byte "
@@ -648,8 +664,10 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             outputs = map(process_chunk, jobs)
             pool = None
         else:
+            # forkserver, not fork: the parent may already run polars/DuckDB thread pools, which
+            # a forked child inherits broken (a deadlock); the server process starts clean
             pool = ProcessPoolExecutor(max_workers=min(n_workers, len(jobs)),
-                                       mp_context=multiprocessing.get_context("fork"))
+                                       mp_context=multiprocessing.get_context("forkserver"))
             outputs = pool.map(process_chunk, jobs)
         try:
             for chunk_results in outputs:
@@ -687,6 +705,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         write_parquet_atomic(pa.Table.from_pylist(rows, schema=SOURCES), lake.sources_path)
         summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
         summary.quarantined_errors = sum(1 for p in summary.problems if p["severity"] == "error")
-        lake.write_duckdb_file()
+        if summary.files != summary.files_unchanged or not lake.duckdb_file_current():
+            lake.write_duckdb_file()
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -259,6 +260,20 @@ class Lake:
         for view in EXTRA_VIEWS:
             con.execute(sqlfiles.load(view))
 
+    def _views_fingerprint(self) -> str:
+        """Hash of everything the persisted views depend on: the SQL files and derived names."""
+        digest = hashlib.sha256(str(self.root.resolve()).encode())
+        for path in sorted(sqlfiles.sql_dir().rglob("*.sql")):
+            digest.update(path.name.encode() + path.read_bytes())
+        if self.derived_dir.exists():
+            digest.update(",".join(sorted(p.name for p in self.derived_dir.iterdir())).encode())
+        return digest.hexdigest()
+
+    def duckdb_file_current(self) -> bool:
+        stamp = self.root / ".ctxlake.duckdb.views"
+        return (self.root / "ctxlake.duckdb").exists() and stamp.exists() \
+            and stamp.read_text() == self._views_fingerprint()
+
     def write_duckdb_file(self) -> Path:
         """Persist the views into ``ctxlake.duckdb`` for external DuckDB clients."""
         target = self.root / "ctxlake.duckdb"
@@ -274,4 +289,5 @@ class Lake:
         finally:
             con.close()
         os.replace(tmp, target)
+        atomic_write_bytes(self.root / ".ctxlake.duckdb.views", self._views_fingerprint().encode())
         return target

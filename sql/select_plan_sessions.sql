@@ -2,10 +2,10 @@
 WITH info AS (
     SELECT
         session_id,
-        arg_min(format, first_seen_at) AS format,
-        arg_min(project, first_seen_at) FILTER (WHERE project IS NOT NULL) AS project,
-        arg_min(git_branch, first_seen_at) FILTER (WHERE git_branch IS NOT NULL AND git_branch <> '') AS git_branch,
-        arg_min(parent_session_id, first_seen_at) FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id
+        arg_min(format, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ)) AS format,
+        arg_min(project, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ)) FILTER (WHERE project IS NOT NULL) AS project,
+        arg_min(git_branch, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ)) FILTER (WHERE git_branch IS NOT NULL AND git_branch <> '') AS git_branch,
+        arg_min(parent_session_id, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ)) FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id
     FROM session_info
     WHERE $session_id IS NULL OR session_id = $session_id
     GROUP BY session_id

@@ -20,6 +20,7 @@ quarantines it. Readers never do I/O and keep every field they do not understand
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -35,6 +36,8 @@ __all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "
 
 # seq = line_no * SEQ_STRIDE + block_no: order within a session that survives appends.
 SEQ_STRIDE = 10_000
+# the tables a reader appends to (what a line's rollback undoes)
+READER_TABLES = ("messages", "tool_calls", "tool_results", "session_info")
 
 
 @dataclass
@@ -162,35 +165,38 @@ class Emitter:
     def __init__(self, ctx: SourceContext):
         self.ctx = ctx
         self.rows: dict[str, list[dict]] = {name: [] for name in STAGED}
+        self._reader_tables = [self.rows[name] for name in READER_TABLES]
         self.line_no = 1
         self.byte_offset = 0
         self.byte_len = 0
         self._block = 0
-        self._marks: dict[str, int] = {}
+        self._marks: tuple[int, ...] = (0,) * len(READER_TABLES)
+        self._line_prov: dict = {}
 
     # -- engine side -------------------------------------------------------------------
     def start_line(self, line_no: int, byte_offset: int, byte_len: int) -> None:
         self.line_no, self.byte_offset, self.byte_len = line_no, byte_offset, byte_len
         self._block = 0
-        self._marks = {name: len(rows) for name, rows in self.rows.items()}
+        self._marks = tuple(len(rows) for rows in self._reader_tables)
+        self._line_prov = {"source_id": self.ctx.source_id, "generation": self.ctx.generation,
+                           "line_no": line_no, "byte_offset": byte_offset, "byte_len": byte_len}
 
     def rollback_line(self) -> None:
-        for name, mark in self._marks.items():
-            del self.rows[name][mark:]
+        for rows, mark in zip(self._reader_tables, self._marks):
+            del rows[mark:]
 
     def take(self) -> dict[str, list[dict]]:
         rows, self.rows = self.rows, {name: [] for name in STAGED}
-        self._marks = {name: 0 for name in STAGED}
+        self._reader_tables = [self.rows[name] for name in READER_TABLES]
+        self._marks = (0,) * len(READER_TABLES)
         return rows
 
     # -- reader side -------------------------------------------------------------------
     def _prov(self, cols: dict) -> dict:
-        cols.setdefault("source_id", self.ctx.source_id)
-        cols.setdefault("generation", self.ctx.generation)
-        cols.setdefault("line_no", self.line_no)
-        cols.setdefault("byte_offset", self.byte_offset)
-        cols.setdefault("byte_len", self.byte_len)
-        return cols
+        """The row with the current line's provenance (values the reader set win)."""
+        if not self._line_prov:
+            self.start_line(self.line_no, self.byte_offset, self.byte_len)
+        return {**self._line_prov, **cols}
 
     def next_block(self) -> tuple[int, int]:
         """(block_no, seq) for the next ordered row of the current line/document."""
@@ -203,8 +209,9 @@ class Emitter:
     def message(self, **cols: Any) -> dict:
         if "seq" not in cols:
             cols["block_no"], cols["seq"] = self.next_block()
-        self.rows["messages"].append(self._prov(cols))
-        return cols
+        row = self._prov(cols)
+        self.rows["messages"].append(row)
+        return row
 
     def tool_call(self, *, seq: int, block_no: int, **cols: Any) -> None:
         cols["seq"], cols["block_no"] = seq, block_no
@@ -255,11 +262,17 @@ class Reader:
         raise NotImplementedError
 
 
-def first_json_values(head: bytes, limit: int = 3) -> list[Any]:
-    """Parse up to ``limit`` complete JSON lines from the head of a file (for sniffing)."""
+def first_json_values(head: bytes, limit: int = 3) -> tuple[Any, ...]:
+    """Up to ``limit`` complete JSON lines from the head of a file (for sniffing; read-only:
+    every reader sniffs the same head, so it is parsed once)."""
+    return _head_values(head)[:limit]
+
+
+@functools.lru_cache(maxsize=4)
+def _head_values(head: bytes, most: int = 5) -> tuple[Any, ...]:
     values = []
     text = head.lstrip(b"\xef\xbb\xbf")
-    for raw in text.split(b"\n")[:limit]:
+    for raw in text.split(b"\n", most)[:most]:
         raw = raw.strip()
         if not raw:
             continue
@@ -267,7 +280,7 @@ def first_json_values(head: bytes, limit: int = 3) -> list[Any]:
             values.append(orjson.loads(raw))
         except orjson.JSONDecodeError:
             break
-    return values
+    return tuple(values)
 
 
 COMMAND_WRAPPER = re.compile(r"^\s*<(command-name|command-message|command-args|local-command-stdout|local-command-stderr)>")

@@ -1,0 +1,348 @@
+"""The demo archive: deterministic bytes, every format in its real layout, and the features the
+later stages need (CJK, emoji, big payloads, memory reads, idle gaps, errors, sub-agents).
+
+Shapes are checked by reading the generated files with plain ``json`` (independently of the
+readers); lake-level checks run over an ingest of a ~2 MB demo. Readers written by other
+stages are used only when registered (``READERS``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.demo import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
+from pipeline.errors import UsageError
+from pipeline.formats import READERS
+from pipeline.ingest import ingest
+from pipeline.lake import Lake
+
+from conftest import rows, scalar
+
+SIZE = 2_000_000
+SEED = 11
+
+# top folder of the archive -> the reader expected to claim its files
+EXPECTED_FORMAT = {"claude": "claude_code", "gemini": "gemini_cli", "codex": "codex_cli",
+                   "openai": "openai_chat", "anthropic": "anthropic_messages",
+                   "swe-agent": "swe_agent", "mini-swe-agent": "mini_swe_agent"}
+
+
+def _fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            out[path.relative_to(root).as_posix()] = (
+                hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
+    return out
+
+
+def _jsonl(path: Path) -> list[dict]:
+    """Complete lines of a JSONL file (a deliberately incomplete last line is skipped)."""
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    summary = write_demo_archive(root / "archive", size_bytes=SIZE, seed=SEED)
+    lake = Lake(root / "lake")
+    run = ingest([root / "archive"], lake=lake, workers=1)
+    return root / "archive", summary, lake, run
+
+
+# ---------------------------------------------------------------------------------------
+# Determinism and size
+# ---------------------------------------------------------------------------------------
+def test_the_same_seed_and_size_give_byte_identical_files_and_mtimes(tmp_path):
+    first = write_demo_archive(tmp_path / "a", size_bytes=600_000, seed=3)
+    second = write_demo_archive(tmp_path / "b", size_bytes=600_000, seed=3)
+    assert _fingerprint(tmp_path / "a") == _fingerprint(tmp_path / "b")
+    assert first.to_dict() | {"out": ""} == second.to_dict() | {"out": ""}
+
+
+def test_another_seed_gives_another_archive(tmp_path):
+    write_demo_archive(tmp_path / "a", size_bytes=600_000, seed=3)
+    write_demo_archive(tmp_path / "b", size_bytes=600_000, seed=4)
+    a, b = _fingerprint(tmp_path / "a"), _fingerprint(tmp_path / "b")
+    shared = {k for k in a if k in b and a[k][0] == b[k][0]}
+    assert shared <= {MARKER} or not shared
+
+
+@pytest.mark.parametrize("size", [2_000_000, 5_000_000])
+def test_the_size_target_is_met_within_five_percent(tmp_path, size):
+    summary = write_demo_archive(tmp_path / "a", size_bytes=size, seed=2)
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "a").rglob("*")
+                  if p.is_file() and p.name != MARKER)
+    assert on_disk == summary.size_bytes
+    assert size <= on_disk <= size * 1.05
+    assert summary.formats["claude_code"]["bytes"] > 0.7 * on_disk      # most bytes, as in real archives
+
+
+def test_the_folder_of_a_previous_demo_is_replaced_without_stale_files(tmp_path):
+    write_demo_archive(tmp_path / "a", size_bytes=900_000, seed=1)
+    write_demo_archive(tmp_path / "a", size_bytes=600_000, seed=2)
+    write_demo_archive(tmp_path / "b", size_bytes=600_000, seed=2)
+    assert _fingerprint(tmp_path / "a") == _fingerprint(tmp_path / "b")
+
+
+def test_a_folder_that_is_not_a_demo_archive_is_refused(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(UsageError, match="not a demo archive"):
+        write_demo_archive(tmp_path, size_bytes=600_000, seed=1)
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("text,expected", [("200MB", 200_000_000), ("1GB", 10**9),
+                                           ("500KB", 500_000), ("64MiB", 64 * 2**20),
+                                           ("1.5mb", 1_500_000), ("123", 123)])
+def test_sizes_are_read_with_decimal_and_binary_units(text, expected):
+    assert parse_size(text) == expected
+
+
+def test_an_unreadable_size_is_a_usage_error():
+    with pytest.raises(UsageError, match="cannot read the size"):
+        parse_size("5XB")
+
+
+# ---------------------------------------------------------------------------------------
+# Layout and shapes, read with plain json
+# ---------------------------------------------------------------------------------------
+def test_every_format_is_written_in_its_real_layout(demo):
+    archive, summary, _, _ = demo
+    rels = [p.relative_to(archive).as_posix() for p in archive.rglob("*") if p.is_file()]
+    uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    patterns = {
+        "claude main": rf"claude/projects/-[A-Za-z0-9-]+/{uuid}\.jsonl",
+        "claude sub-agent beside": r"claude/projects/-[A-Za-z0-9-]+/agent-[0-9a-f]{8}\.jsonl",
+        "claude sub-agent folder": rf"claude/projects/-[A-Za-z0-9-]+/{uuid}/subagents/agent-[0-9a-f]{{8}}\.jsonl",
+        "gemini legacy": r"gemini/tmp/[0-9a-f]{64}/chats/session-\d{4}-\d\d-\d\dT\d\d-\d\d-[0-9a-f]{8}\.json",
+        "gemini jsonl": r"gemini/tmp/[0-9a-f]{64}/chats/session-\d{4}-\d\d-\d\dT\d\d-\d\d-[0-9a-f]{8}\.jsonl",
+        "codex": rf"codex/sessions/\d{{4}}/\d\d/\d\d/rollout-\d{{4}}-\d\d-\d\dT\d\d-\d\d-\d\d-{uuid}\.jsonl",
+        "openai": r"openai/chat-[0-9-]+\.jsonl",
+        "anthropic": r"anthropic/messages-[0-9-]+\.jsonl",
+        "swe-agent": r"swe-agent/trajectories/[^/]+/[^/]+\.traj",
+        "mini-swe-agent": r"mini-swe-agent/[^/]+/[^/]+\.traj\.json",
+    }
+    counts = {name: sum(1 for rel in rels if re.fullmatch(pattern, rel))
+              for name, pattern in patterns.items()}
+    assert all(counts.values()), counts
+    assert counts["swe-agent"] == 2 and counts["mini-swe-agent"] == 2
+    assert set(summary.formats) == set(EXPECTED_FORMAT.values())
+
+
+def test_claude_split_responses_repeat_usage_and_finish_output_tokens_on_the_last_line(demo):
+    archive = demo[0]
+    by_call: dict[tuple, list[dict]] = {}
+    for path in (archive / "claude").rglob("*.jsonl"):
+        for rec in _jsonl(path):
+            if rec.get("type") == "assistant":
+                key = (rec["message"]["id"], rec["requestId"])
+                by_call.setdefault(key, []).append(rec)
+    split = [lines for lines in by_call.values() if len(lines) > 1]
+    assert len(split) > 10
+    for lines in split:
+        usages = [line["message"]["usage"] for line in lines]
+        assert len({u["cache_read_input_tokens"] for u in usages}) == 1
+        assert usages[-1]["output_tokens"] == max(u["output_tokens"] for u in usages)
+        assert all(len(line["message"]["content"]) == 1 for line in lines)
+
+
+def test_claude_tool_results_carry_tool_use_results_and_every_call_is_answered(demo):
+    archive = demo[0]
+    calls, results, errors, error_texts = set(), set(), 0, 0
+    types = Counter()
+    for path in (archive / "claude").rglob("*.jsonl"):
+        for rec in _jsonl(path):
+            types[rec.get("type"), rec.get("subtype")] += 1
+            content = (rec.get("message") or {}).get("content")
+            if not isinstance(content, list):
+                continue
+            for block in content:
+                if block.get("type") == "tool_use":
+                    calls.add(block["id"])
+                elif block.get("type") == "tool_result":
+                    results.add(block["tool_use_id"])
+                    assert "toolUseResult" in rec
+                    errors += bool(block.get("is_error"))
+                    error_texts += "<tool_use_error>" in json.dumps(block["content"])
+    assert calls == results
+    assert errors > 0 and error_texts > 0
+    assert types["file-history-snapshot", None] > 0
+    assert types["system", "compact_boundary"] > 0
+
+
+def test_gemini_jsonl_has_set_rewind_and_repeated_message_ids(demo):
+    archive = demo[0]
+    sets = rewinds = repeated = 0
+    for path in (archive / "gemini").rglob("*.jsonl"):
+        lines = _jsonl(path)
+        assert {"sessionId", "projectHash", "startTime", "lastUpdated"} <= set(lines[0])
+        sets += sum("$set" in x for x in lines)
+        rewinds += sum("$rewindTo" in x for x in lines)
+        ids = Counter(x["id"] for x in lines if "id" in x)
+        repeated += sum(1 for n in ids.values() if n > 1)
+    assert sets and rewinds and repeated
+
+
+def test_codex_rollouts_emit_each_token_count_twice_after_a_null_one(demo):
+    archive = demo[0]
+    for path in (archive / "codex").rglob("*.jsonl"):
+        lines = _jsonl(path)
+        assert lines[0]["type"] == "session_meta"
+        counts = [x["payload"]["info"] for x in lines
+                  if x["type"] == "event_msg" and x["payload"]["type"] == "token_count"]
+        assert counts[0] is None
+        # as in the real sample: every total is emitted twice, except the session's last one
+        totals = Counter(json.dumps(c["total_token_usage"], sort_keys=True) for c in counts if c)
+        last = json.dumps(counts[-1]["total_token_usage"], sort_keys=True)
+        assert len(totals) > 1 and all(n >= 2 for key, n in totals.items() if key != last)
+
+
+# ---------------------------------------------------------------------------------------
+# Ingest of the demo
+# ---------------------------------------------------------------------------------------
+def test_the_demo_ingests_with_nothing_quarantined_and_only_the_planted_line_held_back(demo):
+    archive, summary, lake, run = demo
+    assert run.quarantined == 0
+    assert run.held_back == 1 == len(summary.held_back_files)
+    assert run.lines == run.records + run.quarantined + run.held_back
+    held = archive / summary.held_back_files[0]
+    assert not held.read_bytes().endswith(b"\n")
+    present = {rel.split("/")[0] for rel in (p.relative_to(archive).as_posix()
+                                               for p in archive.rglob("*") if p.is_file())}
+    sources = rows(lake, "SELECT path, format FROM sources")
+    for path, fmt in sources:
+        top = Path(path).relative_to(archive).parts[0]
+        if EXPECTED_FORMAT[top] in READERS or fmt is not None:
+            assert fmt is not None and fmt.startswith(EXPECTED_FORMAT[top]), (path, fmt)
+    registered = {top for top in present if EXPECTED_FORMAT.get(top) in READERS}
+    recognised = {Path(path).relative_to(archive).parts[0] for path, fmt in sources if fmt}
+    assert registered <= recognised
+    if registered == present - {MARKER}:
+        assert run.files_unrecognized == 0
+
+
+def test_the_demo_lake_has_cjk_emoji_and_payloads_over_16_kib(demo):
+    lake = demo[2]
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE cjk_count > 0 AND is_prompt") > 0
+    assert scalar(lake, "SELECT count(*) FROM messages "
+                        "WHERE regexp_matches(text, '[\\x{1F300}-\\x{1FAFF}]')") > 0
+    assert scalar(lake, "SELECT count(*) FROM tool_results WHERE payload_bytes > 16384") >= 3
+
+
+def test_the_demo_lake_has_memory_file_reads_for_every_memory_root(demo):
+    lake = demo[2]
+    paths = {p for (p,) in rows(lake, """
+        SELECT coalesce(json_extract_string(input_json, '$.file_path'),
+                        json_extract_string(input_json, '$.absolute_path'))
+        FROM tool_calls WHERE tool_family = 'read'""") if p}
+    assert any(re.search(r"/(src|work|code)/[^/]+/CLAUDE\.md$", p) for p in paths)
+    assert any(p.endswith("/.claude/CLAUDE.md") and "/src/" not in p and "/work/" not in p
+               and "/code/" not in p for p in paths)                     # ~/.claude/CLAUDE.md
+    assert any(re.search(r"/[^/]+/\.claude/CLAUDE\.md$", p) and p.count("/") > 4 for p in paths)
+    assert any("/../" in p for p in paths)                                # an escape attempt
+    if "gemini_cli" in READERS:
+        assert any(p.endswith("/GEMINI.md") for p in paths)
+
+
+def test_the_demo_lake_has_idle_gaps_over_an_hour_before_a_prompt(demo):
+    lake = demo[2]
+    # the gap between the last assistant message and the next prompt (POLICIES.md, idle)
+    gaps = scalar(lake, """
+        WITH ordered AS (
+            SELECT is_prompt, "timestamp",
+                   max(CASE WHEN role = 'assistant' THEN "timestamp" END) OVER (
+                       PARTITION BY session_id ORDER BY seq
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_assistant
+            FROM messages
+        )
+        SELECT count(*) FROM ordered
+        WHERE is_prompt AND "timestamp" - last_assistant > INTERVAL 60 MINUTE""")
+    assert gaps >= 1
+
+
+def test_the_demo_lake_has_tool_errors_and_sub_agent_sessions(demo):
+    lake = demo[2]
+    assert scalar(lake, "SELECT count(*) FROM tool_results WHERE is_error") > 0
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE kind = 'tool_result' "
+                        "AND contains(text, '<tool_use_error>')") > 0
+    assert scalar(lake, "SELECT count(*) FROM sessions WHERE parent_session_id IS NOT NULL") >= 2
+
+
+def test_the_demo_lake_has_the_workflow_signals_later_stages_look_for(demo):
+    lake = demo[2]
+    commands = [c for (c,) in rows(lake, "SELECT json_extract_string(input_json, '$.command') "
+                                         "FROM tool_calls WHERE tool_name = 'Bash'") if c]
+    for needle in ("git commit", "pip install", "npm install"):
+        assert any(needle in c for c in commands), needle
+    todos = [json.loads(t) for (t,) in rows(lake, "SELECT input_json FROM tool_calls "
+                                                  "WHERE tool_name = 'TodoWrite'")]
+    assert any(all(item["status"] == "completed" for item in t["todos"]) for t in todos)
+    repeated = scalar(lake, """
+        SELECT count(*) FROM (
+            SELECT session_id, json_extract_string(input_json, '$.file_path') AS p
+            FROM tool_calls WHERE tool_name = 'Read' GROUP BY ALL HAVING count(*) > 1)""")
+    assert repeated > 0
+
+
+def test_the_demo_lake_uses_every_listed_model_and_one_unpriced(demo):
+    lake = demo[2]
+    models = {m for (m,) in rows(lake, "SELECT DISTINCT model FROM messages WHERE model IS NOT NULL")}
+    expected = {"claude-sonnet-4-5-20250929", UNPRICED_MODEL}
+    if "codex_cli" in READERS:
+        expected.add("gpt-5.1-codex-max")
+    if "gemini_cli" in READERS:
+        expected |= {"gemini-2.5-pro"}
+    assert expected <= models
+
+
+def test_the_bigger_demo_has_the_other_claude_and_gemini_models(tmp_path):
+    write_demo_archive(tmp_path / "a", size_bytes=8_000_000, seed=1)
+    text = b"".join(p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file())
+    for model in (b"claude-opus-4-1-20250805", b"claude-haiku-4-5-20251001",
+                  b"gemini-2.5-flash", b"gemini-2.5-pro", b"gpt-5.1-codex-max"):
+        assert model in text, model
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------
+def test_the_demo_command_writes_the_archive_and_runs_on_it(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--lake", str(tmp_path / "lake"), "demo", "--size", "600KB",
+                                 "--seed", "5", "--out", str(tmp_path / "archive"), "--json"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["archive"]["files"] == sum(
+        1 for p in (tmp_path / "archive").rglob("*") if p.is_file() and p.name != MARKER)
+    run = report["run"]["ingest"]
+    assert run["quarantined"] == 0 and run["held_back"] == 1
+    assert run["lines"] == run["records"] + run["held_back"]
+    assert report["run"]["lake"] == str(tmp_path / "lake")
+    # the nightly job ran every stage on it
+    assert report["run"]["touched_sessions"] > 0 and report["run"]["summaries"]["days_written"] > 0
+    assert [p["policy"] for p in report["run"]["plans"]] == ["payload_prune+microcompact"]
+
+
+def test_the_demo_command_with_no_run_only_writes_the_archive(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--lake", str(tmp_path / "lake"), "demo", "--size", "300KB",
+                                 "--out", str(tmp_path / "archive"), "--no-run"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "not run" in result.output
+    assert (tmp_path / "archive" / MARKER).exists()
+    assert not (tmp_path / "lake").exists()
+    assert os.listdir(tmp_path / "archive")
