@@ -19,20 +19,18 @@ Prints the figures (bytes before/after per policy, store size) and writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import (  # noqa: E402
+    RESULTS, cached_lake, folder_usage, machine_info, target_verdict, timed, write_result,
+)
 from pipeline.apply import apply_policy  # noqa: E402
 from pipeline.config import Config  # noqa: E402
-from pipeline.ingest import ingest  # noqa: E402
 from pipeline.lake import Lake  # noqa: E402
 from pipeline.plan import plan_many  # noqa: E402
 from pipeline.restore import verify  # noqa: E402
@@ -42,48 +40,15 @@ TIMED = ["payload_prune", "microcompact"]
 CHAIN = "payload_prune+microcompact"
 
 
-def build(workdir: Path, size_mb: int, seed: int, rebuild: bool) -> dict:
-    archive, lake_dir = workdir / "archive", workdir / "lake"
-    marker = workdir / "built.json"
-    if rebuild and workdir.exists():
-        shutil.rmtree(workdir)
-    if not marker.exists():
-        from pipeline.demo import write_demo_archive
-
-        if workdir.exists():
-            shutil.rmtree(workdir)
-        archive.mkdir(parents=True)
-        started = time.perf_counter()
-        write_demo_archive(archive, size_bytes=size_mb * 1024 * 1024, seed=seed)
-        built_s = time.perf_counter() - started
-        started = time.perf_counter()
-        summary = ingest([archive], lake=Lake(lake_dir))
-        ingest_s = time.perf_counter() - started
-        started = time.perf_counter()
-        plans = plan_many(Lake(lake_dir), policies=TIMED + [CHAIN], config=Config())
-        plan_s = time.perf_counter() - started
-        marker.write_text(json.dumps({
-            "archive": f"pipeline.demo.write_demo_archive(size_bytes={size_mb * 1024 * 1024}, "
-                       f"seed={seed})",
-            "build_s": round(built_s, 2), "ingest_s": round(ingest_s, 2),
-            "plan_s": round(plan_s, 2), "files": summary.files, "lines": summary.lines,
-            "evictions": {p.policy: p.evictions for p in plans}}))
-    return json.loads(marker.read_text())
-
-
-def folder_bytes(folder: Path) -> tuple[int, int]:
-    total = count = 0
-    for path in folder.rglob("*"):
-        if path.is_file():
-            total += path.stat().st_size
-            count += 1
-    return total, count
+def plan_timed_policies(lake_dir: Path) -> dict:
+    """Setup after the ingest (not timed): the plans apply reads."""
+    plan_s, plans = timed(lambda: plan_many(Lake(lake_dir), policies=TIMED + [CHAIN],
+                                            config=Config()))
+    return {"plan_s": round(plan_s, 2), "evictions": {p.policy: p.evictions for p in plans}}
 
 
 def run(lake: Lake, policy: str, out: Path) -> dict:
-    started = time.perf_counter()
-    summary = apply_policy(lake, policy=policy, out=out)
-    seconds = time.perf_counter() - started
+    seconds, summary = timed(lambda: apply_policy(lake, policy=policy, out=out))
     return {"seconds": round(seconds, 3), "files": summary.files,
             "files_pruned": summary.files_pruned, "files_written": summary.files_written,
             "files_up_to_date": summary.files_up_to_date, "evictions": summary.evictions,
@@ -99,11 +64,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxlake-bench-apply"))
     parser.add_argument("--rebuild", action="store_true")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "apply.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "apply.json")
     args = parser.parse_args()
 
     workdir = args.workdir / f"{args.size_mb}mb"
-    built = build(workdir, args.size_mb, args.seed, args.rebuild)
+    built = cached_lake(workdir, size_mb=args.size_mb, seed=args.seed, rebuild=args.rebuild,
+                        after_ingest=plan_timed_policies)
     lake = Lake(workdir / "lake")
     out = workdir / "out"
     for stale in (out, lake.store_dir):
@@ -115,13 +81,11 @@ def main() -> int:
     for policy in TIMED:
         runs[policy] = run(lake, policy, out)
     timed_s = sum(runs[p]["seconds"] for p in TIMED)
-    store_after_timed = folder_bytes(lake.store_dir)
+    store_after_timed = folder_usage(lake.store_dir)
     runs[CHAIN] = run(lake, CHAIN, out)
     rerun = run(lake, "payload_prune", out)
-    started = time.perf_counter()
-    report = verify(lake, out=out)
-    verify_s = time.perf_counter() - started
-    store_bytes, store_files = folder_bytes(lake.store_dir)
+    verify_s, report = timed(lambda: verify(lake, out=out))
+    store_bytes, store_files = folder_usage(lake.store_dir)
 
     result = {
         "archive": built["archive"], "files": built["files"],
@@ -135,10 +99,8 @@ def main() -> int:
         "verify": {"seconds": round(verify_s, 3), "ok": report.ok, "outputs": report.outputs,
                    "payloads": report.payloads, "locators": report.locators,
                    "problems": len(report.problems)},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(),
-                    # other jobs on the box slow every figure: the 1/5/15-minute load averages
-                    "load_avg_at_start": [round(x, 2) for x in load_at_start]},
+        # other jobs on the box slow every figure: the 1/5/15-minute load averages
+        "machine": machine_info(load_avg_at_start=[round(x, 2) for x in load_at_start]),
     }
     print(f"load average at start: {load_at_start[0]:.1f} (2 cores; figures scale with it)")
     print(f"archive: {built['archive']}, {built['files']:,} files (build {built['build_s']}s, "
@@ -157,11 +119,8 @@ def main() -> int:
           f"{rerun['files_written']} files written, {rerun['payloads_stored']} payloads stored")
     print(f"verify: {verify_s:.2f} s, {report.outputs:,} outputs, {report.payloads:,} payloads, "
           f"ok={report.ok}")
-    print(f"apply {' + '.join(TIMED)}: {timed_s:.2f} s, target <= {TARGET_S:.0f} s: "
-          f"{'met' if result['target_met'] else 'MISSED'} ({timed_s / TARGET_S:.2f} of budget)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    print(f"apply {' + '.join(TIMED)}: {timed_s:.2f} s, {target_verdict(timed_s, TARGET_S)}")
+    write_result(args.out, result)
     return 0
 
 

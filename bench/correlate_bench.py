@@ -20,20 +20,18 @@ Prints the figures and writes ``bench/results/correlate.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
+import importlib.util
 import re
-import shutil
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import (  # noqa: E402
+    REPO, RESULTS, cached_lake, folder_bytes, machine_info, target_verdict, timed, write_demo,
+    write_result,
+)
 from pipeline.correlate import correlate  # noqa: E402
-from pipeline.ingest import ingest  # noqa: E402
 from pipeline.lake import Lake  # noqa: E402
 from pipeline.memory import MemoryRoots  # noqa: E402
 
@@ -65,12 +63,9 @@ def build_copies_archive(out: Path, size_bytes: int) -> str:
 
 
 def build_archive(out: Path, size_bytes: int, seed: int) -> str:
-    try:
-        from pipeline.demo import write_demo_archive  # type: ignore[attr-defined]
-    except ImportError:
+    if importlib.util.find_spec("pipeline.demo") is None:
         return build_copies_archive(out, size_bytes)
-    write_demo_archive(out, size_bytes=size_bytes, seed=seed)
-    return f"pipeline.demo.write_demo_archive(size_bytes={size_bytes}, seed={seed})"
+    return write_demo(out, size_bytes, seed)
 
 
 def main() -> int:
@@ -87,42 +82,23 @@ def main() -> int:
     args = parser.parse_args()
     if args.out is None:
         name = "correlate-copies.json" if args.copies else "correlate.json"
-        args.out = REPO / "bench" / "results" / name
+        args.out = RESULTS / name
 
     workdir = args.workdir / f"{args.size_mb}mb{'-copies' if args.copies else ''}"
-    archive, lake_dir = workdir / "archive", workdir / "lake"
-    if args.rebuild and workdir.exists():
-        shutil.rmtree(workdir)
-    marker = workdir / "built.json"
-    if not marker.exists():
-        if workdir.exists():
-            shutil.rmtree(workdir)
-        archive.mkdir(parents=True)
-        started = time.perf_counter()
-        size = args.size_mb * 1024 * 1024
-        how = build_copies_archive(archive, size) if args.copies else \
-            build_archive(archive, size, args.seed)
-        built_s = time.perf_counter() - started
-        started = time.perf_counter()
-        summary = ingest([archive], lake=Lake(lake_dir))
-        ingest_s = time.perf_counter() - started
-        marker.write_text(json.dumps({"archive": how, "build_s": round(built_s, 2),
-                                      "ingest_s": round(ingest_s, 2),
-                                      "files": summary.files, "lines": summary.lines}))
-    built = json.loads(marker.read_text())
-    archive_bytes = sum(p.stat().st_size for p in archive.rglob("*") if p.is_file())
-    lake = Lake(lake_dir)
+    write_archive = (lambda out, size, _seed: build_copies_archive(out, size)) if args.copies \
+        else build_archive
+    built = cached_lake(workdir, size_mb=args.size_mb, seed=args.seed, rebuild=args.rebuild,
+                        write_archive=write_archive)
+    archive_bytes = folder_bytes(workdir / "archive")
+    lake = Lake(workdir / "lake")
 
-    started = time.perf_counter()
-    summary = correlate(lake, roots=MemoryRoots())
-    correlate_s = time.perf_counter() - started
+    correlate_s, summary = timed(lambda: correlate(lake, roots=MemoryRoots()))
 
     con = lake.connect()
     try:
         target = workdir / "tool_links.parquet"
-        started = time.perf_counter()
-        con.execute(f"COPY (SELECT * FROM tool_links) TO '{target}' (FORMAT parquet)")
-        tool_links_s = time.perf_counter() - started
+        tool_links_s, _ = timed(lambda: con.execute(
+            f"COPY (SELECT * FROM tool_links) TO '{target}' (FORMAT parquet)"))
         links, with_later = con.execute(
             f"SELECT count(*), count(later_ref_seq) FROM read_parquet('{target}')").fetchall()[0]
         sessions = con.execute("SELECT count(*) FROM sessions").fetchall()[0][0]
@@ -149,8 +125,7 @@ def main() -> int:
         "target_met": total_s <= TARGET_S,
         "calls_per_s": round(summary.calls / correlate_s) if correlate_s else None,
         "ingest_s": built["ingest_s"],
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+        "machine": machine_info(),
     }
     print(f"archive: {result['archive']}, {archive_bytes / 1e6:,.0f} MB, {built['files']:,} files, "
           f"{sessions:,} sessions (ingest {built['ingest_s']:.1f}s, not timed here)")
@@ -159,11 +134,8 @@ def main() -> int:
     print(f"tool_links rows {links:,}: {summary.statuses}; with a later reference {with_later:,}")
     print(f"correlate()            {correlate_s:7.3f} s  ({result['calls_per_s']:,} calls/s)")
     print(f"tool_links to parquet  {tool_links_s:7.3f} s")
-    print(f"total                  {total_s:7.3f} s  target <= {TARGET_S:.0f} s: "
-          f"{'met' if result['target_met'] else 'MISSED'} ({total_s / TARGET_S:.2f} of budget)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    print(f"total                  {total_s:7.3f} s  {target_verdict(total_s, TARGET_S)}")
+    write_result(args.out, result)
     return 0
 
 

@@ -17,19 +17,16 @@ Prints the figures and writes ``bench/results/plan.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import shutil
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import (  # noqa: E402
+    RESULTS, cached_lake, folder_bytes, machine_info, target_verdict, timed, write_result,
+)
 from pipeline.config import Config  # noqa: E402
-from pipeline.ingest import ingest  # noqa: E402
 from pipeline.lake import Lake  # noqa: E402
 from pipeline.plan import (  # noqa: E402
     CHUNK_BYTES, _batches, _classifier, list_sessions, load_sessions, plan_many,
@@ -40,30 +37,6 @@ TARGET_S = 20.0
 ALL_POLICIES = ["none", "microcompact", "payload_prune", "context_editing",
                 "observation_masking", "strategic", "tail_protect+microcompact",
                 "payload_prune+microcompact"]
-
-
-def build(workdir: Path, size_mb: int, seed: int, rebuild: bool) -> dict:
-    archive, lake_dir = workdir / "archive", workdir / "lake"
-    marker = workdir / "built.json"
-    if rebuild and workdir.exists():
-        shutil.rmtree(workdir)
-    if not marker.exists():
-        from pipeline.demo import write_demo_archive
-
-        if workdir.exists():
-            shutil.rmtree(workdir)
-        archive.mkdir(parents=True)
-        started = time.perf_counter()
-        write_demo_archive(archive, size_bytes=size_mb * 1024 * 1024, seed=seed)
-        built_s = time.perf_counter() - started
-        started = time.perf_counter()
-        summary = ingest([archive], lake=Lake(lake_dir))
-        marker.write_text(json.dumps({
-            "archive": f"pipeline.demo.write_demo_archive(size_bytes={size_mb * 1024 * 1024}, "
-                       f"seed={seed})",
-            "build_s": round(built_s, 2), "ingest_s": round(time.perf_counter() - started, 2),
-            "files": summary.files, "lines": summary.lines}))
-    return json.loads(marker.read_text())
 
 
 def breakdown(lake: Lake, config: Config) -> dict:
@@ -103,18 +76,17 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--breakdown", action="store_true",
                         help="also time loading vs each policy in one process")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "plan.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "plan.json")
     args = parser.parse_args()
 
     workdir = args.workdir / f"{args.size_mb}mb"
-    built = build(workdir, args.size_mb, args.seed, args.rebuild)
+    built = cached_lake(workdir, size_mb=args.size_mb, seed=args.seed, rebuild=args.rebuild)
     lake = Lake(workdir / "lake")
-    archive_bytes = sum(p.stat().st_size for p in (workdir / "archive").rglob("*") if p.is_file())
+    archive_bytes = folder_bytes(workdir / "archive")
     config = Config()
 
-    started = time.perf_counter()
-    summaries = plan_many(lake, policies=ALL_POLICIES, config=config, workers=args.workers)
-    plan_s = time.perf_counter() - started
+    plan_s, summaries = timed(lambda: plan_many(lake, policies=ALL_POLICIES, config=config,
+                                                workers=args.workers))
 
     result = {
         "archive": built["archive"], "archive_bytes": archive_bytes, "files": built["files"],
@@ -125,8 +97,7 @@ def main() -> int:
                                   "preserved": s.preserved} for s in summaries},
         "plan_s": round(plan_s, 3), "target_s": TARGET_S, "target_met": plan_s <= TARGET_S,
         "mb_per_s": round(archive_bytes / 1e6 / plan_s, 1),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+        "machine": machine_info(),
     }
     print(f"archive: {built['archive']}, {archive_bytes / 1e6:,.0f} MB, {built['files']:,} files, "
           f"{result['sessions']:,} sessions planned (ingest {built['ingest_s']:.1f}s, not timed)")
@@ -134,17 +105,14 @@ def main() -> int:
         print(f"  {s.policy:28s} plans {s.plans:7,d}  evictions {s.evictions:7,d}  tokens saved "
               f"{s.tokens_saved:12,d}  preserved {s.preserved:5,d}")
     print(f"plan_many({len(ALL_POLICIES)} policies)  {plan_s:7.3f} s  ({result['mb_per_s']} MB/s) "
-          f"target <= {TARGET_S:.0f} s: {'met' if result['target_met'] else 'MISSED'} "
-          f"({plan_s / TARGET_S:.2f} of budget)")
+          f"{target_verdict(plan_s, TARGET_S)}")
     if args.breakdown:
         result["breakdown_single_process"] = breakdown(lake, config)
         b = result["breakdown_single_process"]
         print(f"single process: load {b['load_s']:.2f}s, lists+paths {b['inputs_s']:.2f}s, "
               f"index {b['index_s']:.2f}s, " + ", ".join(
             f"{k} {v:.2f}s" for k, v in b["policies_s"].items()))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, result)
     return 0
 
 

@@ -17,19 +17,16 @@ Usage: ``.venv/bin/python bench/replay_bench.py [--sizes 100 500] [--workdir DIR
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import shutil
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import (  # noqa: E402
+    RESULTS, cached_lake, folder_bytes, machine_info, target_verdict, timed, write_result,
+)
 from pipeline.config import Config  # noqa: E402
-from pipeline.ingest import ingest  # noqa: E402
 from pipeline.lake import Lake  # noqa: E402
 from pipeline.replay import replay  # noqa: E402
 
@@ -37,44 +34,20 @@ TARGET_S = 60.0
 POLICIES = ["microcompact", "payload_prune", "context_editing", "observation_masking(window=10)"]
 
 
-def build(workdir: Path, size_mb: int, seed: int, rebuild: bool) -> dict:
-    archive, lake_dir = workdir / "archive", workdir / "lake"
-    marker = workdir / "built.json"
-    if rebuild and workdir.exists():
-        shutil.rmtree(workdir)
-    if not marker.exists():
-        from pipeline.demo import write_demo_archive
-
-        if workdir.exists():
-            shutil.rmtree(workdir)
-        archive.mkdir(parents=True)
-        started = time.perf_counter()
-        write_demo_archive(archive, size_bytes=size_mb * 1024 * 1024, seed=seed)
-        built_s = time.perf_counter() - started
-        started = time.perf_counter()
-        summary = ingest([archive], lake=Lake(lake_dir))
-        marker.write_text(json.dumps({
-            "archive": f"pipeline.demo.write_demo_archive(size_bytes={size_mb * 1024 * 1024}, "
-                       f"seed={seed})",
-            "build_s": round(built_s, 2), "ingest_s": round(time.perf_counter() - started, 2),
-            "files": summary.files, "lines": summary.lines}))
-    return json.loads(marker.read_text())
-
-
 def measure(workdir: Path, size_mb: int, seed: int, rebuild: bool, repeat: int,
             workers: int | None) -> dict:
-    built = build(workdir / f"{size_mb}mb", size_mb, seed, rebuild)
-    lake = Lake(workdir / f"{size_mb}mb" / "lake")
-    archive_bytes = sum(p.stat().st_size for p in (workdir / f"{size_mb}mb" / "archive").rglob("*")
-                        if p.is_file())
+    folder = workdir / f"{size_mb}mb"
+    built = cached_lake(folder, size_mb=size_mb, seed=seed, rebuild=rebuild)
+    lake = Lake(folder / "lake")
+    archive_bytes = folder_bytes(folder / "archive")
     times = []
     loads = []
     result = None
     for _ in range(repeat):
         loads.append(round(os.getloadavg()[0], 2))    # other work on the box skews timings
-        started = time.perf_counter()
-        result = replay(lake, policies=POLICIES, config=Config(), workers=workers)
-        times.append(time.perf_counter() - started)
+        seconds, result = timed(lambda: replay(lake, policies=POLICIES, config=Config(),
+                                               workers=workers))
+        times.append(seconds)
     best = min(times)
     summary = {row["policy"]: {k: row[k] for k in (
         "turns", "total_input_tokens", "tokens_saved_pct", "cost_usd", "cost_saved_pct",
@@ -97,7 +70,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxlake-bench-replay"))
     parser.add_argument("--rebuild", action="store_true")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "replay.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "replay.json")
     args = parser.parse_args()
     sizes = [20, 100] if args.quick else sorted(args.sizes)
 
@@ -117,14 +90,12 @@ def main() -> int:
                   f"at-risk {row['at_risk_evictions']:6,d}, violations "
                   f"{row['protected_violations']}")
     result = {"policies": ["none", *POLICIES], "runs": runs, "target_s": TARGET_S,
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "platform": platform.platform()}}
+              "machine": machine_info()}
     largest = runs[-1]
     if largest["size_mb"] >= 500:
         result["target_met"] = largest["replay_s"] <= TARGET_S
-        print(f"500 MB: {largest['replay_s']:.2f} s, target <= {TARGET_S:.0f} s: "
-              f"{'met' if result['target_met'] else 'MISSED'} "
-              f"({largest['replay_s'] / TARGET_S:.2f} of budget)")
+        print(f"500 MB: {largest['replay_s']:.2f} s, "
+              f"{target_verdict(largest['replay_s'], TARGET_S)}")
     if len(runs) >= 2:
         small, big = runs[0], runs[-1]
         size_ratio = big["archive_bytes"] / small["archive_bytes"]
@@ -135,9 +106,7 @@ def main() -> int:
                              "linear_or_better": time_ratio <= size_ratio * 1.05}
         print(f"scaling {small['size_mb']} -> {big['size_mb']} MB: size x{size_ratio:.2f}, "
               f"time x{time_ratio:.2f} ({'linear or better' if time_ratio <= size_ratio * 1.05 else 'WORSE than linear'})")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, result)
     return 0
 
 

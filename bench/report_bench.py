@@ -26,60 +26,23 @@ Prints the figures and writes ``bench/results/report.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.ingest import ingest  # noqa: E402
+from bench.common import (  # noqa: E402
+    REPO, RESULTS, cached_lake, folder_bytes, machine_info, timed, write_result,
+)
 from pipeline.lake import Lake  # noqa: E402
 from pipeline.summarize import summarize  # noqa: E402
 from pipeline.usage import usage_report  # noqa: E402
 
 TARGET_S = 0.5
 PEER_S, PEER_MB = 1.7, 537
-
-
-def build(workdir: Path, size_mb: int, seed: int, rebuild: bool) -> dict:
-    archive, lake_dir = workdir / "archive", workdir / "lake"
-    marker = workdir / "built.json"
-    if rebuild and workdir.exists():
-        shutil.rmtree(workdir)
-    if not marker.exists():
-        from pipeline.demo import write_demo_archive
-
-        if workdir.exists():
-            shutil.rmtree(workdir)
-        archive.mkdir(parents=True)
-        started = time.perf_counter()
-        write_demo_archive(archive, size_bytes=size_mb * 1024 * 1024, seed=seed)
-        generated_s = time.perf_counter() - started
-        started = time.perf_counter()
-        ingested = ingest([archive], lake=Lake(lake_dir))
-        ingest_s = time.perf_counter() - started
-        marker.write_text(json.dumps({
-            "size_mb": size_mb, "seed": seed, "generate_s": round(generated_s, 2),
-            "ingest_s": round(ingest_s, 2), "files": ingested.files, "lines": ingested.lines,
-        }, indent=2), encoding="utf-8")
-    return json.loads(marker.read_text(encoding="utf-8"))
-
-
-def archive_bytes(archive: Path) -> int:
-    return sum(p.stat().st_size for p in archive.rglob("*") if p.is_file())
-
-
-def timed(fn) -> tuple[float, object]:
-    started = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - started, result
 
 
 def main() -> None:
@@ -92,9 +55,9 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = args.workdir / f"{args.size_mb}mb"
-    built = build(workdir, args.size_mb, args.seed, args.rebuild)
+    built = cached_lake(workdir, size_mb=args.size_mb, seed=args.seed, rebuild=args.rebuild)
     lake = Lake(workdir / "lake")
-    size = archive_bytes(workdir / "archive")
+    size = folder_bytes(workdir / "archive")
 
     summarize_s, summary = timed(lambda: summarize(lake, tz="UTC"))
 
@@ -105,11 +68,10 @@ def main() -> None:
                  for _ in range(max(3, args.repeat // 2))]
     cli = []
     env = dict(os.environ, CTXLAKE_HOME=str(lake.root))
+    command = [str(REPO / ".venv" / "bin" / "ctxlake"), "report", "daily", "--tz", "UTC", "--json"]
     for _ in range(3):
-        started = time.perf_counter()
-        subprocess.run([str(REPO / ".venv" / "bin" / "ctxlake"), "report", "daily", "--tz", "UTC",
-                        "--json"], check=True, env=env, stdout=subprocess.DEVNULL)
-        cli.append(time.perf_counter() - started)
+        cli.append(timed(lambda: subprocess.run(command, check=True, env=env,
+                                                stdout=subprocess.DEVNULL))[0])
 
     data = report.to_dict()
     warm_s = statistics.median(warm)
@@ -130,9 +92,8 @@ def main() -> None:
         "peer_s_per_mb": round(PEER_S / PEER_MB, 5),
         "warm_s_per_mb": round(warm_s / (size / 1024 / 1024), 5),
         "speedup_vs_peer_scaled": round((PEER_S / PEER_MB) * (size / 1024 / 1024) / warm_s, 1),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    # other work on the box inflates every figure: the 1-minute load average
-                    "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]},
+        # other work on the box inflates every figure: the 1-minute load average
+        "machine": machine_info(load_avg_1m=[round(load_before, 2), round(os.getloadavg()[0], 2)]),
     }
     print(f"demo archive: {result['archive_mb']} MB, {result['days']} days, "
           f"{result['api_calls']:,} API calls, {result['total_tokens']:,} tokens, "
@@ -149,10 +110,7 @@ def main() -> None:
     print(f"summarize (nightly stage, full): {summarize_s:.2f} s "
           f"({summary.days_written + summary.days_unchanged} days, "
           f"{summary.recovery_written + summary.recovery_unchanged} recovery documents)")
-    out = REPO / "bench" / "results" / "report.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    write_result(RESULTS / "report.json", result)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,18 @@ class CtxlakeClickError(click.ClickException):
         self.exit_code = error.exit_code
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class CtxlakeGroup(click.Group):
+    """The one place where library errors become ``click.ClickException`` (message with
+    file/line and a hint, exit 1 for data errors, 2 for usage errors)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except CtxlakeError as error:
+            raise CtxlakeClickError(error) from None
+
+
+@click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lake", "lake_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Lake directory (default: $CTXLAKE_HOME or ./data/lake).")
 @click.version_option(package_name="ctxlake")
@@ -857,17 +868,4 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
 
 
 def main() -> None:
-    try:
-        cli.main(standalone_mode=False)
-    except CtxlakeError as error:
-        exc = CtxlakeClickError(error)
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Aborted!", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+    cli(prog_name="ctxlake")

@@ -634,6 +634,10 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     if format is not None and format not in READERS:
         reader_class(format)  # raises a UsageError naming the choices
     roots = [Path(p) for p in paths] if paths else standard_locations()
+    if not roots:
+        raise UsageError("no archive given and none of ~/.claude/projects, ~/.gemini/tmp, "
+                         "~/.codex/sessions exists here",
+                         hint="pass the folders or files to read, e.g. ctxlake ingest ./transcripts")
     run_id = make_run_id()
     summary = IngestSummary(run_id=run_id, lake=str(lake.root))
     with lake.lock():

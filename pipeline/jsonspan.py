@@ -165,6 +165,17 @@ class _Walk:
                     self.compact = False
         return _skip_value(self.data, pos)
 
+    def member(self, pos: int, trie: dict | None, prefix: Path, step, node) -> int | None:
+        """Past the value of an object member / array item at ``pos`` (``step``: its key or
+        index) and the whitespace after it: walked along ``trie`` when a wanted path goes
+        through it, else skipped. None once every wanted path is found."""
+        if trie is None:
+            return _skip_ws(self.data, self.skip(pos, node))
+        end = self.walk(pos, trie, prefix + (step,), node)
+        if end is None or self.left <= 0:
+            return None
+        return _skip_ws(self.data, end)
+
     def walk(self, pos: int, trie: dict, prefix: Path, node) -> int | None:
         """Walk the value at ``pos`` along ``trie``, recording spans of terminal paths.
 
@@ -199,14 +210,9 @@ class _Walk:
                     raise SpanError(f"expected ':' at byte {cursor}")
                 cursor = _skip_ws(data, cursor + 1)
                 child = node.get(key, _UNKNOWN) if isinstance(node, dict) else _UNKNOWN
-                sub = children.get(key)
-                if sub is not None:
-                    cursor = self.walk(cursor, sub, prefix + (key,), child)
-                    if cursor is None or self.left <= 0:
-                        return None
-                else:
-                    cursor = self.skip(cursor, child)
-                cursor = _skip_ws(data, cursor)
+                cursor = self.member(cursor, children.get(key), prefix, key, child)
+                if cursor is None:
+                    return None
                 char = data[cursor]
                 if char == 0x2C:
                     cursor = _skip_ws(data, cursor + 1)
@@ -221,14 +227,9 @@ class _Walk:
             index = 0
             while True:
                 child = node[index] if isinstance(node, list) and index < len(node) else _UNKNOWN
-                sub = children.get(index)
-                if sub is not None:
-                    cursor = self.walk(cursor, sub, prefix + (index,), child)
-                    if cursor is None or self.left <= 0:
-                        return None
-                else:
-                    cursor = self.skip(cursor, child)
-                cursor = _skip_ws(data, cursor)
+                cursor = self.member(cursor, children.get(index), prefix, index, child)
+                if cursor is None:
+                    return None
                 char = data[cursor]
                 if char == 0x2C:
                     cursor = _skip_ws(data, cursor + 1)

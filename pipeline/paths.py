@@ -60,7 +60,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import orjson
 
@@ -173,7 +173,17 @@ def shell_command_paths(argv: list[str]) -> list[str]:
     words = argv[1:]
     if command == "sed":
         return _sed_paths(words)
-    out: list[str] = []
+    operands = _operand_words(words, lambda word: word in takes_value) or []
+    return [word for word in operands if word != "-"]  # "-": stdin
+
+
+def _operand_words(words: list[str], option: Callable[[str], bool | None]) -> list[str] | None:
+    """The operand words of a command's arguments (``-`` included), in order.
+
+    Until ``--``, a word starting with ``-`` (other than ``-``) is an option: ``option(word)``
+    answers True when the next word is the option's value (skipped), False when it is not, and
+    None when the option makes the command something else than a plain read (then None)."""
+    operands: list[str] = []
     options_done = False
     skip_next = False
     for word in words:
@@ -184,55 +194,46 @@ def shell_command_paths(argv: list[str]) -> list[str]:
             options_done = True
             continue
         if not options_done and word.startswith("-") and word != "-":
-            if word in takes_value:
-                skip_next = True
+            takes_value = option(word)
+            if takes_value is None:
+                return None
+            skip_next = takes_value
             continue
-        if word == "-":
-            continue  # stdin
-        out.append(word)
-    return out
+        operands.append(word)
+    return operands
 
 
 def _sed_paths(words: list[str]) -> list[str]:
     quiet = False
     script_given = False
-    operands: list[str] = []
-    skip_next = False
-    options_done = False
-    for word in words:
-        if skip_next:
-            skip_next = False
-            continue
-        if not options_done and word == "--":
-            options_done = True
-            continue
-        if not options_done and word.startswith("-") and word != "-":
-            if word.startswith("--"):
-                if word in ("--quiet", "--silent"):
-                    quiet = True
-                elif word.startswith("--in-place"):
-                    return []
-                elif word in ("--expression", "--file"):
+
+    def option(word: str) -> bool | None:
+        nonlocal quiet, script_given
+        if word.startswith("--"):
+            if word in ("--quiet", "--silent"):
+                quiet = True
+            elif word.startswith("--in-place"):
+                return None
+            elif word in ("--expression", "--file"):
+                script_given = True
+                return True
+            elif word.startswith(("--expression=", "--file=")):
+                script_given = True
+            return False
+        letters = word[1:]
+        for index, letter in enumerate(letters):
+            if letter == "i":
+                return None  # in-place edit: not a plain read
+            if letter == "n":
+                quiet = True
+            elif letter in "efl":
+                if letter in "ef":
                     script_given = True
-                    skip_next = True
-                elif word.startswith(("--expression=", "--file=")):
-                    script_given = True
-                continue
-            letters = word[1:]
-            for index, letter in enumerate(letters):
-                if letter == "i":
-                    return []  # in-place edit: not a plain read
-                if letter == "n":
-                    quiet = True
-                elif letter in "efl":
-                    if letter in "ef":
-                        script_given = True
-                    if index == len(letters) - 1:
-                        skip_next = True
-                    break
-            continue
-        operands.append(word)
-    if not quiet:
+                return index == len(letters) - 1    # the letter's value is the next word
+        return False
+
+    operands = _operand_words(words, option)
+    if operands is None or not quiet:
         return []
     if not script_given:
         operands = operands[1:]

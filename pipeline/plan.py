@@ -33,6 +33,7 @@ sessions' rows in the existing files; rows of other sessions are kept when their
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import multiprocessing
@@ -57,9 +58,9 @@ from pipeline.policies.base import (
 from pipeline.policies.ignore_patterns import matching_pattern
 from pipeline.schema import EVICTIONS, PLANS
 
-__all__ = ["PlanSummary", "SessionPlan", "plan", "plan_many", "plan_session_input",
-           "session_plan_tables", "iter_session_inputs", "load_session_input", "suggest",
-           "Suggestions", "PLANS_SCHEMA", "EVICTIONS_SCHEMA"]
+__all__ = ["ChunkRun", "PlanSummary", "SessionPlan", "plan", "plan_many", "plan_session_input",
+           "run_session_chunks", "session_plan_tables", "iter_session_inputs",
+           "load_session_input", "suggest", "Suggestions", "PLANS_SCHEMA", "EVICTIONS_SCHEMA"]
 
 # Columns added at the end of the schema.py contracts: the chain step that made the row.
 PLANS_SCHEMA = PLANS.append(pa.field("step", pa.string()))
@@ -425,12 +426,16 @@ def iter_session_inputs(lake: Lake, config: Config, *, session_id: str | None = 
             yield from session_inputs(loaded, chunk, classifier)
 
 
+def _no_session(session_id: str | None) -> UsageError:
+    return UsageError(f"no session '{session_id}' in the lake",
+                      hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
+
+
 def load_session_input(lake: Lake, session_id: str, config: Config) -> SessionInput:
     """One session of the lake (ignored or not) as a SessionInput."""
     rows = list_sessions(lake, config, session_id=session_id)
     if not rows:
-        raise UsageError(f"no session '{session_id}' in the lake",
-                         hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
+        raise _no_session(session_id)
     loaded = load_sessions(lake, rows, config)
     return session_inputs(loaded, loaded.rows, _classifier(config))[0]
 
@@ -498,18 +503,105 @@ def _gc_paused():
             gc.enable()
 
 
-# State a forked worker inherits (copy-on-write): the loaded tables, config and policies.
+def _plan_chunk(loaded: LoadedSessions, chunk: list[SessionRow], classifier, _extra: Any, *,
+                policies: list[ResolvedPolicy]) -> _BatchResult:
+    with _gc_paused():
+        return _plan_batch_rows(session_inputs(loaded, chunk, classifier), policies)
+
+
+# ---------------------------------------------------------------------------------------
+# Every session, chunk by chunk (plan and replay)
+# ---------------------------------------------------------------------------------------
+ChunkWork = Callable[[LoadedSessions, list[SessionRow], Any, Any], Any]
+
+
+@dataclass
+class ChunkRun:
+    """What :func:`run_session_chunks` did: the sessions listed, those worked on (``todo``)
+    and those skipped by ``ignore_patterns``, and the work's results in session order."""
+
+    rows: list[SessionRow]
+    todo: list[SessionRow]
+    ignored: list[SessionRow]
+    results: list
+
+
+# State a forked worker inherits (copy-on-write): the loaded tables, the batch's extra data,
+# the config and the work function (never pickled: only chunk indexes and results are).
 _SHARED: dict = {}
 
 
-def _worker_chunk(index: int) -> _BatchResult:
+def _worker_chunk(index: int) -> Any:
     shared = _SHARED
     classifier = shared.get("classifier")
     if classifier is None:
         classifier = shared["classifier"] = _classifier(shared["config"])
-    with _gc_paused():
-        inputs = session_inputs(shared["loaded"], shared["chunks"][index], classifier)
-        return _plan_batch_rows(inputs, shared["policies"])
+    return shared["work"](shared["loaded"], shared["chunks"][index], classifier, shared["extra"])
+
+
+def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
+                       session_id: str | None = None, since: Any = None,
+                       batch_extra: Callable[[Any, list[SessionRow]], Any] | None = None,
+                       progress: Callable[[int, int], None] | None = None,
+                       workers: int | None = None) -> ChunkRun:
+    """Call ``work(loaded, chunk, classifier, extra)`` on every non-ignored session of the lake
+    (or ``session_id``, or those started at/after ``since``), in session id order.
+
+    Sessions are loaded ``LOAD_BYTES`` of message text per pass and handed to ``work`` in
+    chunks of ``CHUNK_BYTES`` (a contiguous run of ``loaded.rows``); ``classifier`` is the
+    config's memory classifier. ``batch_extra(con, batch)``, when given, reads per-pass data
+    through the connection that loaded the sessions (``extra``; None otherwise). A pass with at
+    least ``PARALLEL_MIN_BYTES`` of text and two chunks runs over a forked process pool of
+    ``workers`` (default: up to 2), so ``work``'s results must pickle. ``progress(done,
+    total)`` counts sessions, ignored ones included.
+    """
+    rows = list_sessions(lake, config, session_id=session_id, since=since)
+    if session_id is not None and not rows:
+        raise _no_session(session_id)
+    n_workers = workers or min(2, os.cpu_count() or 1)
+    run = ChunkRun(rows, [], [], [])
+    done = 0
+    if progress:
+        progress(0, len(rows))
+    classifier = _classifier(config)
+    batches = _batches(rows, LOAD_BYTES)
+    for batch in batches:
+        con = lake.connect()
+        try:
+            loaded = load_sessions(lake, batch, config, con=con,
+                                   all_sessions=len(batches) == 1 and session_id is None
+                                   and since is None)
+            extra = batch_extra(con, batch) if batch_extra is not None else None
+        finally:
+            con.close()
+        run.ignored += [r for r in loaded.rows if r.ignored_by is not None]
+        wanted = [r for r in loaded.rows if r.ignored_by is None]
+        run.todo += wanted
+        done += len(batch) - len(wanted)
+        chunks = _batches(wanted, CHUNK_BYTES)
+        size = sum(r.text_bytes for r in wanted)
+        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2:
+            for chunk in chunks:
+                run.results.append(work(loaded, chunk, classifier, extra))
+                done += len(chunk)
+                if progress:
+                    progress(done, len(rows))
+            continue
+        _SHARED.clear()
+        _SHARED.update(loaded=loaded, chunks=chunks, config=config, extra=extra, work=work)
+        gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
+        try:
+            with ProcessPoolExecutor(max_workers=n_workers,
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                for chunk, result in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
+                    run.results.append(result)
+                    done += len(chunk)
+                    if progress:
+                        progress(done, len(rows))
+        finally:
+            gc.unfreeze()
+            _SHARED.clear()
+    return run
 
 
 def _sorted_plans(table: pa.Table) -> pa.Table:
@@ -566,51 +658,11 @@ def plan_many(lake: Lake, *, policies: Sequence[str], config: Config | None = No
     names = [r.name for r in resolved]
     if len(set(names)) != len(names):
         raise UsageError("the same policy is requested twice")
-    rows = list_sessions(lake, config, session_id=session_id, since=since)
-    if session_id is not None and not rows:
-        raise UsageError(f"no session '{session_id}' in the lake",
-                         hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
-    n_workers = workers or min(2, os.cpu_count() or 1)
-    results: list[_BatchResult] = []
-    ignored: list[SessionRow] = []
-    todo: list[SessionRow] = []
-    done = 0
-    if progress:
-        progress(0, len(rows))
-    classifier = _classifier(config)
-    batches = _batches(rows, LOAD_BYTES)
-    for batch in batches:
-        loaded = load_sessions(lake, batch, config, all_sessions=len(batches) == 1
-                               and session_id is None and since is None)
-        ignored += [r for r in loaded.rows if r.ignored_by is not None]
-        wanted = [r for r in loaded.rows if r.ignored_by is None]
-        todo += wanted
-        done += len(batch) - len(wanted)
-        chunks = _batches(wanted, CHUNK_BYTES)
-        size = sum(r.text_bytes for r in wanted)
-        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2:
-            for chunk in chunks:
-                with _gc_paused():
-                    inputs = session_inputs(loaded, chunk, classifier)
-                    results.append(_plan_batch_rows(inputs, resolved))
-                done += len(chunk)
-                if progress:
-                    progress(done, len(rows))
-            continue
-        _SHARED.clear()
-        _SHARED.update(loaded=loaded, chunks=chunks, config=config, policies=resolved)
-        gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
-        try:
-            with ProcessPoolExecutor(max_workers=n_workers,
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
-                for chunk, result in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
-                    results.append(result)
-                    done += len(chunk)
-                    if progress:
-                        progress(done, len(rows))
-        finally:
-            gc.unfreeze()
-            _SHARED.clear()
+    run = run_session_chunks(lake, config, functools.partial(_plan_chunk, policies=resolved),
+                             session_id=session_id, since=since, progress=progress,
+                             workers=workers)
+    results: list[_BatchResult] = run.results
+    todo, ignored = run.todo, run.ignored
     summaries = []
     planned = {r.session_id for r in todo} | {r.session_id for r in ignored}
     for policy in resolved:
@@ -689,8 +741,7 @@ def suggest(lake: Lake, session_id: str, *, minimal: bool = False, config: Confi
         raise UsageError(f"policy '{policy}' has no strategic step")
     rows = list_sessions(lake, config, session_id=session_id)
     if not rows:
-        raise UsageError(f"no session '{session_id}' in the lake",
-                         hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
+        raise _no_session(session_id)
     loaded = load_sessions(lake, rows, config)
     session = session_inputs(loaded, loaded.rows, _classifier(config))[0]
     points, suppressed = suggestion_points(session.view(), steps[0].params)

@@ -65,10 +65,8 @@ Figures per (policy, session)
 from __future__ import annotations
 
 import bisect
-import multiprocessing
-import os
+import functools
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,7 +89,6 @@ __all__ = ["BASELINE", "DEFAULT_CACHE_TTL_MINUTES", "POLICY_EVAL", "REPLAY_TURNS
 
 BASELINE = "none"
 DEFAULT_CACHE_TTL_MINUTES = 5.0
-PARALLEL_MIN_BYTES = 24 * 1024 * 1024  # below this, one process is faster than a pool
 HEURISTIC = "est_tokens (heuristic)"
 CALIBRATED = "est_tokens_calibrated (token_calibration, no anchor)"
 _TURN_KINDS = ("text", "thinking", "tool_use")
@@ -836,39 +833,16 @@ def _replay_inputs(inputs: list[SessionInput], facts: dict[str, SessionFacts],
     return _BatchOut(evals, turns)
 
 
-# State a forked worker inherits (copy-on-write): the loaded tables, facts, config, policies.
-_SHARED: dict = {}
-
-
-def _worker_chunk(index: int) -> _BatchOut:
+def _replay_chunk(loaded, chunk: list, classifier, facts: dict[str, SessionFacts], *,
+                  ctx: _Context) -> _BatchOut:
+    """One chunk of :func:`pipeline.plan.run_session_chunks` (``facts``: its pass's extra)."""
     from pipeline.plan import session_inputs
 
-    shared = _SHARED
-    classifier = shared.get("classifier")
-    if classifier is None:
-        classifier = shared["classifier"] = _classifier(shared["config"])
-    inputs = session_inputs(shared["loaded"], shared["chunks"][index], classifier)
-    return _replay_inputs(inputs, shared["facts"], shared["ctx"])
+    return _replay_inputs(session_inputs(loaded, chunk, classifier), facts, ctx)
 
 
-def _classifier(config: Config):
-    from pipeline.memory import Classifier
-
-    return Classifier(config.memory_roots())
-
-
-def _batches(rows: list, limit: int) -> list[list]:
-    """Contiguous runs of ``rows`` with at most ``limit`` bytes of message text each."""
-    batches, current, size = [], [], 0
-    for row in rows:
-        if current and size + row.text_bytes > limit:
-            batches.append(current)
-            current, size = [], 0
-        current.append(row)
-        size += row.text_bytes
-    if current:
-        batches.append(current)
-    return batches
+def _batch_facts(con, batch: list) -> dict[str, SessionFacts]:
+    return _load_facts(con, [r.session_id for r in batch])
 
 
 def _policy_specs(config: Config, policies: Sequence[str], sweeps: Sequence[str]) -> list[str]:
@@ -972,7 +946,7 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
     the report (:func:`pipeline.replay_report.write_report`). Ignored sessions
     (``ignore_patterns``) are skipped and counted, as in planning.
     """
-    from pipeline.plan import CHUNK_BYTES, LOAD_BYTES, list_sessions, load_sessions, session_inputs
+    from pipeline.plan import run_session_chunks
 
     config = config or load_config(None)
     resolved: list[ResolvedPolicy] = []
@@ -988,53 +962,11 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
         raise UsageError("two policies map to the same file key", hint=", ".join(keys))
     prices = PriceBook(price_model)
     ctx = _Context(resolved, prices, _load_calibration(lake), cache_ttl_minutes)
-    rows = list_sessions(lake, config, session_id=session_id, since=since)
-    if session_id is not None and not rows:
-        raise UsageError(f"no session '{session_id}' in the lake",
-                         hint="list them with: ctxlake sql \"SELECT session_id FROM sessions\"")
-    n_workers = workers or min(2, os.cpu_count() or 1)
-    outs: list[_BatchOut] = []
-    ignored: list = []
-    todo: list = []
-    done = 0
-    if progress:
-        progress(0, len(rows))
-    classifier = _classifier(config)
-    batches = _batches(rows, LOAD_BYTES)
-    for batch in batches:
-        con = lake.connect()
-        try:
-            loaded = load_sessions(lake, batch, config, con=con,
-                                   all_sessions=len(batches) == 1 and session_id is None
-                                   and since is None)
-            facts = _load_facts(con, [r.session_id for r in batch])
-        finally:
-            con.close()
-        ignored += [r for r in loaded.rows if r.ignored_by is not None]
-        wanted = [r for r in loaded.rows if r.ignored_by is None]
-        todo += wanted
-        done += len(batch) - len(wanted)
-        chunks = _batches(wanted, CHUNK_BYTES)
-        size = sum(r.text_bytes for r in wanted)
-        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2:
-            for chunk in chunks:
-                outs.append(_replay_inputs(session_inputs(loaded, chunk, classifier), facts, ctx))
-                done += len(chunk)
-                if progress:
-                    progress(done, len(rows))
-            continue
-        _SHARED.clear()
-        _SHARED.update(loaded=loaded, chunks=chunks, config=config, facts=facts, ctx=ctx)
-        try:
-            with ProcessPoolExecutor(max_workers=n_workers,
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
-                for chunk, out in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
-                    outs.append(out)
-                    done += len(chunk)
-                    if progress:
-                        progress(done, len(rows))
-        finally:
-            _SHARED.clear()
+    run = run_session_chunks(lake, config, functools.partial(_replay_chunk, ctx=ctx),
+                             session_id=session_id, since=since, batch_extra=_batch_facts,
+                             progress=progress, workers=workers)
+    outs: list[_BatchOut] = run.results
+    rows, todo, ignored = run.rows, run.todo, run.ignored
 
     eval_rows = [row for out in outs for row in out.evals]
     evals = pa.Table.from_pylist(eval_rows, schema=POLICY_EVAL) if eval_rows \

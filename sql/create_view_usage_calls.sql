@@ -12,8 +12,9 @@ WITH current_usage AS (
        OR cost_usd_recorded IS NOT NULL
 ),
 ranked AS (
-    -- the messages view's rule, on these rows only (same partitions, so the same survivors):
-    -- usage once per API call, the row with the largest output_tokens (FORMATS.md)
+    -- usage dedup rule, mirrored in create_view_messages.sql (ranked): change both together;
+    -- on these rows only (same partitions, so the same survivors): usage once per API call,
+    -- the row with the largest output_tokens (FORMATS.md)
     SELECT
         *,
         api_call_id IS NULL

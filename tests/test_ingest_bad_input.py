@@ -199,3 +199,11 @@ def test_a_legacy_gemini_json_beside_its_migrated_jsonl_is_read_once(tmp_path):
     write(chats / (legacy.name + "l"), b"")
     lake2, summary2 = ingest_paths(tmp_path / "l2", chats, format=None)
     assert summary2.superseded == [str(legacy)]
+
+
+def test_no_path_and_no_standard_location_is_a_usage_error_with_a_hint(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))
+    result = CliRunner().invoke(cli, ["--lake", str(tmp_path / "lake"), "ingest"])
+    assert result.exit_code == 2
+    assert "none of ~/.claude/projects, ~/.gemini/tmp, ~/.codex/sessions exists here" in result.output
+    assert "hint: pass the folders or files to read" in result.output

@@ -490,8 +490,8 @@ def test_the_cli_prints_the_table_and_json_and_sweeps_come_from_the_config(tmp_p
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay", "--sweep", "nope",
                                  "--config", str(config)])
     # library errors reach the user through pipeline.cli.main (exit code 2 for usage errors)
-    assert isinstance(result.exception, UsageError) and result.exception.exit_code == 2
-    assert "no sweep 'nope'" in str(result.exception)
+    assert result.exit_code == 2
+    assert "no sweep 'nope'" in result.output
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay"])
     assert result.exit_code == 2 and "at least one --policy" in result.output
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay", "--policy", "none",

@@ -44,10 +44,7 @@ class AnthropicMessagesReader(ChatReader):
     def _message(self, message: dict, out: Emitter, *, session_id: str, where: str,
                  json_path: str | None, default_ts: str | None, default_model: str | None,
                  state: dict) -> None:
-        role = message.get("role")
-        if not isinstance(role, str):
-            raise RecordError(f"{where}: a message needs a string 'role', found "
-                              f"{type(role).__name__}")
+        role = self._role(message, where)
         content = message.get("content")
         if isinstance(content, str) or content is None:
             blocks: list = [{"type": "text", "text": content or ""}]

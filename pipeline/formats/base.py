@@ -71,6 +71,31 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value).decode("utf-8")
 
 
+# -- small readers of untrusted values: a value of the wrong type reads as absent -------------
+def nested_value(obj: Any, *keys: str) -> Any:
+    """``obj[key1][key2]...``, or None as soon as a level is not a dict."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def nonempty_str(value: Any) -> str | None:
+    """``value`` when it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def str_or_none(value: Any) -> str | None:
+    """``value`` when it is a string (empty too), else None."""
+    return value if isinstance(value, str) else None
+
+
+def exact_int(value: Any, default: int | None = None) -> int | None:
+    """``value`` when it is an int (a bool is not), else ``default``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def content_text(content: Any) -> str:
     """Text of a message/tool-result content: a string, a ``{text}`` object or a block list.
 

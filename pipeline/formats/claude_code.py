@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline.formats.base import (
     COMMAND_WRAPPER, Emitter, Reader, RecordError, content_shape, content_text, dumps,
-    first_json_values, tool_family,
+    exact_int, first_json_values, tool_family,
 )
 
 KNOWN_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot",
@@ -28,10 +28,6 @@ KNOWN_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot"
 BOOKKEEPING = {"file-history-snapshot", "queue-operation", "progress", "attachment",
                "custom-title", "tag"}
 BOUNDARY_SUBTYPES = {"compact_boundary", "microcompact_boundary"}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class ClaudeCodeReader(Reader):
@@ -128,10 +124,10 @@ class ClaudeCodeReader(Reader):
                 common["api_call_id"] = f"{mid}:{rid}"
             if usage:
                 usage_cols = dict(
-                    input_tokens=_int(usage.get("input_tokens")),
-                    output_tokens=_int(usage.get("output_tokens")),
-                    cache_creation_tokens=_int(usage.get("cache_creation_input_tokens")),
-                    cache_read_tokens=_int(usage.get("cache_read_input_tokens")),
+                    input_tokens=exact_int(usage.get("input_tokens")),
+                    output_tokens=exact_int(usage.get("output_tokens")),
+                    cache_creation_tokens=exact_int(usage.get("cache_creation_input_tokens")),
+                    cache_read_tokens=exact_int(usage.get("cache_read_input_tokens")),
                     usage_scope="call",
                 )
         special = None

@@ -60,7 +60,9 @@ from typing import Any
 
 import orjson
 
-from pipeline.formats.base import Emitter, Reader, RecordError, dumps, first_json_values, tool_family
+from pipeline.formats.base import (
+    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, str_or_none, tool_family,
+)
 
 FORMAT = "codex_cli"
 LINE_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
@@ -79,14 +81,6 @@ CONTEXT_TAG = re.compile(r"^\s*<([a-z_]+)>", re.IGNORECASE)
 EXIT_CODE = re.compile(r"\s*Exit code: (-?\d+)")
 ROLLOUT_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 MAX_PENDING_CALLS = 512
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def items_text(items: Any) -> str:
@@ -192,12 +186,12 @@ class CodexCliReader(Reader):
             if not isinstance(payload, dict):
                 raise RecordError(f"a '{ltype}' line needs a 'payload' object, found "
                                   f"{type(payload).__name__}")
-            ts = _str(obj.get("timestamp"))
+            ts = str_or_none(obj.get("timestamp"))
             if ltype == "session_meta":
                 self._session_meta(payload, ts, out)
             elif ltype == "turn_context":
-                self.cwd = _str(payload.get("cwd")) or self.cwd
-                self.model = _str(payload.get("model")) or self.model
+                self.cwd = str_or_none(payload.get("cwd")) or self.cwd
+                self.model = str_or_none(payload.get("model")) or self.model
             elif ltype == "response_item":
                 self._item(payload, ts, out)
             elif ltype == "event_msg":
@@ -207,7 +201,7 @@ class CodexCliReader(Reader):
                 out.message(role="system", kind="boundary", subtype="compacted", text="",
                             **common)
                 out.message(role="user", kind="summary", subtype="compacted",
-                            text=_str(payload.get("message")) or "", **common)
+                            text=str_or_none(payload.get("message")) or "", **common)
             else:
                 out.message(role="system", kind="other", subtype=ltype, text="",
                             **self._common(ts, out))
@@ -218,7 +212,7 @@ class CodexCliReader(Reader):
             self._item(obj, None, out)
             return "response_item"
         if isinstance(obj.get("id"), str) and ("timestamp" in obj or "instructions" in obj):
-            self._session_meta(obj, _str(obj.get("timestamp")), out)
+            self._session_meta(obj, str_or_none(obj.get("timestamp")), out)
             return "session_meta"
         return "unknown"
 
@@ -228,11 +222,11 @@ class CodexCliReader(Reader):
         return match.group(1) if match else self.ctx.stem
 
     def _session_meta(self, meta: dict, ts: str | None, out: Emitter) -> None:
-        sid = _str(meta.get("id"))
+        sid = str_or_none(meta.get("id"))
         if self.session_id is None:
             self.session_id = sid or self._fallback_session_id()
         if self.cwd is None:
-            self.cwd = _str(meta.get("cwd"))
+            self.cwd = str_or_none(meta.get("cwd"))
         if self.session_emitted or (sid is not None and sid != self.session_id):
             return
         git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
@@ -245,18 +239,18 @@ class CodexCliReader(Reader):
             elif isinstance(sub, dict):
                 spawn = sub.get("thread_spawn")
                 if isinstance(spawn, dict):
-                    parent = _str(spawn.get("parent_thread_id"))
-                    agent = _str(spawn.get("agent_nickname")) or _str(spawn.get("agent_role")) \
-                        or "thread_spawn"
+                    parent = str_or_none(spawn.get("parent_thread_id"))
+                    agent = str_or_none(spawn.get("agent_nickname")) \
+                        or str_or_none(spawn.get("agent_role")) or "thread_spawn"
                 else:
                     agent = next(iter(sub), None)
         extra = {k: meta[k] for k in ("originator", "source", "model_provider", "git",
                                       "agent_nickname", "agent_role")
                  if meta.get(k) is not None}
         out.session(session_id=self.session_id, format=FORMAT, project=self.cwd,
-                    git_branch=_str(git.get("branch")) or None, parent_session_id=parent,
-                    agent_id=agent, cli_version=_str(meta.get("cli_version")),
-                    timestamp_raw=_str(meta.get("timestamp")) or ts, meta_json=dumps(extra))
+                    git_branch=str_or_none(git.get("branch")) or None, parent_session_id=parent,
+                    agent_id=agent, cli_version=str_or_none(meta.get("cli_version")),
+                    timestamp_raw=str_or_none(meta.get("timestamp")) or ts, meta_json=dumps(extra))
         self.session_emitted = True
 
     def _common(self, ts: str | None, out: Emitter) -> dict:
@@ -286,7 +280,7 @@ class CodexCliReader(Reader):
         if itype == "ghost_snapshot":
             return
         common = self._common(ts, out)
-        common["uuid"] = _str(item.get("id"))
+        common["uuid"] = str_or_none(item.get("id"))
         if itype == "message":
             text = items_text(content)
             role = item.get("role")
@@ -314,7 +308,7 @@ class CodexCliReader(Reader):
         elif itype in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
             self._tool_call(item, itype, common, out)
         elif itype in ("function_call_output", "custom_tool_call_output"):
-            call_id = _str(item.get("call_id"))
+            call_id = str_or_none(item.get("call_id"))
             text, shape, is_error = output_payload(item.get("output"))
             name = self.calls.pop(call_id, None) if call_id else None
             msg = out.message(role="tool", kind="tool_result", text=text, call_id=call_id,
@@ -327,7 +321,7 @@ class CodexCliReader(Reader):
 
     def _tool_call(self, item: dict, itype: str, common: dict, out: Emitter) -> None:
         if itype == "function_call":
-            name = _str(item.get("name"))
+            name = str_or_none(item.get("name"))
             raw = item.get("arguments")
             parsed: Any = None
             if isinstance(raw, str):
@@ -342,7 +336,7 @@ class CodexCliReader(Reader):
                 input_json = dumps(raw) if raw is not None else "{}"
                 text = input_json
         elif itype == "custom_tool_call":
-            name = _str(item.get("name"))
+            name = str_or_none(item.get("name"))
             raw = item.get("input")
             parsed = raw
             text = raw if isinstance(raw, str) else dumps(raw)
@@ -352,8 +346,8 @@ class CodexCliReader(Reader):
             parsed = item.get("action")
             input_json = dumps(parsed) if parsed is not None else "{}"
             text = input_json
-        call_id = _str(item.get("call_id")) or (None if itype == "function_call"
-                                                 else _str(item.get("id")))
+        call_id = str_or_none(item.get("call_id")) or (None if itype == "function_call"
+                                                 else str_or_none(item.get("id")))
         self._remember_call(call_id, name)
         msg = out.message(role="assistant", kind="tool_use", text=text, call_id=call_id,
                           tool_name=name, model=self.model, is_meta=False, **common)
@@ -373,19 +367,19 @@ class CodexCliReader(Reader):
             return
         common = self._common(ts, out)
         if etype in META_EVENTS:
-            text = _str(event.get("reason")) or _str(event.get("message")) or ""
+            text = str_or_none(event.get("reason")) or str_or_none(event.get("message")) or ""
             out.message(role="system", kind="meta", subtype=etype, text=text, is_meta=True,
                         **common)
         else:
             out.message(role="system", kind="other", subtype=str(etype), text="", **common)
 
     def _usage(self, total: dict, ts: str | None, out: Emitter) -> None:
-        current = {key: _int(total.get(key)) for key in TOTAL_KEYS}
+        current = {key: exact_int(total.get(key), 0) for key in TOTAL_KEYS}
         last = self.last_total
-        if last is None or any(current[k] < _int(last.get(k)) for k in TOTAL_KEYS):
+        if last is None or any(current[k] < exact_int(last.get(k), 0) for k in TOTAL_KEYS):
             delta = dict(current)
         else:
-            delta = {k: current[k] - _int(last.get(k)) for k in TOTAL_KEYS}
+            delta = {k: current[k] - exact_int(last.get(k), 0) for k in TOTAL_KEYS}
         self.last_total = current
         if not any(delta.values()):
             return

@@ -74,7 +74,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.base import (
-    SEQ_STRIDE, Emitter, Reader, RecordError, dumps, first_json_values, tool_family,
+    SEQ_STRIDE, Emitter, Reader, RecordError, dumps, exact_int, first_json_values, str_or_none,
+    tool_family,
 )
 
 FORMAT = "gemini_cli"
@@ -82,14 +83,6 @@ SYSTEM_TYPES = {"info", "error", "warning"}
 ERROR_STATUSES = {"error", "cancelled", "canceled"}
 # "Exit Code: 1" as written by run_shell_command (after the Output: section, so the last one counts)
 EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _parts(content: Any) -> list:
@@ -190,8 +183,8 @@ def is_slash_command(text: str) -> bool:
 def usage_columns(tokens: Any) -> dict:
     if not isinstance(tokens, dict):
         return {}
-    inp, out, cached = _int(tokens.get("input")), _int(tokens.get("output")), _int(tokens.get("cached"))
-    thoughts, tool = _int(tokens.get("thoughts")), _int(tokens.get("tool"))
+    inp, out, cached, thoughts, tool = (exact_int(tokens.get(key), 0) for key in
+                                        ("input", "output", "cached", "thoughts", "tool"))
     return dict(input_tokens=max(inp - cached, 0) + tool, output_tokens=out + thoughts,
                 cache_read_tokens=cached, reasoning_tokens=thoughts, usage_scope="call")
 
@@ -252,7 +245,7 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
     """The rows of one (validated) message, in order; ``path`` is its JSON pointer."""
     mtype = msg["type"]
     mid = msg["id"]
-    ts = _str(msg.get("timestamp"))
+    ts = str_or_none(msg.get("timestamp"))
     content = msg.get("content")
     base = dict(session_id=facts.session_id, uuid=mid, timestamp_raw=ts, is_sidechain=False,
                 is_prompt=False)
@@ -278,13 +271,14 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
         return [Row(dict(base, role="system", kind="other", subtype=mtype,
                          text=content_text(content), is_meta=False, json_path=f"{path}/content"))]
 
-    model = _str(msg.get("model"))
+    model = str_or_none(msg.get("model"))
     assistant = dict(base, role="assistant", model=model, api_call_id=mid, is_meta=False)
     for index, thought in enumerate(msg.get("thoughts") or []):
-        subject, description = _str(thought.get("subject")), _str(thought.get("description"))
+        subject = str_or_none(thought.get("subject"))
+        description = str_or_none(thought.get("description"))
         text = "\n\n".join(t for t in (subject, description) if t)
         rows.append(Row(dict(assistant, kind="thinking", text=text,
-                             timestamp_raw=_str(thought.get("timestamp")) or ts,
+                             timestamp_raw=str_or_none(thought.get("timestamp")) or ts,
                              json_path=f"{path}/thoughts/{index}")))
     calls = msg.get("toolCalls") or []
     text = content_text(content)
@@ -294,7 +288,7 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
     results: list[Row] = []
     for index, call in enumerate(calls):
         call_path = f"{path}/toolCalls/{index}"
-        call_id, name = _str(call.get("id")), _str(call.get("name"))
+        call_id, name = str_or_none(call.get("id")), str_or_none(call.get("name"))
         args = call.get("args")
         input_json = dumps(args) if args is not None else "{}"
         rows.append(Row(
@@ -306,9 +300,9 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
         if call.get("result") is None:
             continue
         payload, shape, suffix, has_error = result_payload(call["result"])
-        status = _str(call.get("status"))
+        status = str_or_none(call.get("status"))
         is_error = has_error or (status in ERROR_STATUSES) or shell_failed(name, payload)
-        rts = _str(call.get("timestamp")) or ts
+        rts = str_or_none(call.get("timestamp")) or ts
         rpath = f"{call_path}/result{suffix}"
         results.append(Row(
             dict(base, role="tool", kind="tool_result", text=payload, call_id=call_id,
@@ -341,7 +335,7 @@ def _content_tool_rows(content: Any, path: str, common: dict, facts: SessionFact
         call = part.get("functionCall")
         response = part.get("functionResponse")
         if isinstance(call, dict):
-            call_id, name = _str(call.get("id")), _str(call.get("name"))
+            call_id, name = str_or_none(call.get("id")), str_or_none(call.get("name"))
             if call_id and call_id in facts.recorded_calls:
                 continue
             args = call.get("args")
@@ -354,7 +348,7 @@ def _content_tool_rows(content: Any, path: str, common: dict, facts: SessionFact
                                cwd=facts.cwd, timestamp_raw=common.get("timestamp_raw"),
                                json_path=f"{part_path}/functionCall/args")))
         elif isinstance(response, dict):
-            call_id, name = _str(response.get("id")), _str(response.get("name"))
+            call_id, name = str_or_none(response.get("id")), str_or_none(response.get("name"))
             if call_id and call_id in facts.recorded_results:
                 continue
             text, has_error = response_text(response.get("response"))
@@ -387,9 +381,9 @@ def session_columns(meta: dict, ctx_parts: tuple[str, ...]) -> dict:
     extra = {k: meta[k] for k in ("projectHash", "kind", "summary", "directories", "lastUpdated")
              if meta.get(k) is not None}
     return dict(session_id=meta.get("sessionId"), format=FORMAT,
-                project=first_dir or _str(meta.get("projectHash")), git_branch=None,
+                project=first_dir or str_or_none(meta.get("projectHash")), git_branch=None,
                 parent_session_id=parent, agent_id=None, cli_version=None,
-                timestamp_raw=_str(meta.get("startTime")), meta_json=dumps(extra))
+                timestamp_raw=str_or_none(meta.get("startTime")), meta_json=dumps(extra))
 
 
 def _looks_like_metadata(obj: Any) -> bool:

@@ -41,7 +41,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipeline.formats.base import Emitter, Reader, RecordError, content_text, dumps
+from pipeline.formats.base import (
+    Emitter, Reader, RecordError, content_text, dumps, nested_value, nonempty_str,
+)
 from pipeline.formats.openai_chat import (
     emit_tool_call, emit_tool_result, float_or_none, int_or_none, iso_from_epoch,
     openai_tool_calls, usage_columns,
@@ -51,18 +53,6 @@ DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
 _RETURNCODE = re.compile(r"^\s*<returncode>\s*(-?\d+)\s*</returncode>")
 _TIMEOUT = re.compile(r"^\s*The last command .* timed out and has been killed", re.DOTALL)
 _ROLES = {"system", "user", "assistant", "tool"}
-
-
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _snake(name: str) -> str:
@@ -108,24 +98,24 @@ class MiniSweAgentReader(Reader):
                 raise RecordError("a mini-SWE-agent trajectory needs a 'messages' list, found "
                                   f"{type(messages).__name__}")
             info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
-            prefix, fmt = "/messages", _text(obj.get("trajectory_format"))
-            instance_id = _text(obj.get("instance_id"))
+            prefix, fmt = "/messages", nonempty_str(obj.get("trajectory_format"))
+            instance_id = nonempty_str(obj.get("instance_id"))
         else:
             raise RecordError("a mini-SWE-agent trajectory must be an object or a list of "
                               f"messages, found {type(obj).__name__}")
         session_id = self.ctx.stem
         config = info.get("config") if isinstance(info.get("config"), dict) else {}
-        config_model = _text(_get(config, "model", "model_name"))
-        cwd = _text(_get(config, "environment", "cwd"))
-        regex_text = _get(config, "agent", "action_regex")
+        config_model = nonempty_str(nested_value(config, "model", "model_name"))
+        cwd = nonempty_str(nested_value(config, "environment", "cwd"))
+        regex_text = nested_value(config, "agent", "action_regex")
         try:
             action_regex = re.compile(regex_text if isinstance(regex_text, str)
                                       else DEFAULT_ACTION_REGEX, re.DOTALL)
         except re.error:
             action_regex = re.compile(DEFAULT_ACTION_REGEX, re.DOTALL)
         stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
-        first_ts = next((iso_from_epoch(_get(m, "extra", "timestamp")) for m in messages
-                         if iso_from_epoch(_get(m, "extra", "timestamp"))), None)
+        first_ts = next((iso_from_epoch(nested_value(m, "extra", "timestamp")) for m in messages
+                         if iso_from_epoch(nested_value(m, "extra", "timestamp"))), None)
         meta = {
             "instance_id": instance_id,
             "trajectory_format": fmt,
@@ -134,7 +124,7 @@ class MiniSweAgentReader(Reader):
             "model": config_model,
         }
         out.session(session_id=session_id, format=self.name, project=cwd,
-                    cli_version=_text(info.get("mini_version")), timestamp_raw=first_ts,
+                    cli_version=nonempty_str(info.get("mini_version")), timestamp_raw=first_ts,
                     json_path="", meta_json=dumps({k: v for k, v in meta.items() if v is not None}))
 
         names: dict[str, str | None] = {}
@@ -168,12 +158,12 @@ class MiniSweAgentReader(Reader):
                     awaiting = outcome
                     awaiting_v1 = "actions" not in extra
             elif role == "tool":
-                call_id = _text(message.get("tool_call_id"))
+                call_id = nonempty_str(message.get("tool_call_id"))
                 emit_tool_result(out, dict(row, subtype="observation"), call_id=call_id,
                                  name=names.get(call_id) if call_id else None, payload=content,
                                  is_error=_tool_error(extra), text=text)
             elif role == "user":
-                interrupt = _text(extra.get("interrupt_type"))
+                interrupt = nonempty_str(extra.get("interrupt_type"))
                 if interrupt:
                     awaiting = []
                     out.message(role="user", kind="meta", subtype=_snake(interrupt), text=text,
@@ -224,8 +214,8 @@ class MiniSweAgentReader(Reader):
         where = row["json_path"]
         session_id = row["session_id"]
         response = extra.get("response") if isinstance(extra.get("response"), dict) else {}
-        model = _text(response.get("model")) or config_model
-        api_call_id = _text(response.get("id")) or f"{session_id}#{where}"
+        model = nonempty_str(response.get("model")) or config_model
+        api_call_id = nonempty_str(response.get("id")) or f"{session_id}#{where}"
         row = dict(row, role="assistant", model=model, api_call_id=api_call_id)
         usage = usage_columns(response.get("usage"))
         first = True

@@ -402,6 +402,15 @@ class ChatReader(Reader):
         raise NotImplementedError
 
     @staticmethod
+    def _role(message: dict, where: str) -> str:
+        """A message's ``role``, which must be a string."""
+        role = message.get("role")
+        if not isinstance(role, str):
+            raise RecordError(f"{where}: a message needs a string 'role', found "
+                              f"{type(role).__name__}")
+        return role
+
+    @staticmethod
     def _locator(json_path: str | None, out: Emitter) -> str:
         """Where a message is, for made-up ids: its JSON pointer, else ``L<line_no>``."""
         return json_path if json_path is not None else f"L{out.line_no}"
@@ -421,10 +430,7 @@ class OpenAIChatReader(ChatReader):
     def _message(self, message: dict, out: Emitter, *, session_id: str, where: str,
                  json_path: str | None, default_ts: str | None, default_model: str | None,
                  state: dict) -> None:
-        role = message.get("role")
-        if not isinstance(role, str):
-            raise RecordError(f"{where}: a message needs a string 'role', found "
-                              f"{type(role).__name__}")
+        role = self._role(message, where)
         content = message.get("content")
         if content is not None and not isinstance(content, (str, list)):
             raise RecordError(f"{where}: content must be a string, a list of parts or null, "

@@ -48,7 +48,7 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, content_text, dumps, tool_family,
+    Emitter, Reader, RecordError, content_text, dumps, nested_value, nonempty_str, tool_family,
 )
 from pipeline.formats.openai_chat import (
     emit_tool_call, emit_tool_result, float_or_none, int_or_none, openai_tool_calls,
@@ -75,18 +75,6 @@ def _dict_or_json(value: Any) -> dict | None:
             return None
         return parsed if isinstance(parsed, dict) else None
     return None
-
-
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def action_tool(action: str) -> tuple[str, str]:
@@ -125,14 +113,15 @@ class SweAgentReader(Reader):
         replay = _dict_or_json(obj.get("replay_config")) or {}
         demo_only = "trajectory" not in obj and "info" not in obj
         session_id = self.ctx.stem
-        model = _text(_get(replay, "agent", "model", "name")) \
-            or _text(_get(replay, "agent", "model", "model_name"))
+        model = nonempty_str(nested_value(replay, "agent", "model", "name")) \
+            or nonempty_str(nested_value(replay, "agent", "model", "model_name"))
         steps = [step if isinstance(step, dict) else {} for step in trajectory]
         states = [_dict_or_json(step.get("state")) or {} for step in steps]
-        workdirs = [_text(state.get("working_dir")) for state in states]
-        repo = _get(replay, "env", "repo")
-        repo_name = _text(_get(repo, "github_url")) or _text(_get(repo, "repo_name")) \
-            or _text(_get(repo, "path"))
+        workdirs = [nonempty_str(state.get("working_dir")) for state in states]
+        repo = nested_value(replay, "env", "repo")
+        repo_name = nonempty_str(nested_value(repo, "github_url")) \
+            or nonempty_str(nested_value(repo, "repo_name")) \
+            or nonempty_str(nested_value(repo, "path"))
         project = next((w for w in workdirs if w), None) or repo_name
         stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
         meta = {
@@ -140,11 +129,11 @@ class SweAgentReader(Reader):
             "exit_status": info.get("exit_status"),
             "api_calls": int_or_none(stats.get("api_calls")) if stats else None,
             "repo": repo_name,
-            "problem_statement_id": _get(replay, "problem_statement", "id"),
+            "problem_statement_id": nested_value(replay, "problem_statement", "id"),
             "demo_only": demo_only,
         }
         out.session(session_id=session_id, format=self.name, project=project,
-                    cli_version=_text(info.get("swe_agent_version")), json_path="",
+                    cli_version=nonempty_str(info.get("swe_agent_version")), json_path="",
                     meta_json=dumps({k: v for k, v in meta.items() if v is not None}))
 
         cursor = 0                      # next trajectory step to match an action against
@@ -165,7 +154,7 @@ class SweAgentReader(Reader):
                             subtype="demonstration", text=text, is_demo=True, is_meta=True,
                             is_prompt=False, **row)
                 continue
-            subtype = _text(entry.get("message_type"))
+            subtype = nonempty_str(entry.get("message_type"))
             if role == "system":
                 out.message(role="system", kind="text", subtype=subtype or "system_prompt",
                             text=text, **row)
@@ -245,7 +234,7 @@ class SweAgentReader(Reader):
         if isinstance(thinking, list):
             for k, block in enumerate(thinking):
                 if isinstance(block, dict) and isinstance(block.get("thinking"), str):
-                    out.message(kind="thinking", subtype=_text(block.get("type")),
+                    out.message(kind="thinking", subtype=nonempty_str(block.get("type")),
                                 text=block["thinking"],
                                 **dict(row, json_path=f"{where}/thinking_blocks/{k}"))
         calls = openai_tool_calls(entry.get("tool_calls"), f"history entry {where}")
