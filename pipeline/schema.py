@@ -59,6 +59,8 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "usage_scope": pa.string(),   # call | run : what the recorded usage on this row covers
         "cost_usd_recorded": pa.float64(),
         "text_sha256": pa.string(),   # sha256 of the UTF-8 text, for tool_result rows (set by the engine)
+        "cjk_count": pa.int64(),      # the estimate's inputs, measured by the engine
+        "utf16_len": pa.int64(),      # (pipeline.tokens.text_counts; checked against SQL)
     },
     "tool_calls": {
         **PROVENANCE,

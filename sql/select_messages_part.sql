@@ -1,4 +1,4 @@
--- Stored columns of a messages part: staged rows plus parsed time, lengths and est_tokens
+-- Stored columns of a messages part: staged rows plus parsed time, lengths and est_tokens (the formula in SQL; its inputs cjk_count/utf16_len measured by the engine, checked against the est_tokens macro by sql/checks)
 WITH staged AS (
     SELECT * FROM staged_batch
 ),
@@ -7,9 +7,7 @@ measured AS (
         * EXCLUDE (timestamp_raw),
         try_cast(timestamp_raw AS TIMESTAMPTZ) AS "timestamp",
         length(coalesce(text, '')) AS char_len,
-        strlen(coalesce(text, '')) AS text_bytes,
-        cjk_count(text) AS cjk_count,
-        utf16_length(text) AS utf16_len
+        strlen(coalesce(text, '')) AS text_bytes
     FROM staged
 ),
 final AS (

@@ -253,3 +253,20 @@ def test_truncation_finds_the_longest_prefix_on_random_strings():
         assert text.startswith(prefix)
         assert estimate_tokens(prefix) <= budget
         assert estimate_tokens(text[: len(prefix) + 1]) > budget
+
+
+def test_text_counts_used_by_ingest_agree_with_the_reference_counts_on_long_and_short_text():
+    import random
+
+    from pipeline.tokens import cjk_count, text_counts, utf16_length
+
+    rng = random.Random(20261130)
+    alphabet = ("abc →é\n" + "中文漢字" + "\u3000\u303f\u4e00\u9fff\u3400\u4dbf\uf900\ufaff\uff00\uffef"
+                + "\u2fff\u3040\u4dc0\ufb00\uffee\ufff0" + "😀👍🏽🇯🇵" + "\ud7ff\ue000")
+    samples = ["", "ascii only", "→" * 300, "中" * 1000, "😀" * 500]
+    for _ in range(400):
+        length = rng.choice([3, 50, 255, 256, 257, 1000, 5000])
+        samples.append("".join(rng.choice(alphabet) for _ in range(length)))
+    for text in samples:
+        assert text_counts(text) == (cjk_count(text), utf16_length(text)), text[:40]
+    assert text_counts(None) == (0, 0)
