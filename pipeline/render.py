@@ -12,7 +12,8 @@ from typing import Any, Iterator
 
 import orjson
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress,
+                           TimeRemainingColumn, TransferSpeedColumn)
 from rich import box
 from rich.table import Table
 
@@ -97,7 +98,7 @@ def step_progress(description: str) -> Iterator:
         yield None
         return
     with Progress("[progress.description]{task.description}", BarColumn(),
-                  "{task.completed}/{task.total}", TimeRemainingColumn(),
+                  MofNCompleteColumn(), TimeRemainingColumn(),
                   console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=None)
 
@@ -115,7 +116,7 @@ def stage_progress() -> Iterator:
         yield lambda name: None
         return
     with Progress("[progress.description]{task.description:<10}", BarColumn(),
-                  "{task.completed:>10,}/{task.total:,}", TimeRemainingColumn(),
+                  MofNCompleteColumn(), TimeRemainingColumn(),
                   console=Console(stderr=True), transient=True) as bar:
         tasks: dict[str, int] = {}
 
