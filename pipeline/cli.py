@@ -69,7 +69,9 @@ def _print_ingest(summary, as_json: bool) -> None:
     out.print(f"lines {summary.lines:,} = records {summary.records:,} + quarantined "
               f"{summary.quarantined:,} + held back {summary.held_back:,}")
     if summary.files_unrecognized:
-        out.print(f"{summary.files_unrecognized} files not recognised as a transcript (skipped)")
+        out.print(f"{summary.files_unrecognized} files not recognised as a transcript (skipped; "
+                  "force a reader with --format): " + ", ".join(summary.unrecognized[:5])
+                  + (" ..." if summary.files_unrecognized > 5 else ""))
     shown = [p for p in summary.problems if p["severity"] == "error"]
     for problem in shown[:20]:
         where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
