@@ -58,7 +58,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from pipeline import sqlfiles
-from pipeline.lake import Lake
+from pipeline.lake import Lake, holds_lake_lock
 from pipeline.tokens import cjk_count, estimate_tokens
 
 CLASSES = ("prose", "code", "cjk")
@@ -255,6 +255,7 @@ def fit_table(calls: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TOKEN_CALIBRATION)
 
 
+@holds_lake_lock
 def calibrate(lake: Lake) -> pa.Table:
     """Fit the calibration on every recorded call in the lake and store ``token_calibration``."""
     table = fit_table(load_calls(lake))

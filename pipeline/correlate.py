@@ -59,7 +59,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import sqlfiles
-from pipeline.lake import Lake
+from pipeline.lake import Lake, holds_lake_lock
 from pipeline.memory import MEMORY_CLASSES, Classifier, MemoryRoots, home_for_cwd
 from pipeline.paths import CANDIDATE_PATTERN, request_path_entries
 
@@ -132,6 +132,7 @@ def _distinct_calls(found: pa.Table) -> int:
                        found.column("seq").to_pylist())))
 
 
+@holds_lake_lock
 def correlate(lake: Lake, *, roots: MemoryRoots | None = None,
               home: str | None = None) -> CorrelateSummary:
     """Compute ``tool_paths`` for every tool call in the lake and summarise ``tool_links``.

@@ -56,9 +56,5 @@ class StoreError(CtxlakeError):
     """The payload store refused a write (symlink, different bytes, I/O error)."""
 
 
-class VerifyError(CtxlakeError):
-    """``verify`` found problems."""
-
-
 class TokenizerUnavailableError(CtxlakeError):
     """A real tokenizer was asked for but the optional ``tokenizers`` extra is not installed."""

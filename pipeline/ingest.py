@@ -660,6 +660,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         raise UsageError("no archive given and none of ~/.claude/projects, ~/.gemini/tmp, "
                          "~/.codex/sessions exists here",
                          hint="pass the folders or files to read, e.g. ctxlake ingest ./transcripts")
+    run_started = datetime.now(timezone.utc)
     run_id = make_run_id()
     summary = IngestSummary(run_id=run_id, lake=str(lake.root))
     with lake.lock():
@@ -730,13 +731,14 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             setattr(summary, attr, getattr(summary, attr) + 1)
         rows = sorted(new_sources.values(), key=lambda r: r["path"])
         runs = lake.read_runs().to_pylist()
-        finished = datetime.now(timezone.utc)
-        runs.append(dict(run_id=run_id, started_at=finished, finished_at=finished,
+        runs.append(dict(run_id=run_id, started_at=run_started, finished_at=datetime.now(timezone.utc),
                          files=summary.files, files_skipped=summary.files_unchanged,
                          lines=summary.lines, records=summary.records,
                          quarantined=summary.quarantined, held_back=summary.held_back))
-        write_parquet_atomic(pa.Table.from_pylist(runs, schema=RUNS), lake.runs_path)
+        # commit: sources.parquet is the commit point (its run ids keep this run's parts);
+        # runs.parquet is the log, written after (a crash between the two loses a log line only)
         write_parquet_atomic(pa.Table.from_pylist(rows, schema=SOURCES), lake.sources_path)
+        write_parquet_atomic(pa.Table.from_pylist(runs, schema=RUNS), lake.runs_path)
         summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
         summary.unrecognized.sort()
         summary.superseded.sort()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import tempfile
@@ -47,6 +48,19 @@ EXTRA_VIEWS: list[str] = [
 _HELD: dict[str, int] = {}
 
 
+def holds_lake_lock(stage):
+    """Decorator: run a stage ``stage(lake, ...)`` that writes to the lake under its lock
+    (re-entrant, so the nightly run holding it already is unaffected)."""
+    @functools.wraps(stage)
+    def locked(lake: "Lake", *args, **kwargs):
+        if not lake.exists():
+            raise LakeNotFoundError("no lake here yet", path=str(lake.root),
+                                    hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+        with lake.lock():
+            return stage(lake, *args, **kwargs)
+    return locked
+
+
 def default_lake() -> Path:
     return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
 
@@ -69,10 +83,10 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    """Parquet via a unique temp file, fsync and rename (two writers never share a temp)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
 def new_connection() -> duckdb.DuckDBPyConnection:
@@ -125,9 +139,6 @@ class Lake:
         write_parquet_atomic(table, target)
         return target
 
-    def delete_derived(self, name: str, key: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.derived_dir / name / f"{key}.parquet").unlink()
 
     def exists(self) -> bool:
         return self.sources_path.exists()
@@ -137,21 +148,23 @@ class Lake:
         """Create the folders and zero-row schema files (idempotent)."""
         self.root.mkdir(parents=True, exist_ok=True)
         con = new_connection()
-        con.register("staged_batch", staged_schema("messages").empty_table())
-        con.execute(f"CREATE TEMP TABLE messages_part AS {sqlfiles.load('select_messages_part')}")
-        con.unregister("staged_batch")
-        for table in PART_TABLES:
-            target = self.table_dir(table) / "_empty.parquet"
-            if target.exists():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            con.register("staged_batch", staged_schema(table).empty_table())
-            select = sqlfiles.load(f"select_{table}_part")
-            tmp = target.with_name("._empty.parquet.tmp")
-            con.execute(f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} (FORMAT parquet)")
+        try:
+            con.register("staged_batch", staged_schema("messages").empty_table())
+            con.execute(f"CREATE TEMP TABLE messages_part AS {sqlfiles.load('select_messages_part')}")
             con.unregister("staged_batch")
-            os.replace(tmp, target)
-        con.close()
+            for table in PART_TABLES:
+                target = self.table_dir(table) / "_empty.parquet"
+                if target.exists():
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                con.register("staged_batch", staged_schema(table).empty_table())
+                select = sqlfiles.load(f"select_{table}_part")
+                tmp = target.with_name("._empty.parquet.tmp")
+                con.execute(f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} (FORMAT parquet)")
+                con.unregister("staged_batch")
+                os.replace(tmp, target)
+        finally:
+            con.close()
         if not self.sources_path.exists():
             write_parquet_atomic(SOURCES.empty_table(), self.sources_path)
         if not self.runs_path.exists():
@@ -212,8 +225,10 @@ class Lake:
         return set(self.read_runs().column("run_id").to_pylist())
 
     def gc_uncommitted(self) -> int:
-        """Delete parts left by runs that never committed (a killed run). Returns the count."""
-        committed = self.committed_run_ids()
+        """Delete parts left by runs that never committed (a killed run). Returns the count.
+
+        Committed = named in ``sources.parquet`` (the commit point) or logged in ``runs``."""
+        committed = self.committed_run_ids() | set(self.read_sources().column("run_id").to_pylist())
         removed = 0
         if not self.tables_dir.exists():
             return 0

@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 from pipeline import sqlfiles
 from pipeline.config import Config, ResolvedPolicy, load_config
 from pipeline.errors import UsageError
-from pipeline.lake import Lake
+from pipeline.lake import Lake, holds_lake_lock
 from pipeline.policies.base import (
     PolicyOutput, SessionInfo, SessionInput, slice_lists, table_lists,
 )
@@ -648,6 +648,7 @@ def _merge_existing(lake: Lake, key: str, policy: ResolvedPolicy, planned: set[s
     return plans, evictions
 
 
+@holds_lake_lock
 def plan_many(lake: Lake, *, policies: Sequence[str], config: Config | None = None,
               session_id: str | None = None, since: Any = None,
               progress: Callable[[int, int], None] | None = None,

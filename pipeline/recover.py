@@ -285,7 +285,8 @@ def load_evidence(con, session_ids: list[str]) -> dict[str, dict]:
     cursor = con.execute(sqlfiles.load("select_recovery_sessions"), params)
     columns = [d[0] for d in cursor.description]
     facts = [dict(zip(columns, row)) for row in cursor.fetchall()]
-    roots = {f["session_id"]: f for f in facts if f["session_id"] in set(session_ids)}
+    wanted = set(session_ids)
+    roots = {f["session_id"]: f for f in facts if f["session_id"] in wanted}
     owner: dict[str, str] = {sid: sid for sid in roots}
     children: dict[str, list[dict]] = {sid: [] for sid in roots}
     for fact in facts:

@@ -80,7 +80,7 @@ import pyarrow.parquet as pq
 from pipeline import sqlfiles
 from pipeline.config import Config, ResolvedPolicy, load_config
 from pipeline.errors import UsageError
-from pipeline.lake import Lake, new_connection
+from pipeline.lake import Lake, new_connection, holds_lake_lock
 from pipeline.policies.base import Prior, SessionInput
 
 __all__ = ["BASELINE", "DEFAULT_CACHE_TTL_MINUTES", "POLICY_EVAL", "REPLAY_TURNS", "PriceBook",
@@ -933,6 +933,7 @@ def _merge_existing(lake: Lake, name: str, key: str, config_hash: str, replayed:
     return pa.concat_tables([old.filter(keep), table])
 
 
+@holds_lake_lock
 def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
            config: Config | None = None, session_id: str | None = None, since: Any = None,
            progress: Callable[[int, int], None] | None = None, workers: int | None = None,

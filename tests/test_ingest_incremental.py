@@ -113,3 +113,25 @@ def test_the_lake_lock_is_reentrant_within_one_process(tmp_path):
     with lake.lock():
         summary = run(Lake(tmp_path / "lake"), path)
     assert summary.records == 1
+
+
+def test_a_run_killed_after_its_commit_point_but_before_its_log_keeps_its_rows_once(tmp_path):
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from pipeline.lake import write_parquet_atomic
+
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
+    lake = Lake(tmp_path / "lake")
+    run(lake, path)
+    with open(path, "ab") as handle:
+        handle.write(claude_line(2, "second"))
+    second = run(lake, path)
+    # as if the process died after writing sources.parquet but before runs.parquet
+    runs = pq.read_table(lake.runs_path)
+    keep = pc.not_equal(runs.column("run_id"), second.run_id)
+    write_parquet_atomic(runs.filter(keep), lake.runs_path)
+    third = run(lake, path)
+    assert (third.files_unchanged, third.records) == (1, 0)
+    assert rows(lake, "SELECT line_no, text FROM messages ORDER BY seq") == [(1, "hello"), (2, "second")]
+    assert rows(lake, "SELECT started_at < finished_at FROM runs") == [(True,), (True,)]

@@ -395,10 +395,6 @@ class SessionView:
         for e in events:
             self._event_prefix.append(self._event_prefix[-1] + e[2])
 
-    def msg_index(self, seq: int) -> int:
-        """Index of the first message with seq >= ``seq``."""
-        return bisect.bisect_left(self.seq, seq)
-
     def context_start(self, at_seq: int) -> int:
         """Seq from which messages are in the live context at ``at_seq`` (after the last
         recorded compaction boundary before it)."""
