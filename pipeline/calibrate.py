@@ -31,8 +31,10 @@ Method (simple, robust, explainable): ``prompt_k = overhead_thread + sum_c f_c *
   1.0 and a model seen little borrows from the others; factors are clamped to [0.25, 4].
 - The model's ``intercept`` (median of the thread overheads) stands in when a thread has no
   recorded usage at all.
-- Output: ``output_tokens = sum_c f_c * x_c`` over the call's own assistant rows, same fit
-  without overhead.
+- Output: ``output_tokens = intercept + sum_c f_c * x_c`` over the call's own assistant rows:
+  the same fit with one intercept per model (the median, over the model's calls, of
+  ``recorded - f . x``): the framing a model writes around a tool call, which no transcript
+  text shows.
 
 The heuristic, for comparison, is the same formula with every factor 1.0 (the plain
 ``est_tokens`` plus the same kind of overhead). Evaluation (:func:`estimator_report`):
@@ -132,7 +134,10 @@ def build_dataset(calls: list[dict]) -> Dataset:
         ids = (call["model"], call["group_id"], call["thread_id"], order)
         prompt.append(Observation(*ids, _features(call, "ctx"), float(call["recorded_prompt"])))
         if call["recorded_output"] is not None and call["recorded_output"] > 0:
-            output.append(Observation(*ids, _features(call, "out"), float(call["recorded_output"])))
+            # one "thread" per model: the output fit has a per-call intercept (the framing a
+            # model emits around a tool call: ids, names, JSON syntax, stop tokens)
+            out_ids = (call["model"], call["group_id"], f"output:{call['model']}", order)
+            output.append(Observation(*out_ids, _features(call, "out"), float(call["recorded_output"])))
     return Dataset(calls, prompt, output)
 
 
@@ -240,8 +245,8 @@ def fit_table(calls: list[dict]) -> pa.Table:
             prompt = direction == "prompt"
             everything = data.prompt if prompt else data.output
             observations = [o for o in everything if model == ALL_MODELS or o.model == model]
-            factors = fit_model_factors(everything, model, with_overhead=prompt)
-            intercept = fit_intercept(observations, factors) if prompt else 0.0
+            factors = fit_model_factors(everything, model, with_overhead=True)
+            intercept = fit_intercept(observations, factors)
             fitted = _centred(observations, prompt)
             for i, content_class in enumerate(CLASSES):
                 rows.append({
@@ -312,7 +317,7 @@ def est_tokens_calibrated(calibration: TokenCalibration, model: str | None,
     factors, intercept = calibration.lookup(model, direction)
     x = [float(classes.get(c, 0)) for c in CLASSES]
     if direction == "output":
-        return max(0, round(_dot(factors, x)))
+        return max(0, round((intercept or 0.0) + _dot(factors, x)))
     overheads = [y - _dot(factors, [float(k.get(c, 0)) for c in CLASSES]) for y, k in recorded]
     overhead = _quantile(overheads, 0.5) if overheads else (intercept or 0.0)
     return max(0, round(overhead + _dot(factors, x)))
@@ -364,15 +369,15 @@ def _evaluate(model: str, direction: str, data: Dataset) -> dict[str, Any]:
     implausible = 0
     for held, excluded in splits:
         train = [o for o in everything if o.order not in excluded]
-        factors = fit_model_factors(train, model, with_overhead=prompt)
-        intercept = fit_intercept([o for o in train if o.model == model], factors) if prompt else None
+        factors = fit_model_factors(train, model, with_overhead=True)
+        intercept = fit_intercept([o for o in train if o.model == model], factors)
         for o in mine:
             if o.order not in held:
                 continue
             if not prompt:
                 implausible += o.y < 0.1 * sum(o.x)
                 heuristic.append(abs(sum(o.x) - o.y) / o.y)
-                calibrated.append(abs(_dot(factors, o.x) - o.y) / o.y)
+                calibrated.append(abs((intercept or 0.0) + _dot(factors, o.x) - o.y) / o.y)
                 continue
             others = [t for t in threads[o.thread_id] if t.order != o.order]
             if not others:
@@ -397,7 +402,7 @@ def _evaluate(model: str, direction: str, data: Dataset) -> dict[str, Any]:
         "within_target": None if cal["median_pct"] is None else cal["median_pct"] <= TARGET_PCT,
         "gap_pct": None if cal["median_pct"] is None else round(cal["median_pct"] - TARGET_PCT, 2),
         "factors": dict(zip(CLASSES, (round(f, 3) for f in
-                                      fit_model_factors(everything, model, with_overhead=prompt)))),
+                                      fit_model_factors(everything, model, with_overhead=True)))),
     }
     if prompt:
         # how much of the recorded prompt the transcript explains (the rest is overhead): when
@@ -425,6 +430,6 @@ def estimator_report(lake: Lake) -> dict[str, Any]:
         "method": ("prompt = thread overhead (median of recorded - estimate over the thread's "
                    "other calls) + factors x heuristic class tokens; heuristic: factors 1.0; "
                    "error = |estimate - recorded| / recorded per call; calls alone in their "
-                   "thread are not scored; output = factors x heuristic of the call's own rows"),
+                   "thread are not scored; output = model intercept + factors x heuristic of the call's own rows"),
         "models": rows,
     }
