@@ -706,8 +706,7 @@ def _load_inputs(lake: Lake, policy: str, session_id: str | None,
                              hint=f"run `ctxlake plan --policy {policy}` first")
         params = {"policy": policy, "session_id": session_id}
         cur = con.execute(sqlfiles.render("select_apply_evictions", evictions=source), params)
-        columns = [d[0] for d in cur.description]
-        rows = [dict(zip(columns, row)) for row in cur.fetchall()]
+        rows = sqlfiles.fetch_dicts(cur)
         if evictions is None and not rows:
             # a plan that evicts nothing still writes its (empty) evictions file
             planned = (lake.derived_dir / "evictions" / f"{policy_key(policy)}.parquet").exists()
@@ -718,8 +717,7 @@ def _load_inputs(lake: Lake, policy: str, session_id: str | None,
                 raise UsageError(f"no plan for policy '{policy}' yet",
                                  hint=f"run `ctxlake plan --policy {policy}` first")
         cur = con.execute(sqlfiles.load("select_apply_sources"), {"session_id": session_id})
-        columns = [d[0] for d in cur.description]
-        files = [dict(zip(columns, row)) for row in cur.fetchall()]
+        files = sqlfiles.fetch_dicts(cur)
     finally:
         con.close()
     return rows, files

@@ -226,8 +226,7 @@ def load_calls(lake: Lake) -> list[dict]:
     con = lake.connect()
     try:
         cur = con.execute(sqlfiles.load("select_calibration_calls"))
-        columns = [d[0] for d in cur.description]
-        return [dict(zip(columns, row)) for row in cur.fetchall()]
+        return sqlfiles.fetch_dicts(cur)
     finally:
         con.close()
 

@@ -159,12 +159,13 @@ def correlate(lake: Lake, *, roots: MemoryRoots | None = None,
         con.close()
     table = table.cast(TOOL_PATHS)
     lake.write_derived("tool_paths", "all", table)
-    summary.calls = table.num_rows - found.num_rows + _distinct_calls(found)
+    distinct = _distinct_calls(found)
+    summary.calls = table.num_rows - found.num_rows + distinct
 
     classes = Counter(found.column("memory_class").to_pylist())
     summary.paths = found.num_rows
     summary.by_class = {name: classes.get(name, 0) for name in MEMORY_CLASSES}
-    summary.calls_with_paths = _distinct_calls(found)
+    summary.calls_with_paths = distinct
     con = lake.connect()
     try:
         statuses = con.execute(sqlfiles.load("select_tool_link_statuses")).fetchall()

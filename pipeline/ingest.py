@@ -79,8 +79,7 @@ class FileTask:
 @dataclasses.dataclass
 class Discovery:
     tasks: list[FileTask]
-    unrecognized: list[str]
-    superseded: list[str] = dataclasses.field(default_factory=list)
+    superseded: list[str]
 
 
 def superseded_by(path: str, fmt: str | None) -> str | None:
@@ -110,7 +109,6 @@ def _walk(root: Path) -> Iterable[tuple[Path, bool]]:
 
 def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
     tasks: list[FileTask] = []
-    unrecognized: list[str] = []
     superseded: list[str] = []
     seen: set[str] = set()
     for root in paths:
@@ -128,18 +126,15 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
             rel = os.path.relpath(abspath, base_dir)
             if is_link:
                 target = Path(os.path.realpath(path))
-                inside = target == root_real or root_real in target.parents
-                if not inside or target.is_dir():
-                    if not abspath.endswith(CANDIDATE_SUFFIXES) and not target.is_dir() and inside:
-                        continue
+                if target == root_real or root_real in target.parents:
+                    if target.is_dir():
+                        continue  # its files are read where they are, inside the archive
+                else:
                     st = path.lstat()
-                    why = ("symlink leads outside the archive root "
-                           f"(to {target}): not followed") if not inside else \
-                        "symlink to a folder inside the archive: not followed (its files are read where they are)"
-                    if inside:
-                        continue
                     tasks.append(FileTask(abspath, str(root_abs), rel, None, st.st_size,
-                                          st.st_mtime_ns, known.get(abspath), problem=why))
+                                          st.st_mtime_ns, known.get(abspath),
+                                          problem=f"symlink leads outside the archive root "
+                                                  f"(to {target}): not followed"))
                     continue
             if not abspath.endswith(CANDIDATE_SUFFIXES):
                 continue
@@ -159,7 +154,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 continue
             # fmt None: the worker sniffs the file (in parallel), see detect_task_format
             tasks.append(FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev))
-    return Discovery(tasks, unrecognized, superseded)
+    return Discovery(tasks, superseded)
 
 
 # ---------------------------------------------------------------------------------------
@@ -349,6 +344,17 @@ def detect_task_format(task: FileTask) -> str | None:
     return fmt
 
 
+def _file_problem(task: FileTask, base: dict, generation: int, writer: PartWriter,
+                  reason: str) -> FileResult:
+    """A file that cannot be read at all: one quarantine row at line 0, no line counted."""
+    ctx = SourceContext(task.path, base["source_id"], generation, task.root)
+    row = _quarantine_row(ctx, 0, 0, 0, reason)
+    writer.add({t: [row] if t == "quarantine" else [] for t in PART_TABLES}, 0)
+    source = dict(base, sha256=None, lines=0, records=0, quarantined=0, held_back=0,
+                  watermark=0, watermark_sha256=None, generation=generation, reader_state=None)
+    return FileResult(task.path, source, "problem", problems=[_problem(row)])
+
+
 def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int) -> FileResult:
     if task.format is None and not task.problem:
         task.format = detect_task_format(task)
@@ -365,29 +371,14 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                 ingested_at=datetime.now(timezone.utc))
     generation = (prev.get("generation") or 0) + 1
     if task.problem:
-        ctx = SourceContext(task.path, source_id, generation, task.root)
-        rows = {t: [] for t in PART_TABLES}
-        rows["quarantine"].append(_quarantine_row(ctx, 0, 0, 0, task.problem))
-        writer.add(rows, 0)
-        source = dict(base, sha256=None, lines=0, records=0, quarantined=0, held_back=0,
-                      watermark=0, watermark_sha256=None, generation=generation,
-                      reader_state=None)
-        return FileResult(task.path, source, "problem",
-                          problems=[_problem(rows["quarantine"][0])])
+        return _file_problem(task, base, generation, writer, task.problem)
 
     reader_cls = reader_class(task.format)
     try:
         handle = open(task.path, "rb", buffering=1024 * 1024)
     except OSError as exc:
-        ctx = SourceContext(task.path, source_id, generation, task.root)
-        rows = {t: [] for t in PART_TABLES}
-        rows["quarantine"].append(_quarantine_row(
-            ctx, 0, 0, 0, f"cannot read file: {exc.strerror or exc}"))
-        writer.add(rows, 0)
-        source = dict(base, sha256=None, lines=0, records=0, quarantined=0, held_back=0,
-                      watermark=0, watermark_sha256=None, generation=generation, reader_state=None)
-        return FileResult(task.path, source, "problem",
-                          problems=[_problem(rows["quarantine"][0])])
+        return _file_problem(task, base, generation, writer,
+                             f"cannot read file: {exc.strerror or exc}")
 
     with handle:
         st = os.fstat(handle.fileno())
@@ -473,7 +464,6 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     break
                 if not raw.endswith(b"\n"):
                     held_back = 1
-                    hasher.update(raw)
                     bytes_read += len(raw)
                     break
                 hasher.update(raw)
@@ -544,20 +534,19 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     f"reader failed: {type(exc).__name__}: {exc}"
                 quarantine.append(_quarantine_row(ctx, 0, 0, 0, f"could not finish the file: {reason}"))
                 state = {}
-            # the rest of the file (held-back tail) still counts towards the whole-file hash
-            rest = handle.read()
-            hasher.update(rest)
+            # the hash up to the last complete line; the held-back tail then completes the
+            # whole-file hash (raw is that tail when a line was held back)
+            wm_digest = hasher.hexdigest()
+            if held_back:
+                hasher.update(raw)
+            hasher.update(handle.read())
         rows = out.take()
         rows["quarantine"].extend(quarantine)
         problems.extend(_problem(q) for q in quarantine)
         writer.add(rows, bytes_read)
 
         whole = hasher.hexdigest()
-        # watermark hash: the prefix up to the last complete line
-        if reader_cls.layout == "jsonl" and watermark != st.st_size:
-            handle.seek(0)
-            wm_digest, _ = _hash_prefix(handle, watermark)
-        else:
+        if reader_cls.layout == "document":
             wm_digest = whole
         source = dict(base, sha256=whole, lines=line_no,
                       records=counts["records"] + run_records,
@@ -642,9 +631,8 @@ def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
     return chunks
 
 
-def make_run_id() -> str:
-    now = datetime.now(timezone.utc)
-    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond:06d}"
+def make_run_id(started: datetime) -> str:
+    return started.strftime("%Y%m%dT%H%M%S") + f"{started.microsecond:06d}"
 
 
 def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | None = None,
@@ -661,25 +649,21 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                          "~/.codex/sessions exists here",
                          hint="pass the folders or files to read, e.g. ctxlake ingest ./transcripts")
     run_started = datetime.now(timezone.utc)
-    run_id = make_run_id()
+    run_id = make_run_id(run_started)
     summary = IngestSummary(run_id=run_id, lake=str(lake.root))
     with lake.lock():
         lake.init()
         lake.gc_uncommitted()
         previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
         found = discover(roots, format=format, known=previous)
-        summary.unrecognized = found.unrecognized
         summary.superseded = found.superseded
-        summary.files_unrecognized = len(found.unrecognized)
         todo: list[FileTask] = []
         results: list[FileResult] = []
         for task in found.tasks:
             prev = task.prev
-            if prev and not task.problem and prev["size_bytes"] == task.size \
-                    and prev["mtime_ns"] == task.mtime_ns and prev.get("format") == task.format:
-                results.append(FileResult(task.path, prev, "unchanged"))
-            elif prev and task.problem and prev.get("format") is None \
-                    and prev["size_bytes"] == task.size and prev["mtime_ns"] == task.mtime_ns:
+            # same size, mtime and format (a problem file has none, before and now): not read
+            if prev and prev["size_bytes"] == task.size and prev["mtime_ns"] == task.mtime_ns \
+                    and prev.get("format") == task.format:
                 results.append(FileResult(task.path, prev, "unchanged"))
             else:
                 todo.append(task)

@@ -89,8 +89,9 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-def new_connection() -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
+def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection in UTC with the token macros of ``sql/`` (in memory by default)."""
+    con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
     for name in MACROS:
         con.execute(sqlfiles.load(name))
@@ -295,11 +296,8 @@ class Lake:
         tmp = self.root / ".ctxlake.duckdb.tmp"
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        con = duckdb.connect(str(tmp))
+        con = new_connection(str(tmp))
         try:
-            con.execute("SET TimeZone = 'UTC'")
-            for name in MACROS:
-                con.execute(sqlfiles.load(name))
             self.create_views(con)
         finally:
             con.close()

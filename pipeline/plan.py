@@ -629,16 +629,21 @@ def _read_as(path, schema: pa.Schema) -> pa.Table | None:
         return None
 
 
+def kept_rows(old: pa.Table, config_hash: str, sessions: set[str]) -> pa.Table:
+    """Rows of an earlier run worth keeping: same config hash, a session not just redone."""
+    keep = pc.and_(pc.equal(old.column("config_hash"), config_hash),
+                   pc.invert(pc.is_in(old.column("session_id"),
+                                      pa.array(sorted(sessions), pa.string()))))
+    return old.filter(keep)
+
+
 def _merge_existing(lake: Lake, key: str, policy: ResolvedPolicy, planned: set[str],
                     plans: pa.Table, evictions: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Keep other sessions' rows of an earlier run with the same config hash."""
     old_plans = _read_as(lake.derived_dir / "plans" / f"{key}.parquet", PLANS_SCHEMA)
     if old_plans is None:
         return plans, evictions
-    keep = pc.and_(pc.equal(old_plans.column("config_hash"), policy.config_hash),
-                   pc.invert(pc.is_in(old_plans.column("session_id"),
-                                      pa.array(sorted(planned), pa.string()))))
-    old_plans = old_plans.filter(keep)
+    old_plans = kept_rows(old_plans, policy.config_hash, planned)
     plans = pa.concat_tables([old_plans, plans])
     old_ev = _read_as(lake.derived_dir / "evictions" / f"{key}.parquet", EVICTIONS_SCHEMA)
     if old_ev is not None:

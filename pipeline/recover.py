@@ -283,8 +283,7 @@ def load_evidence(con, session_ids: list[str]) -> dict[str, dict]:
         return {}
     params = {"sessions": session_ids}
     cursor = con.execute(sqlfiles.load("select_recovery_sessions"), params)
-    columns = [d[0] for d in cursor.description]
-    facts = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    facts = sqlfiles.fetch_dicts(cursor)
     wanted = set(session_ids)
     roots = {f["session_id"]: f for f in facts if f["session_id"] in wanted}
     owner: dict[str, str] = {sid: sid for sid in roots}

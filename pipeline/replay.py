@@ -81,7 +81,8 @@ from pipeline import sqlfiles
 from pipeline.config import Config, ResolvedPolicy, load_config
 from pipeline.errors import UsageError
 from pipeline.lake import Lake, new_connection, holds_lake_lock
-from pipeline.policies.base import Prior, SessionInput
+from pipeline.policies.base import SessionInput
+from pipeline.policies.tail_protect import prior_for as tail_prior_for
 
 __all__ = ["BASELINE", "DEFAULT_CACHE_TTL_MINUTES", "POLICY_EVAL", "REPLAY_TURNS", "PriceBook",
            "ReplayResult", "SessionFacts", "SessionReplay", "TokenPrices", "evaluate_evictions",
@@ -508,11 +509,7 @@ class _Session:
         if tail_step is not None and step in tail_step[1] and step != "payload_prune":
             tail_view = self._tail_views.get(tail_step[0])
             if tail_view is None:
-                params = tail_step[0]
-                prior = Prior(tail_pairs=params.tail_pairs,
-                              tail_min_user_chars=params.min_user_chars,
-                              tail_min_assistant_chars=params.min_assistant_chars,
-                              tail_block_tokens=params.block_tokens)
+                prior = tail_prior_for(tail_step[0])
                 tail_view = self._tail_views[tail_step[0]] = view.with_prior(prior)
             if seq in tail_view.tail_protected(ev["at_seq"]):
                 return "tail_protected"
@@ -905,8 +902,7 @@ def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None) -
             source = sqlfiles.ident("policy_eval")
         cur = con.execute(sqlfiles.render("select_replay_summary", source=source),
                           {"policies": list(policies)})
-        columns = [d[0] for d in cur.description]
-        rows = [dict(zip(columns, row)) for row in cur.fetchall()]
+        rows = sqlfiles.fetch_dicts(cur)
         if evals is not None:
             con.unregister("replay_eval")
     finally:
@@ -927,10 +923,9 @@ def _merge_existing(lake: Lake, name: str, key: str, config_hash: str, replayed:
     old = pq.read_table(path)
     if old.schema != table.schema:
         return table
-    keep = pc.and_(pc.equal(old.column("config_hash"), config_hash),
-                   pc.invert(pc.is_in(old.column("session_id"),
-                                      pa.array(sorted(replayed), pa.string()))))
-    return pa.concat_tables([old.filter(keep), table])
+    from pipeline.plan import kept_rows
+
+    return pa.concat_tables([kept_rows(old, config_hash, replayed), table])
 
 
 @holds_lake_lock

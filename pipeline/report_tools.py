@@ -49,8 +49,7 @@ def tool_usage(lake: Lake, *, since: date | None = None, until: date | None = No
     con = lake.connect()
     try:
         cur = con.execute(sqlfiles.load("select_tool_usage"), {"since": since, "until": until})
-        columns = [d[0] for d in cur.description]
-        daily = [dict(zip(columns, row)) for row in cur.fetchall()]
+        daily = sqlfiles.fetch_dicts(cur)
     finally:
         con.close()
     totals = {field: sum(row[field] for row in daily) for field in USAGE_FIELDS}

@@ -16,7 +16,6 @@ sound store file. Each problem is listed; the CLI exits 1 when there is any.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import re
 import stat
@@ -249,7 +248,7 @@ def _verify_output(path: Path, store: PayloadStore, manifests: dict, sound: set[
         if match.group(1) not in sound:
             problem("locator", path, f"locator compaction://{match.group(1)} does not resolve "
                     "to a sound store file")
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha256_hex(data)
     if sha not in manifests:
         problem("output", path, "no restore manifest for these bytes (edited after apply, or "
                 "not written by ctxlake apply)")

@@ -50,3 +50,9 @@ def literal_path(path: str | Path) -> str:
 def check_names() -> list[str]:
     """Names of the data-rule checks in ``sql/checks`` (each returns violating rows)."""
     return sorted(f"checks/{p.stem}" for p in (sql_dir() / "checks").glob("*.sql"))
+
+
+def fetch_dicts(cursor) -> list[dict]:
+    """Every row of an executed DuckDB cursor as a dict keyed by column name."""
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]

@@ -60,9 +60,9 @@ import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.errors import ConfigError
-from pipeline.lake import Lake, atomic_write_bytes
+from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock
 from pipeline.recover import build_documents, clip, first_line, recovery_file_name
-from pipeline.usage import resolve_timezone
+from pipeline.usage import resolve_timezone, use_model_prices
 
 TOPIC_CHARS = 120
 NO_TOPIC = "(no topic)"
@@ -155,17 +155,15 @@ def write_if_changed(path: Path, text: str) -> bool:
 # ---------------------------------------------------------------------------------------
 # The stage
 # ---------------------------------------------------------------------------------------
+@holds_lake_lock
 def summarize(lake: Lake, *, tz: str | None = None, ignore_patterns: Iterable[str] = (),
               sessions: Iterable[str] | None = None,
               progress: Callable[[int, int], None] | None = None) -> SummarizeSummary:
     """Write daily logs, recovery documents and model prices (see the module docstring).
 
     Holds the lake's lock (re-entrant: the nightly run already holds it)."""
-    if not lake.exists():
-        lake.connect()  # raises LakeNotFoundError with its hint
-    with lake.lock():
-        return _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
-                          progress=progress)
+    return _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
+                      progress=progress)
 
 
 def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> SummarizeSummary:
@@ -273,8 +271,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
 
 def _query(con, name: str, params: dict) -> list[dict]:
     cursor = con.execute(sqlfiles.load(name), params)
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, values)) for values in cursor.fetchall()]
+    return sqlfiles.fetch_dicts(cursor)
 
 
 def _roots(con, session_ids: list[str]) -> set[str]:
@@ -309,8 +306,7 @@ def _write_model_prices(lake: Lake, con) -> bool:
             changed = True
     if changed:
         lake.write_derived("model_prices", "all", table)
-    con.register("model_prices_fresh", table)
-    con.execute(sqlfiles.load("create_view_model_prices_fresh"))
+    use_model_prices(con, table)
     return changed
 
 

@@ -113,12 +113,17 @@ def covered_models(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {model for model, source in rows if source == PRICE_SOURCE}
 
 
+def use_model_prices(con: duckdb.DuckDBPyConnection, table) -> None:
+    """Make ``model_prices`` in this connection read ``table`` (prices computed in memory)."""
+    con.register("model_prices_fresh", table)
+    con.execute(sqlfiles.load("create_view_model_prices_fresh"))
+
+
 def price_models_now(con: duckdb.DuckDBPyConnection, models) -> None:
     """Replace ``model_prices`` in this connection only, with prices computed now."""
     from pipeline.prices import model_price_table
 
-    con.register("model_prices_fresh", model_price_table(models))
-    con.execute(sqlfiles.load("create_view_model_prices_fresh"))
+    use_model_prices(con, model_price_table(models))
 
 
 # ---------------------------------------------------------------------------------------
@@ -271,8 +276,7 @@ def _report_records(con: duckdb.DuckDBPyConnection, params: dict) -> list[dict]:
             raise UsageError(f"the time zone '{params['tz']}' is not known to DuckDB",
                              hint="use another IANA name, e.g. UTC") from None
         raise
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, values)) for values in cursor.fetchall()]
+    return sqlfiles.fetch_dicts(cursor)
 
 
 def _assemble(records: list[dict], *, period: str, tz: str, since, until, project, breakdown,

@@ -177,11 +177,7 @@ def tool_family(name: str | None, input_obj: Any = None) -> str:
             return "write"
         return "edit"
     family = _FAMILY.get(name)
-    if family:
-        return family
-    if name.startswith("mcp_") or name.startswith("mcp__"):
-        return "other"
-    return "other"
+    return family or "other"  # MCP tools (mcp_*/mcp__*) and unknown tools included
 
 
 class Emitter:
@@ -227,7 +223,7 @@ class Emitter:
         """(block_no, seq) for the next ordered row of the current line/document."""
         block = self._block
         self._block += 1
-        if block >= SEQ_STRIDE and self.ctx is not None and self.line_no != 1:
+        if block >= SEQ_STRIDE and self.line_no != 1:
             raise RecordError(f"more than {SEQ_STRIDE} content blocks in one line")
         return block, self.line_no * SEQ_STRIDE + block
 
@@ -247,7 +243,6 @@ class Emitter:
     def tool_result(self, *, seq: int, block_no: int, **cols: Any) -> None:
         """A tool result's metadata; its payload text is the ``messages`` row at the same seq
         (kind ``tool_result``), from which sizes, hash and est_tokens are derived in SQL."""
-        cols.pop("payload_text", None)
         cols["seq"], cols["block_no"] = seq, block_no
         self.rows["tool_results"].append(self._prov(cols))
 

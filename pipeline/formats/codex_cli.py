@@ -315,7 +315,7 @@ class CodexCliReader(Reader):
                               tool_name=name, is_meta=False, **common)
             out.tool_result(seq=msg["seq"], block_no=msg["block_no"], session_id=self.session_id,
                             call_id=call_id, tool_name=name, is_error=is_error,
-                            payload_shape=shape, payload_text=text, timestamp_raw=ts)
+                            payload_shape=shape, timestamp_raw=ts)
         else:
             out.message(role="system", kind="other", subtype=str(itype), text="", **common)
 

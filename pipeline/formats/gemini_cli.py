@@ -309,7 +309,7 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
                  tool_name=name, subtype=status, timestamp_raw=rts, is_meta=False,
                  json_path=rpath),
             tool_result=dict(session_id=facts.session_id, call_id=call_id, tool_name=name,
-                             is_error=is_error, payload_shape=shape, payload_text=payload,
+                             is_error=is_error, payload_shape=shape,
                              timestamp_raw=rts, json_path=rpath)))
     rows.extend(results)
     if rows:
@@ -360,7 +360,7 @@ def _content_tool_rows(content: Any, path: str, common: dict, facts: SessionFact
                      tool_name=name, json_path=rpath),
                 tool_result=dict(session_id=facts.session_id, call_id=call_id, tool_name=name,
                                  is_error=has_error or shell_failed(name, text),
-                                 payload_shape="json", payload_text=text,
+                                 payload_shape="json",
                                  timestamp_raw=common.get("timestamp_raw"), json_path=rpath)))
     return rows
 
@@ -525,11 +525,10 @@ class GeminiCliJsonlReader(Reader):
         collect_recorded([d.msg for d in defined], facts)
         blocks: dict[int, int] = {}
         for item in defined:
+            prov = dict(line_no=item.line_no, byte_offset=item.byte_offset, byte_len=item.byte_len)
             for row in message_rows(item.msg, item.json_path, facts):
                 block = blocks.get(item.line_no, 0)
                 blocks[item.line_no] = block + 1
-                prov = dict(line_no=item.line_no, byte_offset=item.byte_offset,
-                            byte_len=item.byte_len)
                 seq = item.line_no * SEQ_STRIDE + block
                 out.message(seq=seq, block_no=block, **prov, **row.message)
                 if row.tool_call is not None:

@@ -114,8 +114,8 @@ class MiniSweAgentReader(Reader):
         except re.error:
             action_regex = re.compile(DEFAULT_ACTION_REGEX, re.DOTALL)
         stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
-        first_ts = next((iso_from_epoch(nested_value(m, "extra", "timestamp")) for m in messages
-                         if iso_from_epoch(nested_value(m, "extra", "timestamp"))), None)
+        first_ts = next(filter(None, (iso_from_epoch(nested_value(m, "extra", "timestamp"))
+                                      for m in messages)), None)
         meta = {
             "instance_id": instance_id,
             "trajectory_format": fmt,

@@ -148,8 +148,7 @@ def plan_session(session: SessionInput, params: ContextEditingParams) -> PolicyO
                 call, plan=plan_index, reason=why + "; clear_tool_inputs", at_seq=at_seq,
                 replacement=CLEARED_INPUT_TEXT, tokens_after=CLEARED_INPUT_TOKENS))
             inputs_cleared.add(call.seq)
-            ledger.delta += CLEARED_INPUT_TOKENS - call.input_tokens
-            ledger.events.append((call.seq, CLEARED_INPUT_TOKENS - call.input_tokens))
+            ledger.record(call.seq, call.input_tokens, CLEARED_INPUT_TOKENS)
         metadata.update({
             "applied_edits": [{"type": EDIT_TYPE, "cleared_tool_uses": len(cleared),
                                "cleared_input_tokens": freed}],

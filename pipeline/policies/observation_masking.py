@@ -63,17 +63,17 @@ def plan_session(session: SessionInput, params: ObservationMaskingParams) -> Pol
                 continue
             masked.append(item)
         out.preserved_seqs.update(item.seq for item in preserved)
-        masked = [item for item in masked
-                  if item.tokens > estimate_tokens(mask_text(item.text))]
+        # (item, placeholder, its tokens), keeping only items the placeholder shrinks
+        masked = [(item, text, after) for item in masked
+                  for text in (mask_text(item.text),) for after in (estimate_tokens(text),)
+                  if item.tokens > after]
         if not masked:
             continue
         tokens_before = ledger.tokens(at_seq)
         plan_index = len(out.plans)
         saved = 0
         why = f"window: older than the last {params.window} turns (turn {k + 1})"
-        for item in masked:
-            replacement = mask_text(item.text)
-            after = estimate_tokens(replacement)
+        for item, replacement, after in masked:
             out.evictions.append(eviction_row(view, item, plan=plan_index, action="clear",
                                               reason=why, at_seq=at_seq,
                                               replacement=replacement, tokens_after=after))
@@ -82,7 +82,7 @@ def plan_session(session: SessionInput, params: ObservationMaskingParams) -> Pol
         metadata = {
             "trigger": "window", "window": params.window, "turn": k + 1,
             "maskedTurn": expired + 1 if expired >= 0 else None, "preTokens": tokens_before, "tokensSaved": saved,
-            "compactedToolIds": [i.call_id for i in masked if i.call_id is not None],
+            "compactedToolIds": [i.call_id for i, _, _ in masked if i.call_id is not None],
             "preservedToolIds": [i.call_id for i in preserved if i.call_id is not None],
         }
         out.plans.append(plan_row(view, trigger="window", at_seq=at_seq,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pipeline.policies.base import ParamError, PolicyOutput, SessionInput, plan_row
+from pipeline.policies.base import ParamError, PolicyOutput, Prior, SessionInput, plan_row
 
 NAME = "tail_protect"
 
@@ -44,11 +44,16 @@ class TailProtectParams:
             raise ParamError("block_tokens", "must be >= 1")
 
 
+def prior_for(params: TailProtectParams, base: Prior | None = None) -> Prior:
+    """``base`` (default: an empty prior) carrying these tail-protection parameters."""
+    return replace(base or Prior(), tail_pairs=params.tail_pairs,
+                   tail_min_user_chars=params.min_user_chars,
+                   tail_min_assistant_chars=params.min_assistant_chars,
+                   tail_block_tokens=params.block_tokens)
+
+
 def plan_session(session: SessionInput, params: TailProtectParams) -> PolicyOutput:
-    prior = replace(session.prior, tail_pairs=params.tail_pairs,
-                    tail_min_user_chars=params.min_user_chars,
-                    tail_min_assistant_chars=params.min_assistant_chars,
-                    tail_block_tokens=params.block_tokens)
+    prior = prior_for(params, session.prior)
     out = PolicyOutput(prior=prior)
     view = session.with_prior(prior).view()
     if not view.seq:
