@@ -16,8 +16,11 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import functools
+import gc
 import hashlib
 from array import array
 import multiprocessing
@@ -26,7 +29,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import orjson
 import pyarrow as pa
@@ -44,6 +47,12 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
 WHITESPACE = frozenset(b" \t\r\n\x0b\x0c")
 HASH_BLOCK = 8 * 1024 * 1024
+READ_BLOCK = 4 * 1024 * 1024   # JSONL is read in blocks of this size and split into lines in place
+CR = ord("\r")
+READ_BUFFER = 1024 * 1024   # one buffered read serves both the sniffing and the first lines
+SNIFF_BYTES = 65536
+GC_THRESHOLD_0 = 20_000
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # glibc mallopt parameters
 
 
 def standard_locations() -> list[Path]:
@@ -188,7 +197,7 @@ class PartWriter:
         self.run_id = run_id
         self.chunk_no = chunk_no
         self.batch_bytes = batch_bytes
-        self.pending: dict[str, list[dict]] = {t: [] for t in PART_TABLES}
+        self.pending: dict[str, list[dict]] = _empty_pending()
         self.pending_bytes = 0
         self.part_no = 0
 
@@ -201,42 +210,15 @@ class PartWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write the pending rows: messages first (measured once, kept as ``messages_part``
-        so tool_results take their payload metrics from it), then the other tables."""
+        """Write the pending rows as one part per table (``Lake.write_parts``)."""
         if not any(self.pending.values()):
             return
-        con = _worker_connection()
-        con.register("staged_batch", _arrow_batch("messages", self.pending["messages"]))
-        con.execute(f"CREATE OR REPLACE TEMP TABLE messages_part AS {sqlfiles.load('select_messages_part')}")
-        con.unregister("staged_batch")
-        for table in PART_TABLES:
-            rows = self.pending[table]
-            if not rows:
-                continue
-            target = self.lake.table_dir(table) / f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}.parquet"
-            tmp = target.with_name("." + target.name + ".tmp")
-            if table == "records":
-                # records need no derived column (select_records_part is the identity): pyarrow
-                # writes the raw text ~30% faster than a COPY, with no statistics on raw
-                batch = _arrow_batch(table, rows)
-                pq.write_table(batch, tmp, compression="zstd", compression_level=1,
-                               use_dictionary=False,
-                               write_statistics=[n for n in batch.column_names if n != "raw"])
-                os.replace(tmp, target)
-                continue
-            if table == "messages":
-                select = "SELECT * FROM messages_part"
-            else:
-                con.register("staged_batch", _arrow_batch(table, rows))
-                select = sqlfiles.load(f"select_{table}_part")
-            con.execute(f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} "
-                        "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, DICTIONARY_SIZE_LIMIT 1)")
-            if table != "messages":
-                con.unregister("staged_batch")
-            os.replace(tmp, target)
-        con.execute("DROP TABLE messages_part")
+        batches = {table: _arrow_batch(table, self.pending[table]) for table in PART_TABLES}
+        self.lake.write_parts(_worker_connection(), batches,
+                              f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}",
+                              only=[t for t in PART_TABLES if self.pending[t]])
         self.part_no += 1
-        self.pending = {t: [] for t in PART_TABLES}
+        self.pending = _empty_pending()
         self.pending_bytes = 0
 
     def close(self) -> None:
@@ -263,25 +245,27 @@ def _arrow_batch(table: str, rows: list[dict]) -> pa.Table:
     checked it) and is laid out as one buffer instead of being decoded line by line."""
     schema = staged_schema(table)
     if table == "messages":
-        for row in rows:
-            text = row.get("text")
-            row["cjk_count"], row["utf16_len"] = text_counts(text)
+        results = []
+        for i, row in enumerate(rows):
+            row["cjk_count"], row["utf16_len"] = text_counts(row.get("text"))
             if row.get("kind") == "tool_result":
-                row["text_sha256"] = hashlib.sha256((text or "").encode("utf-8")).hexdigest()
-    if table != "records" or not rows:
-        return _from_rows(rows, schema)
-    raws = [row.pop("raw") for row in rows]
-    offsets = [0]
-    total = 0
-    for raw in raws:
-        total += len(raw)
-        offsets.append(total)
-    if total >= 2**31:
-        raise ValueError("a records batch over 2 GiB; lower batch_bytes")
-    raw_array = pa.StringArray.from_buffers(
-        len(raws), pa.py_buffer(array("i", offsets).tobytes()), pa.py_buffer(b"".join(raws)))
-    others = _from_rows(rows, schema.remove(schema.get_field_index("raw")))
-    return others.append_column(schema.field("raw"), raw_array).select(schema.names)
+                results.append(i)
+        batch = _from_rows(rows, schema)
+        if not results:
+            return batch
+        # the payload hash from the UTF-8 bytes Arrow already holds (no second encoding)
+        text = batch.column("text").combine_chunks()
+        _, offsets, data = text.buffers()
+        ends = memoryview(offsets).cast("i")[text.offset:text.offset + len(text) + 1]
+        body = memoryview(data) if data is not None else memoryview(b"")
+        hashes: list[str | None] = [None] * len(rows)
+        for i in results:
+            hashes[i] = hashlib.sha256(body[ends[i]:ends[i + 1]]).hexdigest()
+        column = schema.get_field_index("text_sha256")
+        return batch.set_column(column, schema.field(column), pa.array(hashes, pa.string()))
+    if table == "records":
+        return rows.to_arrow() if rows else schema.empty_table()
+    return _from_rows(rows, schema)
 
 
 def _from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
@@ -329,15 +313,10 @@ def _hash_prefix(handle, length: int) -> tuple[str, "hashlib._Hash"]:
     return hasher.hexdigest(), hasher
 
 
-def detect_task_format(task: FileTask) -> str | None:
-    """Sniff a file's format from its first 64 KiB (in the worker: 3,000 files cost ~0.5 s).
-    Sets ``task.problem`` when the file cannot be read; returns None when no reader knows it."""
-    try:
-        with open(task.path, "rb") as handle:
-            head = handle.read(65536)
-    except OSError as exc:
-        task.problem = f"cannot read file: {exc.strerror or exc}"
-        return None
+def detect_task_format(task: FileTask, head: bytes) -> str | None:
+    """Sniff a file's format from ``head``, its first 64 KiB (read through the same buffered
+    handle that then reads the file, so the head costs no second read). None when no reader
+    knows it."""
     fmt = detect(task.path, head)
     if fmt is None and not head and task.path.endswith(".jsonl") and "/.claude/" in task.path:
         fmt = "claude_code"
@@ -355,12 +334,98 @@ def _file_problem(task: FileTask, base: dict, generation: int, writer: PartWrite
     return FileResult(task.path, source, "problem", problems=[_problem(row)])
 
 
+def _complete_lines(handle, hasher, expected: int) -> Iterator[tuple[memoryview, int, int]]:
+    """The lines of ``handle`` from its position as ``(block, start, newline)`` positions in
+    blocks of up to ``READ_BLOCK`` bytes (no copy per line; a line longer than a block grows
+    the next read; ``expected``, the bytes left by the file's size, keeps a small file's
+    block small). Every complete line is hashed into ``hasher`` in file order. An
+    unterminated last line is yielded once as ``(block, start, -1)``, not hashed."""
+    carry = b""
+    while True:
+        size = max(min(READ_BLOCK, expected + 1), 2 * len(carry), 4096)
+        buf = bytearray(len(carry) + size)
+        buf[:len(carry)] = carry
+        got = handle.readinto(memoryview(buf)[len(carry):])
+        if not got:
+            if carry:
+                yield memoryview(carry), 0, -1
+            return
+        expected -= got
+        filled = len(carry) + got
+        data = memoryview(buf)[:filled]
+        pos = 0
+        find = buf.find
+        while True:
+            newline = find(b"\n", pos, filled)
+            if newline < 0:
+                break
+            yield data, pos, newline
+            pos = newline + 1
+        hasher.update(data[:pos])
+        carry = bytes(data[pos:])
+
+
+class RecordColumns:
+    """A batch's ``records`` rows as columns: a line costs a few list appends instead of a
+    dict, and the raw lines are laid out once into a single Arrow buffer."""
+
+    COLUMNS = ("source_id", "generation", "line_no", "byte_offset", "byte_len", "json_path",
+               "record_type", "session_id", "raw")
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list] = {name: [] for name in self.COLUMNS}
+
+    def __len__(self) -> int:
+        return len(self.columns["line_no"])
+
+    def append(self, *values) -> None:
+        for column, value in zip(self.columns.values(), values):
+            column.append(value)
+
+    def extend(self, other: "RecordColumns") -> None:
+        for name, column in self.columns.items():
+            column.extend(other.columns[name])
+
+    def to_arrow(self) -> pa.Table:
+        """Arrow with the staged ``records`` schema; ``raw`` (valid UTF-8: orjson checked
+        it) becomes one string buffer without being decoded line by line."""
+        schema = staged_schema("records")
+        raws = self.columns["raw"]
+        offsets = array("i", [0])
+        total = 0
+        for raw in raws:
+            total += len(raw)
+            offsets.append(total)
+        if total >= 2**31:
+            raise ValueError("a records batch over 2 GiB; lower batch_bytes")
+        arrays = [pa.array(self.columns[field.name], field.type) for field in schema
+                  if field.name != "raw"]
+        arrays.append(pa.StringArray.from_buffers(
+            len(raws), pa.py_buffer(offsets), pa.py_buffer(b"".join(raws))))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _empty_pending() -> dict[str, list[dict] | RecordColumns]:
+    return {t: RecordColumns() if t == "records" else [] for t in PART_TABLES}
+
+
 def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int) -> FileResult:
-    if task.format is None and not task.problem:
-        task.format = detect_task_format(task)
+    handle = None
+    if not task.problem:
+        try:
+            handle = open(task.path, "rb", buffering=READ_BUFFER)
+        except OSError as exc:
+            task.problem = f"cannot read file: {exc.strerror or exc}"
+    if task.format is None and handle is not None:
+        try:
+            task.format = detect_task_format(task, handle.peek(SNIFF_BYTES)[:SNIFF_BYTES])
+        except OSError as exc:
+            task.problem = f"cannot read file: {exc.strerror or exc}"
         if task.format is None and not task.problem:
+            handle.close()
             return FileResult(task.path, {}, "unrecognized")
         if task.format is not None and superseded_by(task.path, task.format):
+            handle.close()
             return FileResult(task.path, {}, "superseded")
     prev = task.prev or {}
     source_id = prev.get("source_id") or source_id_for(task.path)
@@ -371,15 +436,11 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                 ingested_at=datetime.now(timezone.utc))
     generation = (prev.get("generation") or 0) + 1
     if task.problem:
+        if handle is not None:
+            handle.close()
         return _file_problem(task, base, generation, writer, task.problem)
 
     reader_cls = reader_class(task.format)
-    try:
-        handle = open(task.path, "rb", buffering=1024 * 1024)
-    except OSError as exc:
-        return _file_problem(task, base, generation, writer,
-                             f"cannot read file: {exc.strerror or exc}")
-
     with handle:
         st = os.fstat(handle.fileno())
         base["size_bytes"], base["mtime_ns"] = st.st_size, st.st_mtime_ns
@@ -415,6 +476,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
         ctx = SourceContext(task.path, source_id, generation, task.root)
         reader = reader_cls(ctx)
         out = Emitter(ctx)
+        records = RecordColumns()
         quarantine: list[dict] = []
         problems: list[dict] = []
         run_lines = run_records = run_quarantined = held_back = 0
@@ -443,10 +505,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     except Exception as exc:  # a reader bug must not stop the run
                         reason = f"reader failed: {type(exc).__name__}: {exc}"
                 if reason is None:
-                    out.rows["records"].append(dict(
-                        source_id=source_id, generation=generation, line_no=1, byte_offset=0,
-                        byte_len=len(data), json_path="", record_type=rtype,
-                        session_id=_first_session(out), raw=bytes(content)))
+                    records.append(source_id, generation, 1, 0, len(data), "", rtype,
+                                   _first_session(out), content)
                     run_records = 1
                 else:
                     out.rollback_line()
@@ -458,23 +518,21 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             offset = start
             handle.seek(start)
             pending_bytes = 0
-            while True:
-                raw = handle.readline()
-                if not raw:
-                    break
-                if not raw.endswith(b"\n"):
+            for data, begin_pos, end_pos in _complete_lines(handle, hasher, st.st_size - start):
+                if end_pos < 0:  # an unterminated last line: held back, hashed afterwards
+                    tail = data[begin_pos:]
                     held_back = 1
-                    bytes_read += len(raw)
+                    bytes_read += len(tail)
                     break
-                hasher.update(raw)
-                line_len = len(raw)
+                line_len = end_pos + 1 - begin_pos
                 bytes_read += line_len
                 line_no += 1
                 run_lines += 1
                 # a view of the line without its terminator (and a leading BOM): no copy
-                end = line_len - 2 if raw.endswith(b"\r\n") else line_len - 1
-                begin = len(BOM) if offset == 0 and raw.startswith(BOM) else 0
-                content = memoryview(raw)[begin:end]
+                end = end_pos - 1 if end_pos > begin_pos and data[end_pos - 1] == CR else end_pos
+                if offset == 0 and data[begin_pos:begin_pos + len(BOM)] == BOM:
+                    begin_pos += len(BOM)
+                content = data[begin_pos:end]
                 reason = None
                 severity = "error"
                 obj = None
@@ -503,11 +561,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     if reason is not None:
                         out.rollback_line()
                     else:
-                        out.rows["records"].append(dict(
-                            source_id=source_id, generation=generation, line_no=line_no,
-                            byte_offset=offset, byte_len=line_len, json_path=None,
-                            record_type=rtype, session_id=_last_session(out, reader),
-                            raw=content))
+                        records.append(source_id, generation, line_no, offset, line_len, None,
+                                       rtype, _last_session(out, reader), content)
                         run_records += 1
                 if reason is not None:
                     quarantine.append(_quarantine_row(ctx, line_no, offset, line_len, reason,
@@ -517,6 +572,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                 pending_bytes += line_len
                 if pending_bytes >= writer.batch_bytes and reader_cls.append_safe:
                     rows = out.take()
+                    rows["records"], records = records, RecordColumns()
                     rows["quarantine"].extend(quarantine)
                     problems.extend(_problem(q) for q in quarantine)
                     quarantine = []
@@ -538,9 +594,10 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             # whole-file hash (raw is that tail when a line was held back)
             wm_digest = hasher.hexdigest()
             if held_back:
-                hasher.update(raw)
+                hasher.update(tail)
             hasher.update(handle.read())
         rows = out.take()
+        rows["records"] = records
         rows["quarantine"].extend(quarantine)
         problems.extend(_problem(q) for q in quarantine)
         writer.add(rows, bytes_read)
@@ -574,10 +631,40 @@ def _last_session(out: Emitter, reader) -> str | None:
 
 def process_chunk(args: tuple) -> list[FileResult]:
     lake_root, run_id, chunk_no, tasks, batch_bytes, max_line_bytes = args
-    writer = PartWriter(Lake(lake_root), run_id, chunk_no, batch_bytes)
-    results = [read_file(task, writer, run_id, max_line_bytes) for task in tasks]
-    writer.close()
+    with _rare_gc():
+        writer = PartWriter(Lake(lake_root), run_id, chunk_no, batch_bytes)
+        results = [read_file(task, writer, run_id, max_line_bytes) for task in tasks]
+        writer.close()
     return results
+
+
+@contextlib.contextmanager
+def _rare_gc() -> Iterator[None]:
+    """Collect cycles rarely while reading: every parsed line allocates many short-lived
+    containers (freed by reference counting, they never form cycles), and the default
+    thresholds made the collector walk a batch's live rows again and again (~5% of ingest
+    CPU). The caller's thresholds come back afterwards."""
+    saved = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD_0, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+
+
+def _init_worker() -> None:
+    """Initializer of a forked ingest worker: freeze the objects inherited from the parent
+    (the collector no longer walks them, nor copies their pages), and keep freed memory
+    in glibc's heap instead of returning it to the kernel after each batch (a fresh page
+    costs a page fault; ~40k of them per 200 MB otherwise). The worker exits after the run,
+    so nothing is held afterwards."""
+    gc.freeze()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+        libc.mallopt(M_MMAP_THRESHOLD, 1 << 30)
+    except (OSError, AttributeError):  # not glibc: the defaults stay
+        pass
 
 
 # ---------------------------------------------------------------------------------------
@@ -683,7 +770,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             # __main__ guard (forkserver/spawn re-import it). Workers use pyarrow and DuckDB
             # only, never polars, whose thread pool does not survive a fork.
             pool = ProcessPoolExecutor(max_workers=min(n_workers, len(jobs)),
-                                       mp_context=multiprocessing.get_context("fork"))
+                                       mp_context=multiprocessing.get_context("fork"),
+                                       initializer=_init_worker)
             outputs = pool.map(process_chunk, jobs)
         try:
             for chunk_results in outputs:

@@ -144,28 +144,54 @@ class Lake:
     def exists(self) -> bool:
         return self.sources_path.exists()
 
+    def write_parts(self, con, batches: dict[str, pa.Table], name: str, *,
+                    only: list[str] | None = None) -> None:
+        """Write one Parquet part ``tables/<table>/<name>.parquet`` per table from staged
+        Arrow batches, each through its ``sql/select_<table>_part.sql`` (stored columns).
+
+        ``messages`` are registered as ``staged_messages`` and measured by the temp view
+        ``messages_part``, which the tool_results part joins for its payload metrics (a view,
+        not a table: tool_result rows are measured again, cheaper than a copy of every
+        message). ``records`` need no derived column (their select is the identity):
+        pyarrow writes their raw text faster than a COPY, with no statistics on ``raw``.
+        Each file appears atomically (temp name, then rename). ``only``: these tables."""
+        con.register("staged_messages", batches["messages"])
+        try:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW messages_part AS {sqlfiles.load('select_messages_part')}")
+            for table in only or PART_TABLES:
+                batch = batches[table]
+                target = self.table_dir(table) / f"{name}.parquet"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name("." + target.name + ".tmp")
+                if table == "records":
+                    pq.write_table(batch, tmp, compression="zstd", compression_level=1,
+                                   use_dictionary=False,
+                                   write_statistics=[n for n in batch.column_names if n != "raw"])
+                else:
+                    if table != "messages":
+                        con.register("staged_batch", batch)
+                    con.execute(f"COPY ({sqlfiles.load(f'select_{table}_part')}) TO "
+                                f"{sqlfiles.literal_path(tmp)} (FORMAT parquet, COMPRESSION zstd, "
+                                "COMPRESSION_LEVEL 1, DICTIONARY_SIZE_LIMIT 1)")
+                    if table != "messages":
+                        con.unregister("staged_batch")
+                os.replace(tmp, target)
+        finally:
+            con.execute("DROP VIEW IF EXISTS messages_part")
+            con.unregister("staged_messages")
+
     # -- lifecycle --------------------------------------------------------------------
     def init(self) -> None:
         """Create the folders and zero-row schema files (idempotent)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        con = new_connection()
-        try:
-            con.register("staged_batch", staged_schema("messages").empty_table())
-            con.execute(f"CREATE TEMP TABLE messages_part AS {sqlfiles.load('select_messages_part')}")
-            con.unregister("staged_batch")
-            for table in PART_TABLES:
-                target = self.table_dir(table) / "_empty.parquet"
-                if target.exists():
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                con.register("staged_batch", staged_schema(table).empty_table())
-                select = sqlfiles.load(f"select_{table}_part")
-                tmp = target.with_name("._empty.parquet.tmp")
-                con.execute(f"COPY ({select}) TO {sqlfiles.literal_path(tmp)} (FORMAT parquet)")
-                con.unregister("staged_batch")
-                os.replace(tmp, target)
-        finally:
-            con.close()
+        missing = [t for t in PART_TABLES if not (self.table_dir(t) / "_empty.parquet").exists()]
+        if missing:
+            con = new_connection()
+            try:
+                self.write_parts(con, {t: staged_schema(t).empty_table() for t in PART_TABLES},
+                                 "_empty", only=missing)
+            finally:
+                con.close()
         if not self.sources_path.exists():
             write_parquet_atomic(SOURCES.empty_table(), self.sources_path)
         if not self.runs_path.exists():

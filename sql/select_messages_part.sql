@@ -1,6 +1,6 @@
 -- Stored columns of a messages part: staged rows plus parsed time, lengths and est_tokens (the formula in SQL; its inputs cjk_count/utf16_len measured by the engine, checked against the est_tokens macro by sql/checks)
 WITH staged AS (
-    SELECT * FROM staged_batch
+    SELECT * FROM staged_messages
 ),
 measured AS (
     SELECT
