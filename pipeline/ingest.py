@@ -273,7 +273,14 @@ def _from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
 
     Not polars, though it builds this about twice as fast: workers are forked, and a forked
     child of a parent whose polars thread pool is running deadlocks on its first polars call."""
-    return pa.Table.from_pylist(rows, schema=schema)
+    return pa.Table.from_struct_array(pa.array(rows, type=_struct_type(schema)))
+
+
+@functools.cache
+def _struct_type(schema: pa.Schema) -> pa.StructType:
+    """The row type of ``schema``: converting dicts as one struct array runs the per-row
+    work in C++ (~12% faster than ``Table.from_pylist``, which gathers each column in Python)."""
+    return pa.struct(list(schema))
 
 
 @dataclasses.dataclass
@@ -774,6 +781,10 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                                        initializer=_init_worker)
             outputs = pool.map(process_chunk, jobs)
         try:
+            # the persisted views depend on the SQL and the lake's layout, not on the rows:
+            # written (when stale) while the workers read, off the run's critical path
+            if not lake.duckdb_file_current():
+                lake.write_duckdb_file()
             for chunk_results in outputs:
                 for res in chunk_results:
                     results.append(res)
@@ -816,7 +827,5 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         summary.superseded.sort()
         summary.files_unrecognized = len(summary.unrecognized)
         summary.quarantined_errors = sum(1 for p in summary.problems if p["severity"] == "error")
-        if summary.files != summary.files_unchanged or not lake.duckdb_file_current():
-            lake.write_duckdb_file()
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary
