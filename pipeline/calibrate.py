@@ -31,13 +31,39 @@ Method (simple, robust, explainable): ``prompt_k = overhead_thread + sum_c f_c *
   1.0 and a model seen little borrows from the others; factors are clamped to [0.25, 4].
 - The model's ``intercept`` (median of the thread overheads) stands in when a thread has no
   recorded usage at all.
-- Output: ``output_tokens = intercept + sum_c f_c * x_c`` over the call's own assistant rows:
-  the same fit with one intercept per model (the median, over the model's calls, of
-  ``recorded - f . x``): the framing a model writes around a tool call, which no transcript
-  text shows.
+
+Output: a transcript shows the *visible* output only, so that is what is fitted and scored:
+``visible = recorded output - recorded reasoning`` where the source records the hidden
+reasoning apart (Codex ``reasoning_output_tokens``, Gemini ``thoughts``, OpenAI-style
+``reasoning_tokens``: parts of the recorded output that no transcript shows). There the
+transcript's ``thinking`` rows are a summary of that reasoning, not counted output, so they
+are left out of the estimate. Where the source records no reasoning count (Claude Code), the
+thinking rows are output the model wrote and was billed for: they stay in the estimate, and
+the report scores those calls apart too (Claude 4 may show only a summary of long thinking,
+so their recorded count can exceed anything the transcript shows). A row the reader parsed
+out of the assistant's text (a text-mode agent's action: its ``tool_use`` row shares the
+``json_path`` of its text row) is counted once, in the text (the prompt context still counts
+both rows, as it always did). Calls whose whole recorded output is hidden reasoning are not
+scored.
+``visible_k = intercept + sum_c f_c * x_c,k + g * n_tool_calls_k`` over the call's own
+assistant rows: the same ridge fit, one intercept per model (the median, over the model's
+calls, of ``visible - f . x - g * n``), and ``g``, the framing per tool call (name, id and
+syntax a model writes around each call, which no transcript text shows). ``g`` has a weak
+prior of 0 (worth one call one tool call away from its model's mean), in the pooled fit and
+in a model's own: a model's ``g`` is not pulled towards the pooled value, since it is the
+model's own tool-call syntax (a model whose calls all make the same number of tool calls
+keeps ``g`` at 0 and its intercept holds the framing).
+
+A recorded output that is not a complete count is not fitted or scored: when the visible
+output has more than ``MAX_CHARS_PER_TOKEN`` characters per recorded token (text and code run
+at 2-5, the heuristic assumes 4), the count was written before the call ended (Claude Code
+writes one line per content block with the usage known at that moment, often
+``output_tokens: 1``, and the final count may never be written). The report gives their
+number and the error with them included.
 
 The heuristic, for comparison, is the same formula with every factor 1.0 (the plain
-``est_tokens`` plus the same kind of overhead). Evaluation (:func:`estimator_report`):
+``est_tokens`` plus the same kind of overhead; for output the plain ``est_tokens`` of the
+call's visible rows, against the same visible count). Evaluation (:func:`estimator_report`):
 leave-one-session-out when the model has two sessions or more (a session with its
 sub-agents is scored with factors fitted without it); a model seen in one session is scored
 on the second half of its calls with factors fitted on the first half (temporal hold-out),
@@ -45,8 +71,10 @@ or, with fewer than 6 calls, from the other models only. The report says which.
 
 The stored table is ``token_calibration`` (``lake.write_derived("token_calibration", "all",
 ...)``), one row per (model, direction, content class), plus model ``*`` pooled over all
-models for unknown models. The calibrated estimate is :func:`est_tokens_calibrated`: it says
-it is calibrated in its name, the heuristic stays ``est_tokens``.
+models for unknown models; the output direction has a fourth row, ``tool_call``, whose
+factor is the framing in tokens per tool call. The calibrated estimate is
+:func:`est_tokens_calibrated`: it says it is calibrated in its name, the heuristic stays
+``est_tokens``.
 """
 
 from __future__ import annotations
@@ -65,7 +93,11 @@ from pipeline.lake import Lake, holds_lake_lock
 from pipeline.tokens import cjk_count, estimate_tokens
 
 CLASSES = ("prose", "code", "cjk")
+TOOL_CALL = "tool_call"
 DIRECTIONS = ("prompt", "output")
+# the terms of each direction's fit: heuristic tokens per content class, and for output the
+# number of tool calls the call made (its framing)
+FEATURES = {"prompt": CLASSES, "output": CLASSES + (TOOL_CALL,)}
 ALL_MODELS = "*"
 TARGET_PCT = 5.0
 PRIOR_FACTOR = 1.0
@@ -75,23 +107,48 @@ PRIOR_FACTOR = 1.0
 POOLED_PRIOR_WEIGHT = 100.0 ** 2
 MODEL_PRIOR_WEIGHT = 1000.0 ** 2
 FACTOR_BOUNDS = (0.25, 4.0)
+# The framing per tool call (output only), in tokens per call: a weak prior of 0 (the
+# heuristic adds nothing), worth one call one tool call away from its model's mean, for the
+# pooled fit and for a model's own (pulled towards 0 too, not towards the pooled value: the
+# framing is the model's own tool-call syntax); never negative. The weight is the ratio of
+# the noise of an output count (tens of tokens) to the spread of framings (0 to ~60 tokens).
+TOOL_CALL_PRIOR_WEIGHT = 1.0
+TOOL_CALL_BOUNDS = (0.0, 1000.0)
 MIN_CALLS_FOR_TEMPORAL_HOLDOUT = 6
 CODE_KINDS = ("tool_use", "tool_result")
+# A recorded output count with more visible characters per token than this is not a complete
+# count (typical text and code run at 2-5 characters per token, the heuristic assumes 4).
+MAX_CHARS_PER_TOKEN = 10
 
-Factors = tuple[float, float, float]
+Factors = tuple[float, ...]
 
 TOKEN_CALIBRATION = pa.schema([
     ("model", pa.string()),
     ("direction", pa.string()),        # prompt | output
-    ("content_class", pa.string()),    # prose | code | cjk
+    ("content_class", pa.string()),    # prose | code | cjk | tool_call (output only)
     ("factor", pa.float64()),          # recorded tokens per heuristic token of the class
+                                       # (tool_call: tokens of framing per tool call)
     ("intercept", pa.float64()),       # prompt: tokens outside the transcript (system prompt, tools)
     ("n_calls", pa.int64()),           # recorded API calls the fit rests on
-    ("n_fit_calls", pa.int64()),       # calls that entered the least squares (threads of 2+ calls for prompt)
+    ("n_fit_calls", pa.int64()),       # calls that entered the least squares (threads of 2+
+                                       # calls for prompt; complete visible counts for output)
     ("n_sessions", pa.int64()),
-    ("class_tokens", pa.int64()),      # heuristic tokens of the class seen by the fit (0 = prior only)
+    ("class_tokens", pa.int64()),      # heuristic tokens of the class seen by the fit (0 =
+                                       # prior only; tool_call: the number of tool calls)
     ("data_until", pa.timestamp("us", tz="UTC")),  # newest call used (not the wall clock: deterministic)
 ])
+
+
+def _prior(direction: str) -> tuple[Factors, Factors, Factors, list[tuple[float, float]]]:
+    """(prior values, pooled weights, model weights, bounds) of a direction's terms."""
+    values, pooled, model, bounds = [], [], [], []
+    for feature in FEATURES[direction]:
+        framing = feature == TOOL_CALL
+        values.append(0.0 if framing else PRIOR_FACTOR)
+        pooled.append(TOOL_CALL_PRIOR_WEIGHT if framing else POOLED_PRIOR_WEIGHT)
+        model.append(TOOL_CALL_PRIOR_WEIGHT if framing else MODEL_PRIOR_WEIGHT)
+        bounds.append(TOOL_CALL_BOUNDS if framing else FACTOR_BOUNDS)
+    return tuple(values), tuple(pooled), tuple(model), bounds
 
 
 # -- content classes of one text ----------------------------------------------------------
@@ -106,7 +163,7 @@ def class_tokens(text: str | None, kind: str | None = "text") -> dict[str, int]:
 # -- the fit ------------------------------------------------------------------------------
 @dataclass
 class Observation:
-    """One recorded quantity ``y`` (prompt or output tokens) against class features ``x``."""
+    """One recorded quantity ``y`` (prompt or visible output tokens) against features ``x``."""
 
     model: str
     group_id: str          # the hold-out unit: a session with its sub-agents
@@ -114,35 +171,70 @@ class Observation:
     order: int             # position of the call in the data (session order)
     x: Factors
     y: float
+    subset: str = ""       # output: which kind of count (see OUTPUT_SUBSETS)
+
+
+# Output calls, by what their recorded count holds beyond the transcript's visible rows.
+REASONING_APART = "hidden reasoning recorded apart (subtracted)"
+THINKING_IN_COUNT = "thinking rows, no reasoning count (hidden part unknown)"
+VISIBLE_ONLY = "no thinking or hidden reasoning"
+OUTPUT_SUBSETS = (REASONING_APART, THINKING_IN_COUNT, VISIBLE_ONLY)
 
 
 @dataclass
 class Dataset:
     calls: list[dict]
     prompt: list[Observation]
-    output: list[Observation]
+    output: list[Observation]           # complete visible counts: fitted and scored
+    partial_output: list[Observation]   # counts written before the call ended: scored apart
+    hidden_only: list[int]              # orders of calls whose recorded output is all hidden
 
 
 def _features(call: dict, prefix: str) -> Factors:
-    return tuple(float(call[f"{prefix}_{c}"] or 0) for c in CLASSES)  # type: ignore[return-value]
+    return tuple(float(call[f"{prefix}_{c}"] or 0) for c in CLASSES)
+
+
+def visible_output(call: dict) -> tuple[Factors, float, int, str]:
+    """(features, visible recorded tokens, visible characters, subset) of one call's output.
+
+    Where the source records the hidden reasoning apart, it is subtracted and the thinking
+    rows (its summary) are not part of the estimate; otherwise thinking rows are output the
+    model wrote and count like prose."""
+    reasoning = call["recorded_reasoning"]
+    prose, code, cjk = _features(call, "out")
+    chars = int(call["out_chars"] or 0)
+    if reasoning is None:
+        prose += float(call["out_thinking_prose"] or 0)
+        cjk += float(call["out_thinking_cjk"] or 0)
+        chars += int(call["out_thinking_chars"] or 0)
+        subset = THINKING_IN_COUNT if call["out_thinking_blocks"] else VISIBLE_ONLY
+    else:
+        subset = REASONING_APART if reasoning > 0 or call["out_thinking_blocks"] else VISIBLE_ONLY
+    visible = float(call["recorded_output"] or 0) - float(reasoning or 0)
+    return (prose, code, cjk, float(call["out_tool_blocks"] or 0)), visible, chars, subset
 
 
 def build_dataset(calls: list[dict]) -> Dataset:
     """Turn per-call rows (``select_calibration_calls``) into prompt and output observations."""
-    prompt, output = [], []
+    prompt, output, partial, hidden_only = [], [], [], []
     for order, call in enumerate(calls):
         ids = (call["model"], call["group_id"], call["thread_id"], order)
         prompt.append(Observation(*ids, _features(call, "ctx"), float(call["recorded_prompt"])))
-        if call["recorded_output"] is not None and call["recorded_output"] > 0:
-            # one "thread" per model: the output fit has a per-call intercept (the framing a
-            # model emits around a tool call: ids, names, JSON syntax, stop tokens)
-            out_ids = (call["model"], call["group_id"], f"output:{call['model']}", order)
-            output.append(Observation(*out_ids, _features(call, "out"), float(call["recorded_output"])))
-    return Dataset(calls, prompt, output)
+        if call["recorded_output"] is None:
+            continue
+        x, y, chars, subset = visible_output(call)
+        if y <= 0:
+            hidden_only.append(order)   # nothing visible was counted: no estimate to score
+            continue
+        # one "thread" per model: the output fit has a per-model intercept
+        obs = Observation(call["model"], call["group_id"], f"output:{call['model']}", order,
+                          x, y, subset)
+        (partial if y * MAX_CHARS_PER_TOKEN < chars else output).append(obs)
+    return Dataset(calls, prompt, output, partial, hidden_only)
 
 
 def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
-    """Gaussian elimination with partial pivoting (the system is 3x3 and ridge-regularised)."""
+    """Gaussian elimination with partial pivoting (the system is small and ridge-regularised)."""
     n = len(vector)
     a = [row[:] + [vector[i]] for i, row in enumerate(matrix)]
     for col in range(n):
@@ -177,36 +269,43 @@ def _centred(observations: list[Observation], with_overhead: bool) -> list[tuple
     for members in _by_thread(observations).values():
         if len(members) < 2:
             continue
-        n = len(members)
-        mean_x = [sum(o.x[i] for o in members) / n for i in range(len(CLASSES))]
+        n, width = len(members), len(members[0].x)
+        mean_x = [sum(o.x[i] for o in members) / n for i in range(width)]
         mean_y = sum(o.y for o in members) / n
         pairs += [(tuple(a - b for a, b in zip(o.x, mean_x)), o.y - mean_y) for o in members]
-    return pairs  # type: ignore[return-value]
+    return pairs
 
 
-def fit_factors(observations: list[Observation], *, with_overhead: bool,
-                prior: Factors = (PRIOR_FACTOR,) * 3, weight: float = POOLED_PRIOR_WEIGHT) -> Factors:
+def fit_factors(observations: list[Observation], direction: str = "prompt", *,
+                with_overhead: bool, prior: Factors | None = None,
+                weights: Factors | None = None) -> Factors:
     """Ridge least squares of ``y ~ f . x`` (within threads when ``with_overhead``) pulled
-    towards ``prior``, clamped to FACTOR_BOUNDS."""
-    n = len(CLASSES)
-    xtx = [[weight if i == j else 0.0 for j in range(n)] for i in range(n)]
-    xty = [weight * p for p in prior]
+    towards ``prior`` (default: the heuristic, framing 0) with ``weights`` per term (default:
+    the pooled weights), each term clamped to its bounds."""
+    default_prior, pooled_weights, _model_weights, bounds = _prior(direction)
+    prior = default_prior if prior is None else prior
+    weights = pooled_weights if weights is None else weights
+    n = len(prior)
+    xtx = [[weights[i] if i == j else 0.0 for j in range(n)] for i in range(n)]
+    xty = [w * p for w, p in zip(weights, prior)]
     for x, y in _centred(observations, with_overhead):
         for i in range(n):
             xty[i] += x[i] * y
             for j in range(n):
                 xtx[i][j] += x[i] * x[j]
-    low, high = FACTOR_BOUNDS
-    return tuple(min(high, max(low, f)) for f in _solve(xtx, xty))  # type: ignore[return-value]
+    return tuple(min(high, max(low, f)) for f, (low, high) in zip(_solve(xtx, xty), bounds))
 
 
-def fit_model_factors(observations: list[Observation], model: str, *, with_overhead: bool) -> Factors:
+def fit_model_factors(observations: list[Observation], model: str, direction: str = "prompt", *,
+                      with_overhead: bool) -> Factors:
     """A model's factors: its own calls, pulled towards the factors pooled over all models."""
-    pooled = fit_factors(observations, with_overhead=with_overhead)
+    pooled = fit_factors(observations, direction, with_overhead=with_overhead)
     if model == ALL_MODELS:
         return pooled
-    return fit_factors([o for o in observations if o.model == model], with_overhead=with_overhead,
-                       prior=pooled, weight=MODEL_PRIOR_WEIGHT)
+    # the framing of a tool call is the model's own syntax: not borrowed from other models
+    prior = tuple(0.0 if f == TOOL_CALL else p for f, p in zip(FEATURES[direction], pooled))
+    return fit_factors([o for o in observations if o.model == model], direction,
+                       with_overhead=with_overhead, prior=prior, weights=_prior(direction)[2])
 
 
 def thread_overhead(others: Iterable[Observation], factors: Factors) -> float | None:
@@ -244,10 +343,10 @@ def fit_table(calls: list[dict]) -> pa.Table:
             prompt = direction == "prompt"
             everything = data.prompt if prompt else data.output
             observations = [o for o in everything if model == ALL_MODELS or o.model == model]
-            factors = fit_model_factors(everything, model, with_overhead=True)
+            factors = fit_model_factors(everything, model, direction, with_overhead=True)
             intercept = fit_intercept(observations, factors)
             fitted = _centred(observations, prompt)
-            for i, content_class in enumerate(CLASSES):
+            for i, content_class in enumerate(FEATURES[direction]):
                 rows.append({
                     "model": model, "direction": direction, "content_class": content_class,
                     "factor": round(factors[i], 6),
@@ -270,9 +369,10 @@ def calibrate(lake: Lake) -> pa.Table:
 
 @dataclass
 class TokenCalibration:
-    """Fitted factors by (model, direction); unknown models fall back to ``*``, then to 1.0."""
+    """Fitted factors by (model, direction); unknown models fall back to ``*``, then to the
+    heuristic (factors 1.0, no framing)."""
 
-    factors: dict[tuple[str, str], tuple[float, float, float]]
+    factors: dict[tuple[str, str], Factors]
     intercepts: dict[tuple[str, str], float | None]
 
     @classmethod
@@ -283,7 +383,7 @@ class TokenCalibration:
             key = (row["model"], row["direction"])
             factors[key][row["content_class"]] = row["factor"]
             intercepts[key] = row["intercept"]
-        return cls({k: tuple(v.get(c, PRIOR_FACTOR) for c in CLASSES)  # type: ignore[misc]
+        return cls({k: tuple(v.get(f, p) for f, p in zip(FEATURES[k[1]], _prior(k[1])[0]))
                     for k, v in factors.items()}, intercepts)
 
     @classmethod
@@ -295,29 +395,32 @@ class TokenCalibration:
             return cls({}, {})
         return cls.from_table(pq.read_table(stored))
 
-    def lookup(self, model: str | None, direction: str = "prompt") -> tuple[tuple[float, float, float], float | None]:
+    def lookup(self, model: str | None, direction: str = "prompt") -> tuple[Factors, float | None]:
         for key in ((model or ALL_MODELS, direction), (ALL_MODELS, direction)):
             if key in self.factors:
                 return self.factors[key], self.intercepts.get(key)
-        return (PRIOR_FACTOR,) * len(CLASSES), None  # type: ignore[return-value]
+        return _prior(direction)[0], None
 
 
 def est_tokens_calibrated(calibration: TokenCalibration, model: str | None,
                           classes: dict[str, int], *, direction: str = "prompt",
                           recorded: Iterable[tuple[float, dict[str, int]]] = ()) -> int:
-    """The calibrated estimate of a prompt (or an output) from its heuristic class tokens.
+    """The calibrated estimate of a prompt (or a visible output) from its heuristic class tokens.
 
-    ``classes`` holds the heuristic tokens per content class (see :func:`class_tokens`).
+    ``classes`` holds the heuristic tokens per content class (see :func:`class_tokens`); for
+    an output also ``tool_call``, the number of tool calls it makes.
     Prompt: the overhead (system prompt, tools) is the median of ``recorded - f . classes``
     over ``recorded`` = (recorded prompt tokens, class tokens) of other calls of the same
     thread, or the model's intercept when there are none (0 when the model has none).
-    Output: the calibrated sum.
+    Output: the model's intercept plus the calibrated sum and the framing of its tool calls;
+    it estimates the visible output (hidden reasoning is not in a transcript).
     """
     factors, intercept = calibration.lookup(model, direction)
-    x = [float(classes.get(c, 0)) for c in CLASSES]
+    features = FEATURES[direction]
+    x = [float(classes.get(c, 0)) for c in features]
     if direction == "output":
         return max(0, round((intercept or 0.0) + _dot(factors, x)))
-    overheads = [y - _dot(factors, [float(k.get(c, 0)) for c in CLASSES]) for y, k in recorded]
+    overheads = [y - _dot(factors, [float(k.get(c, 0)) for c in features]) for y, k in recorded]
     overhead = _quantile(overheads, 0.5) if overheads else (intercept or 0.0)
     return max(0, round(overhead + _dot(factors, x)))
 
@@ -358,14 +461,32 @@ def _holdout_splits(observations: list[Observation]) -> tuple[str, list[tuple[se
     return "one session, few calls: factors from the other models only", [(everything, everything)]
 
 
-def _evaluate(model: str, direction: str, data: Dataset) -> dict[str, Any]:
-    prompt = direction == "prompt"
-    everything = data.prompt if prompt else data.output
+def _result(model: str, direction: str, data: Dataset, n_scored: int, method: str,
+            heuristic: list[float], calibrated: list[float]) -> dict[str, Any]:
+    cal = _summary(calibrated)
+    everything = data.prompt if direction == "prompt" else data.output
+    factors = fit_model_factors(everything, model, direction, with_overhead=True)
+    return {
+        "model": model, "direction": direction,
+        "n_calls": sum(1 for c in data.calls if c["model"] == model),
+        "n_scored": n_scored,
+        "n_sessions": len({c["group_id"] for c in data.calls if c["model"] == model}),
+        "evaluation": method,
+        "heuristic": _summary(heuristic), "calibrated": cal,
+        "target_pct": TARGET_PCT,
+        "within_target": None if cal["median_pct"] is None else cal["median_pct"] <= TARGET_PCT,
+        "gap_pct": None if cal["median_pct"] is None else round(cal["median_pct"] - TARGET_PCT, 2),
+        "factors": dict(zip(FEATURES[direction], (round(f, 3) for f in factors))),
+    }
+
+
+def _evaluate_prompt(model: str, data: Dataset) -> dict[str, Any]:
+    everything = data.prompt
     mine = [o for o in everything if o.model == model]
     method, splits = _holdout_splits(mine)
     threads = _by_thread(mine)
     heuristic, calibrated, no_overhead, shares = [], [], [], []
-    implausible = 0
+    ones = (PRIOR_FACTOR,) * len(CLASSES)
     for held, excluded in splits:
         train = [o for o in everything if o.order not in excluded]
         factors = fit_model_factors(train, model, with_overhead=True)
@@ -373,15 +494,9 @@ def _evaluate(model: str, direction: str, data: Dataset) -> dict[str, Any]:
         for o in mine:
             if o.order not in held:
                 continue
-            if not prompt:
-                implausible += o.y < 0.1 * sum(o.x)
-                heuristic.append(abs(sum(o.x) - o.y) / o.y)
-                calibrated.append(abs((intercept or 0.0) + _dot(factors, o.x) - o.y) / o.y)
-                continue
             others = [t for t in threads[o.thread_id] if t.order != o.order]
             if not others:
                 continue   # a thread's only recorded call: nothing tells its overhead
-            ones = (PRIOR_FACTOR,) * len(CLASSES)
             heuristic_estimate = thread_overhead(others, ones) + sum(o.x)  # type: ignore[operator]
             calibrated_estimate = thread_overhead(others, factors) + _dot(factors, o.x)  # type: ignore[operator]
             heuristic.append(abs(heuristic_estimate - o.y) / o.y)
@@ -389,29 +504,81 @@ def _evaluate(model: str, direction: str, data: Dataset) -> dict[str, Any]:
             shares.append(sum(o.x) / o.y)
             if intercept is not None:
                 no_overhead.append(abs(intercept + _dot(factors, o.x) - o.y) / o.y)
-    cal = _summary(calibrated)
-    result: dict[str, Any] = {
-        "model": model, "direction": direction,
-        "n_calls": sum(1 for c in data.calls if c["model"] == model),
-        "n_scored": len(heuristic),
-        "n_sessions": len({o.group_id for o in mine}),
-        "evaluation": method,
-        "heuristic": _summary(heuristic), "calibrated": cal,
-        "target_pct": TARGET_PCT,
-        "within_target": None if cal["median_pct"] is None else cal["median_pct"] <= TARGET_PCT,
-        "gap_pct": None if cal["median_pct"] is None else round(cal["median_pct"] - TARGET_PCT, 2),
-        "factors": dict(zip(CLASSES, (round(f, 3) for f in
-                                      fit_model_factors(everything, model, with_overhead=True)))),
-    }
-    if prompt:
-        # how much of the recorded prompt the transcript explains (the rest is overhead): when
-        # the overhead dominates, any estimator's % error on the whole prompt is small
-        result["transcript_share_pct"] = (round(100 * _quantile(shares, 0.5), 1) if shares else None)
-        result["calibrated_with_model_intercept"] = _summary(no_overhead)
-    else:
-        # recorded output far below the visible output: a partial count (Claude Code writes the
-        # stream's first usage on many calls, e.g. output_tokens = 1), not an estimator error
-        result["n_implausible_recorded"] = implausible
+    result = _result(model, "prompt", data, len(heuristic), method, heuristic, calibrated)
+    # how much of the recorded prompt the transcript explains (the rest is overhead): when
+    # the overhead dominates, any estimator's % error on the whole prompt is small
+    result["transcript_share_pct"] = round(100 * _quantile(shares, 0.5), 1) if shares else None
+    result["calibrated_with_model_intercept"] = _summary(no_overhead)
+    return result
+
+
+def _evaluate_output(model: str, data: Dataset) -> dict[str, Any]:
+    """Held-out error on the visible output of complete counts; partial counts are scored
+    apart (with the same factors) and reported, never fitted."""
+    mine = [o for o in data.output if o.model == model]
+    partial = [o for o in data.partial_output if o.model == model]
+    partial_orders = {o.order for o in partial}
+    # the same held-out calls as the prompt direction (every recorded call takes part in the
+    # split, scored or not)
+    method, splits = _holdout_splits([o for o in data.prompt if o.model == model])
+    heuristic, calibrated, with_partial = [], [], []
+    by_subset: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for held, excluded in splits:
+        train = [o for o in data.output if o.order not in excluded]
+        factors = fit_model_factors(train, model, "output", with_overhead=True)
+        intercept = fit_intercept([o for o in train if o.model == model], factors)
+        if intercept is None:   # no call of the model to fit on: the other models' intercept
+            intercept = fit_intercept(train, factors) or 0.0
+        for o in mine + partial:
+            if o.order not in held:
+                continue
+            calibrated_error = abs(intercept + _dot(factors, o.x) - o.y) / o.y
+            with_partial.append(calibrated_error)
+            if o.order in partial_orders:
+                continue
+            heuristic_error = abs(sum(o.x[:len(CLASSES)]) - o.y) / o.y
+            heuristic.append(heuristic_error)
+            calibrated.append(calibrated_error)
+            by_subset[o.subset][0].append(heuristic_error)
+            by_subset[o.subset][1].append(calibrated_error)
+    n_partial = len(with_partial) - len(calibrated)
+    calls = [c for c in data.calls if c["model"] == model]
+    counted = [c for c in calls if c["recorded_reasoning"] is not None and c["recorded_output"]]
+    total = sum(c["recorded_output"] for c in counted)
+    hidden_pct = (round(100 * sum(c["recorded_reasoning"] for c in counted) / total, 1)
+                  if total else None)
+    subsets = [{"subset": name, "n_scored": len(by_subset[name][0]),
+                "heuristic": _summary(by_subset[name][0]),
+                "calibrated": _summary(by_subset[name][1])}
+               for name in OUTPUT_SUBSETS if name in by_subset]
+    # what the figure leaves out or cannot know, in the evaluation text the table shows
+    notes = []
+    if n_partial:
+        notes.append(f"{n_partial} partial count{'s' if n_partial > 1 else ''} not scored "
+                     f"(all {len(with_partial)}: {_summary(with_partial)['median_pct']:g}%)")
+    n_hidden_only = sum(1 for order in data.hidden_only if data.calls[order]["model"] == model)
+    if n_hidden_only:
+        notes.append(f"{n_hidden_only} call{'s' if n_hidden_only > 1 else ''} with no visible "
+                     "output counted (all hidden reasoning) not scored")
+    if hidden_pct:
+        notes.append(f"hidden reasoning {hidden_pct:g}% of the recorded output, subtracted")
+    for subset in subsets:
+        if subset["subset"] == THINKING_IN_COUNT:
+            notes.append(f"{subset['n_scored']} with thinking but no reasoning count: "
+                         f"{subset['calibrated']['median_pct']:g}%")
+    result = _result(model, "output", data, len(calibrated), "; ".join([method] + notes),
+                     heuristic, calibrated)
+    result.update({
+        "scored": "visible output (recorded output minus the hidden reasoning the source "
+                  "records apart)",
+        # the part of the recorded output no transcript shows (where the source counts it)
+        "hidden_reasoning_pct": hidden_pct,
+        # recorded output far below the visible output: written before the call ended
+        "n_partial_recorded": n_partial,
+        "n_hidden_only": n_hidden_only,
+        "calibrated_with_partial": _summary(with_partial),
+        "subsets": subsets,
+    })
     return result
 
 
@@ -420,7 +587,8 @@ def estimator_report(lake: Lake) -> dict[str, Any]:
     calls = load_calls(lake)
     data = build_dataset(calls)
     models = sorted({c["model"] for c in calls})
-    rows = [_evaluate(model, direction, data) for model in models for direction in DIRECTIONS]
+    rows = [evaluate(model, data) for model in models
+            for evaluate in (_evaluate_prompt, _evaluate_output)]
     until = max((c["timestamp"] for c in calls if c["timestamp"] is not None), default=None)
     return {
         "target_pct": TARGET_PCT,
@@ -429,6 +597,10 @@ def estimator_report(lake: Lake) -> dict[str, Any]:
         "method": ("prompt = thread overhead (median of recorded - estimate over the thread's "
                    "other calls) + factors x heuristic class tokens; heuristic: factors 1.0; "
                    "error = |estimate - recorded| / recorded per call; calls alone in their "
-                   "thread are not scored; output = model intercept + factors x heuristic of the call's own rows"),
+                   "thread are not scored; output = model intercept + factors x heuristic of "
+                   "the call's own visible rows + framing x tool calls, scored against the "
+                   "visible output (recorded output - recorded hidden reasoning; thinking rows "
+                   "count only where the source has no reasoning count); partial counts "
+                   f"(over {MAX_CHARS_PER_TOKEN} visible characters per recorded token) not scored"),
         "models": rows,
     }

@@ -4,9 +4,15 @@ WITH base AS (
         session_id, seq, block_no, role, kind, model, api_call_id, usage_scope, "timestamp",
         coalesce(is_sidechain, false) AS is_sidechain,
         coalesce(is_prompt, false) AS is_prompt,
-        input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens,
+        input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens, reasoning_tokens,
         coalesce(est_tokens, 0) AS est,
+        coalesce(char_len, 0) AS chars,
         CAST(ceil(coalesce(cjk_count, 0) * 3 / 2.0) AS BIGINT) AS est_cjk,
+        -- an action parsed out of the assistant's text by the reader (text-mode agents:
+        -- mini-SWE-agent, SWE-agent): its tool_use row shares the JSON location of the text
+        -- row it was found in; the model wrote it once, inside that text
+        kind = 'tool_use' AND json_path IS NOT NULL AND coalesce(bool_or(kind = 'text') OVER (
+            PARTITION BY session_id, api_call_id, json_path), false) AS is_parsed_action,
         -- rows an API request carries: conversation turns (Claude Code's own system records,
         -- boundaries and summaries of the local UI are not sent; a system prompt text is)
         role IN ('user', 'assistant', 'tool') OR (role = 'system' AND kind = 'text') AS in_context,
@@ -88,7 +94,9 @@ usage_rows AS (
     -- the messages view keeps usage once per API call; zero-usage rows (local errors) are skipped
     SELECT session_id, call_key, model, "timestamp",
            input_tokens + coalesce(cache_creation_tokens, 0) + coalesce(cache_read_tokens, 0) AS recorded_prompt,
-           output_tokens AS recorded_output
+           output_tokens AS recorded_output,
+           -- the part of recorded_output spent on hidden reasoning, where the source records it
+           reasoning_tokens AS recorded_reasoning
     FROM keyed
     WHERE input_tokens IS NOT NULL AND usage_scope = 'call'
       AND input_tokens + coalesce(cache_creation_tokens, 0) + coalesce(cache_read_tokens, 0) > 0
@@ -104,13 +112,24 @@ first_rows AS (
                                ORDER BY role <> 'assistant', seq, block_no) = 1
 ),
 outputs AS (
+    -- what the call wrote, as the transcript shows it: the visible rows apart from the
+    -- thinking rows (a summary of the hidden reasoning for some models); an action parsed
+    -- out of the text is already counted in the text
     SELECT
         session_id, call_key,
-        sum(CASE WHEN role = 'assistant' THEN prose + think_prose ELSE 0 END) AS out_prose,
-        sum(CASE WHEN role = 'assistant' THEN code ELSE 0 END) AS out_code,
-        sum(CASE WHEN role = 'assistant' THEN cjk + think_cjk ELSE 0 END) AS out_cjk,
-        sum(CASE WHEN role = 'assistant' THEN blocks + think_blocks ELSE 0 END) AS out_text_blocks,
-        sum(CASE WHEN role = 'assistant' THEN tool_blocks ELSE 0 END) AS out_tool_blocks
+        sum(CASE WHEN role = 'assistant' THEN prose ELSE 0 END) AS out_prose,
+        sum(CASE WHEN role = 'assistant' AND NOT is_parsed_action THEN code ELSE 0 END) AS out_code,
+        sum(CASE WHEN role = 'assistant' THEN cjk ELSE 0 END) AS out_cjk,
+        sum(CASE WHEN role = 'assistant' THEN think_prose ELSE 0 END) AS out_thinking_prose,
+        sum(CASE WHEN role = 'assistant' THEN think_cjk ELSE 0 END) AS out_thinking_cjk,
+        sum(CASE WHEN role = 'assistant' AND in_context AND kind <> 'thinking'
+                      AND NOT is_parsed_action THEN chars ELSE 0 END) AS out_chars,
+        sum(CASE WHEN role = 'assistant' AND in_context AND kind = 'thinking' THEN chars ELSE 0 END)
+            AS out_thinking_chars,
+        sum(CASE WHEN role = 'assistant' THEN blocks ELSE 0 END) AS out_text_blocks,
+        sum(CASE WHEN role = 'assistant' THEN think_blocks ELSE 0 END) AS out_thinking_blocks,
+        sum(CASE WHEN role = 'assistant' AND NOT is_parsed_action THEN tool_blocks ELSE 0 END)
+            AS out_tool_blocks
     FROM call_rows
     GROUP BY session_id, call_key
 ),
@@ -133,12 +152,18 @@ final AS (
         u.session_id || '#' || CASE WHEN c.is_sidechain THEN 'side' ELSE 'main' END
             || '#' || CAST(c.segment_no AS VARCHAR) AS thread_id,
         u.call_key, c.first_seq, u."timestamp", u.model,
-        u.recorded_prompt, u.recorded_output,
+        u.recorded_prompt, u.recorded_output, u.recorded_reasoning,
         CAST(c.ctx_prose AS BIGINT) AS ctx_prose, CAST(c.ctx_code AS BIGINT) AS ctx_code,
         CAST(c.ctx_cjk AS BIGINT) AS ctx_cjk, CAST(c.ctx_text_blocks AS BIGINT) AS ctx_text_blocks,
         CAST(c.ctx_tool_blocks AS BIGINT) AS ctx_tool_blocks,
         CAST(o.out_prose AS BIGINT) AS out_prose, CAST(o.out_code AS BIGINT) AS out_code,
-        CAST(o.out_cjk AS BIGINT) AS out_cjk, CAST(o.out_text_blocks AS BIGINT) AS out_text_blocks,
+        CAST(o.out_cjk AS BIGINT) AS out_cjk,
+        CAST(o.out_thinking_prose AS BIGINT) AS out_thinking_prose,
+        CAST(o.out_thinking_cjk AS BIGINT) AS out_thinking_cjk,
+        CAST(o.out_chars AS BIGINT) AS out_chars,
+        CAST(o.out_thinking_chars AS BIGINT) AS out_thinking_chars,
+        CAST(o.out_text_blocks AS BIGINT) AS out_text_blocks,
+        CAST(o.out_thinking_blocks AS BIGINT) AS out_thinking_blocks,
         CAST(o.out_tool_blocks AS BIGINT) AS out_tool_blocks
     FROM usage_rows AS u
     JOIN contexts AS c USING (session_id, call_key)

@@ -11,9 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REAL, copy_real, ingest_paths
+import pyarrow as pa
+
 from pipeline.calibrate import (
-    TokenCalibration, calibrate, class_tokens, est_tokens_calibrated, estimator_report,
-    load_calls,
+    TOKEN_CALIBRATION, TokenCalibration, _evaluate_output, build_dataset, calibrate,
+    class_tokens, est_tokens_calibrated, estimator_report, load_calls, visible_output,
 )
 from pipeline.cli import cli
 from pipeline.tokens import estimate_tokens
@@ -21,6 +23,7 @@ from pipeline.tokens import estimate_tokens
 SYSTEM = 9000          # tokens of system prompt and tools, invisible in the transcript
 PROSE, CODE = 1.0, 2.0  # the "true" tokenizer of the synthetic model, per heuristic token
 OUT_PROSE, OUT_CODE = 1.25, 0.8
+OUT_FRAMING = 30        # output tokens around each tool call (name, id, syntax)
 MODEL = "claude-test-1"
 
 
@@ -61,7 +64,9 @@ class SessionBuilder:
         self.turn_thinking = 0
 
     def call(self, *, thinking: str | None = None, text: str | None = None,
-             tool_input: dict | None = None) -> None:
+             tool_inputs: list[dict] = (), recorded_output: int | None = None) -> None:
+        """One API call; ``recorded_output`` overrides the count the model would record (a
+        partial count as Claude Code sometimes writes)."""
         k = len(self.expected)
         ctx_prose = self.context["prose"] + self.turn_thinking
         ctx_code = self.context["code"]
@@ -74,12 +79,14 @@ class SessionBuilder:
         if text is not None:
             blocks.append({"type": "text", "text": text})
             out_prose += estimate_tokens(text)
-        if tool_input is not None:
-            blocks.append({"type": "tool_use", "id": f"{self.session_id}-t{k}", "name": "Read",
+        for j, tool_input in enumerate(tool_inputs):
+            blocks.append({"type": "tool_use", "id": f"{self.session_id}-t{k}-{j}", "name": "Read",
                            "input": tool_input})
             out_code += estimate_tokens(json.dumps(tool_input, separators=(",", ":"),
                                                    ensure_ascii=False))
-        output = round(OUT_PROSE * out_prose + OUT_CODE * out_code)
+        output = round(OUT_PROSE * out_prose + OUT_CODE * out_code + OUT_FRAMING * len(tool_inputs))
+        if recorded_output is not None:
+            output = recorded_output
         usage = {"input_tokens": 5, "cache_creation_input_tokens": 100,
                  "cache_read_input_tokens": recorded - 105, "output_tokens": output}
         for block in blocks:   # one line per block, usage repeated (as Claude Code writes)
@@ -91,14 +98,15 @@ class SessionBuilder:
             elif block["type"] == "text":
                 self.context["prose"] += estimate_tokens(block["text"])
             else:
-                self.context["code"] += out_code
+                self.context["code"] += estimate_tokens(json.dumps(
+                    block["input"], separators=(",", ":"), ensure_ascii=False))
         self.expected.append({"ctx_prose": ctx_prose, "ctx_code": ctx_code,
                               "recorded_prompt": recorded, "recorded_output": output})
 
     def result(self, content: str) -> None:
         k = len(self.expected) - 1
         self._line(type="user", message={"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"{self.session_id}-t{k}", "content": content}]})
+            {"type": "tool_result", "tool_use_id": f"{self.session_id}-t{k}-0", "content": content}]})
         self.context["code"] += estimate_tokens(content)
 
     def write(self, folder: Path) -> None:
@@ -108,20 +116,27 @@ class SessionBuilder:
             encoding="utf-8")
 
 
-def _synthetic_session(session_id: str, seed: int) -> SessionBuilder:
+def _synthetic_session(session_id: str, seed: int, partial_call: int | None = None) -> SessionBuilder:
+    """Three turns of calls making 0 to 3 tool calls; call number ``partial_call`` records a
+    partial output count (1 token)."""
     b = SessionBuilder(session_id, seed)
     rng = b.rng
+
+    def partial() -> dict:
+        return {"recorded_output": 1} if len(b.expected) == partial_call else {}
+
     for _turn in range(3):
         b.prompt(_words(rng, rng.randint(20, 200)))
         b.call(thinking=_words(rng, rng.randint(10, 80)), text=_words(rng, rng.randint(5, 60)),
-               tool_input={"file_path": f"/w/{_words(rng, 1)}.py"})
+               tool_inputs=[{"file_path": f"/w/{_words(rng, 1)}.py"}], **partial())
         for _step in range(rng.randint(2, 4)):
             b.result(_code(rng, rng.randint(5, 120)))
             b.call(thinking=_words(rng, rng.randint(5, 40)),
-                   tool_input={"file_path": f"/w/{_words(rng, 1)}.py",
-                               "content": _code(rng, rng.randint(1, 12))})
+                   tool_inputs=[{"file_path": f"/w/{_words(rng, 1)}.py",
+                                 "content": _code(rng, rng.randint(1, 12))}
+                                for _tool in range(rng.randint(1, 3))], **partial())
         b.result(_code(rng, rng.randint(1, 40)))
-        b.call(text=_words(rng, rng.randint(10, 300)))
+        b.call(text=_words(rng, rng.randint(10, 300)), **partial())
     return b
 
 
@@ -158,6 +173,14 @@ def test_the_fit_recovers_the_synthetic_model(synthetic):
     assert rows[(MODEL, "prompt", "code")]["intercept"] == pytest.approx(SYSTEM, rel=0.01)
     assert rows[(MODEL, "output", "prose")]["factor"] == pytest.approx(OUT_PROSE, rel=0.02)
     assert rows[(MODEL, "output", "code")]["factor"] == pytest.approx(OUT_CODE, rel=0.1)
+    # the framing per tool call is learnt (its prior is 0); the code factor's pull towards the
+    # heuristic leaves part of the code in it
+    assert rows[(MODEL, "output", "tool_call")]["factor"] == pytest.approx(OUT_FRAMING, rel=0.2)
+    assert rows[(MODEL, "output", "tool_call")]["class_tokens"] == sum(
+        len(line["message"]["content"]) for b in _builders for line in b.lines
+        if line["type"] == "assistant" and line["message"]["content"][0]["type"] == "tool_use")
+    assert [r["content_class"] for r in table.to_pylist() if r["model"] == MODEL] == [
+        "prose", "code", "cjk", "prose", "code", "cjk", "tool_call"]
     n_calls = sum(len(b.expected) for b in _builders)
     assert rows[(MODEL, "prompt", "prose")]["n_calls"] == n_calls
     assert rows[(MODEL, "prompt", "prose")]["n_fit_calls"] == n_calls   # one thread per session
@@ -306,3 +329,230 @@ def test_codex_calls_close_at_their_token_count_and_own_the_output_before_it(tmp
     # and its context starts with the user's prompt: never empty, never containing itself
     assert all(c["ctx_prose"] > 0 for c in calls)
     assert len({c["first_seq"] for c in calls}) == 7
+
+
+# -- output: what is scored -----------------------------------------------------------------
+def _call_row(**values) -> dict:
+    """One row of select_calibration_calls with only the output columns that matter."""
+    row = {"model": "m", "group_id": "g", "thread_id": "t", "recorded_prompt": 1000,
+           "recorded_reasoning": None, "ctx_prose": 0, "ctx_code": 0, "ctx_cjk": 0,
+           "out_prose": 0, "out_code": 0, "out_cjk": 0, "out_thinking_prose": 0,
+           "out_thinking_cjk": 0, "out_chars": 0, "out_thinking_chars": 0,
+           "out_thinking_blocks": 0, "out_tool_blocks": 0}
+    return {**row, **values}
+
+
+def test_a_count_over_ten_visible_characters_per_token_is_partial_and_not_fitted():
+    calls = [_call_row(recorded_output=10, out_prose=25, out_chars=100),   # 10 chars/token
+             _call_row(recorded_output=10, out_prose=25, out_chars=101),   # over 10: partial
+             # thinking counts as visible where the source records no reasoning apart
+             _call_row(recorded_output=10, out_prose=5, out_chars=20, out_thinking_prose=20,
+                       out_thinking_chars=81, out_thinking_blocks=1)]
+    data = build_dataset(calls)
+    assert [o.order for o in data.output] == [0]
+    assert [o.order for o in data.partial_output] == [1, 2]
+    assert len(data.prompt) == 3
+
+
+def test_recorded_reasoning_is_subtracted_and_its_summary_left_out_of_the_estimate():
+    with_reasoning = _call_row(recorded_output=120, recorded_reasoning=64, out_prose=10,
+                               out_code=30, out_thinking_prose=50, out_thinking_blocks=1,
+                               out_tool_blocks=1, out_chars=160, out_thinking_chars=200)
+    assert visible_output(with_reasoning) == (
+        (10.0, 30.0, 0.0, 1.0), 56.0, 160,
+        "hidden reasoning recorded apart (subtracted)")
+    without = dict(with_reasoning, recorded_reasoning=None)
+    assert visible_output(without) == (
+        (60.0, 30.0, 0.0, 1.0), 120.0, 360,
+        "thinking rows, no reasoning count (hidden part unknown)")
+    # a call whose whole recorded output is hidden reasoning has nothing visible to score
+    all_hidden = _call_row(recorded_output=64, recorded_reasoning=64, out_thinking_prose=50,
+                           out_thinking_blocks=1)
+    data = build_dataset([all_hidden])
+    assert (data.output, data.partial_output, data.hidden_only) == ([], [], [0])
+
+
+def test_the_report_counts_the_calls_it_could_not_score():
+    calls = [_call_row(recorded_output=40 + k, recorded_reasoning=10, out_prose=25 + k,
+                       out_chars=100, timestamp=None) for k in range(6)]
+    calls += [_call_row(recorded_output=64, recorded_reasoning=64, timestamp=None),
+              _call_row(recorded_output=31, recorded_reasoning=30, out_prose=25, out_chars=100,
+                        timestamp=None)]
+    output = _evaluate_output("m", build_dataset(calls))
+    # 8 calls: the second half (orders 4-7) is held out; order 6 has nothing visible, order 7
+    # records 1 visible token for 100 characters
+    assert (output["n_calls"], output["n_scored"], output["n_partial_recorded"],
+            output["n_hidden_only"]) == (8, 2, 1, 1)
+    assert "1 call with no visible output counted (all hidden reasoning) not scored" in output["evaluation"]
+    assert output["hidden_reasoning_pct"] == round(100 * (6 * 10 + 64 + 30) / (sum(
+        40 + k for k in range(6)) + 64 + 31), 1)
+
+
+def test_the_output_estimate_adds_the_framing_of_each_tool_call():
+    calibration = TokenCalibration({("m", "output"): (1.0, 2.0, 1.0, 30.0)}, {("m", "output"): 5.0})
+    assert est_tokens_calibrated(calibration, "m", {"prose": 10, "code": 5, "tool_call": 2},
+                                 direction="output") == 5 + 10 + 10 + 60
+    # a table written before the framing term existed reads as framing 0
+    old = pa.Table.from_pylist([
+        {"model": "m", "direction": "output", "content_class": c, "factor": 2.0,
+         "intercept": 7.0, "n_calls": 3, "n_fit_calls": 3, "n_sessions": 1, "class_tokens": 9,
+         "data_until": None} for c in ("prose", "code", "cjk")], schema=TOKEN_CALIBRATION)
+    assert TokenCalibration.from_table(old).lookup("m", "output") == ((2.0, 2.0, 2.0, 0.0), 7.0)
+    assert est_tokens_calibrated(TokenCalibration({}, {}), "m", {"prose": 10, "tool_call": 3},
+                                 direction="output") == 10
+
+
+def test_a_partial_output_count_is_reported_apart_and_not_fitted(tmp_path):
+    builders = [_synthetic_session("s0", seed=100), _synthetic_session("s1", seed=101, partial_call=2)]
+    for b in builders:
+        b.write(tmp_path / "archive" / ".claude" / "projects" / "p")
+    lake, _summary = ingest_paths(tmp_path, tmp_path / "archive")
+    n_calls = sum(len(b.expected) for b in builders)
+    assert builders[1].expected[2]["recorded_output"] == 1
+    output = next(r for r in estimator_report(lake)["models"] if r["direction"] == "output")
+    assert (output["n_calls"], output["n_scored"], output["n_partial_recorded"]) == (n_calls, n_calls - 1, 1)
+    assert output["evaluation"].startswith(
+        f"leave-one-session-out; 1 partial count not scored (all {n_calls}: ")
+    assert output["calibrated_with_partial"]["p90_pct"] > output["calibrated"]["p90_pct"]
+    rows = {(r["model"], r["content_class"]): r for r in calibrate(lake).to_pylist()
+            if r["direction"] == "output"}
+    assert rows[(MODEL, "prose")]["n_calls"] == n_calls
+    assert rows[(MODEL, "prose")]["n_fit_calls"] == n_calls - 1
+    assert rows[(MODEL, "prose")]["factor"] == pytest.approx(OUT_PROSE, rel=0.02)
+
+
+def test_codex_output_is_scored_without_hidden_reasoning_or_its_summary(tmp_path):
+    # per API call, from the rollout: the token_count delta (each total is written twice) and
+    # what the call wrote before it (tool inputs, assistant messages, reasoning summaries)
+    path = REAL / "codex" / "codex_session.jsonl"
+    expected, current, last = [], {"prose": 0, "code": 0, "summary": 0, "tools": 0}, None
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        obj = json.loads(raw)
+        payload = obj.get("payload") or {}
+        kind = payload.get("type")
+        if obj["type"] == "response_item" and kind == "function_call":
+            current["code"] += estimate_tokens(payload["arguments"])
+            current["tools"] += 1
+        elif obj["type"] == "response_item" and kind == "custom_tool_call":
+            current["code"] += estimate_tokens(payload["input"])
+            current["tools"] += 1
+        elif obj["type"] == "response_item" and kind == "message" and payload["role"] == "assistant":
+            current["prose"] += estimate_tokens("\n".join(c["text"] for c in payload["content"]))
+        elif obj["type"] == "response_item" and kind == "reasoning":
+            current["summary"] += estimate_tokens("\n".join(s["text"] for s in payload["summary"]))
+        elif obj["type"] == "event_msg" and kind == "token_count" and payload["info"]:
+            total = payload["info"]["total_token_usage"]
+            if total == last:
+                continue
+            before = last or {"output_tokens": 0, "reasoning_output_tokens": 0}
+            output = total["output_tokens"] - before["output_tokens"]
+            reasoning = total["reasoning_output_tokens"] - before["reasoning_output_tokens"]
+            expected.append({"recorded": (output, reasoning), "summary": current["summary"],
+                             "x": (current["prose"], current["code"], 0, current["tools"]),
+                             "visible": output - reasoning})
+            current, last = {"prose": 0, "code": 0, "summary": 0, "tools": 0}, total
+    # worked out above: 2 of the 7 calls spent 64 tokens each on hidden reasoning, all 6
+    # reasoning items have a summary, and only 2 calls wrote a message instead of a tool call
+    assert [e["recorded"][1] for e in expected] == [64, 0, 0, 0, 64, 0, 0]
+    lake, _summary = ingest_paths(tmp_path, copy_real(tmp_path, "codex/codex_session.jsonl"))
+    calls = load_calls(lake)
+    got = []
+    for call in calls:
+        x, visible, _chars, _subset = visible_output(call)
+        got.append({"recorded": (call["recorded_output"], call["recorded_reasoning"]),
+                    "summary": call["out_thinking_prose"], "x": x, "visible": visible})
+    assert got == expected
+    output = next(r for r in estimator_report(lake)["models"] if r["direction"] == "output")
+    assert output["hidden_reasoning_pct"] == round(100 * 128 / sum(e["recorded"][0] for e in expected), 1)
+    assert (output["n_partial_recorded"], output["n_hidden_only"]) == (0, 0)
+
+
+def test_gemini_cli_output_is_its_tokens_output_without_the_thoughts(tmp_path):
+    path = REAL / "gemini" / "gemini_session.json"
+    replies = [m for m in json.loads(path.read_text(encoding="utf-8"))["messages"]
+               if m["type"] == "gemini"]
+    expected = [{"visible": float(m["tokens"]["output"]), "reasoning": m["tokens"]["thoughts"],
+                 "x": (float(estimate_tokens(m["content"])),
+                       float(sum(estimate_tokens(json.dumps(c["args"], separators=(",", ":"),
+                                                            ensure_ascii=False))
+                                 for c in m.get("toolCalls") or [])),
+                       0.0, float(len(m.get("toolCalls") or [])))}
+                for m in replies]
+    assert len(expected) == 7
+    lake, _summary = ingest_paths(tmp_path, copy_real(tmp_path, "gemini/gemini_session.json"))
+    got = []
+    for call in load_calls(lake):
+        x, visible, _chars, _subset = visible_output(call)
+        got.append({"visible": visible, "reasoning": call["recorded_reasoning"], "x": x})
+    assert got == expected
+
+
+def test_an_action_parsed_out_of_the_text_is_counted_once_in_the_output(tmp_path):
+    # mini-SWE-agent text mode: the bash block is in the reply's text and the reader adds a
+    # tool_use row for it; the model wrote it once
+    rel = "mini_swe_agent/django__django-14155.traj.json"
+    messages = json.loads((REAL / rel).read_text(encoding="utf-8"))["messages"]
+    replies = [m for m in messages if m["role"] == "assistant"]
+    expected = []
+    for m in replies:
+        usage = m["extra"]["response"]["usage"]
+        reasoning = usage["completion_tokens_details"]["reasoning_tokens"]
+        expected.append({"visible": float(usage["completion_tokens"] - reasoning),
+                         "estimate": estimate_tokens(m["content"]), "code": 0.0, "tools": 0.0})
+    assert len(expected) == 22 and expected[0]["visible"] == 232 - 156
+    lake, _summary = ingest_paths(tmp_path, copy_real(tmp_path, rel))
+    got = []
+    for call in load_calls(lake):
+        x, visible, _chars, _subset = visible_output(call)
+        got.append({"visible": visible, "estimate": x[0] + x[2], "code": x[1], "tools": x[3]})
+    assert got == expected
+
+
+def _claude_calls_from_files() -> dict[tuple, dict]:
+    """Per Claude Code API call, straight from the JSONL: model, final output count, visible
+    characters (text, thinking, tool input as compact JSON) and whether it has thinking."""
+    calls: dict[tuple, dict] = {}
+    for rel in CLAUDE_FILES:
+        for raw in (REAL / rel).read_text(encoding="utf-8").splitlines():
+            obj = json.loads(raw)
+            msg = obj.get("message")
+            if obj.get("type") != "assistant" or not isinstance(msg, dict) or not msg.get("usage"):
+                continue
+            key = (obj.get("sessionId"), obj.get("agentId"), msg["id"], obj["requestId"])
+            call = calls.setdefault(key, {"model": msg["model"], "output": 0, "chars": 0,
+                                          "thinking": False})
+            call["output"] = max(call["output"], msg["usage"]["output_tokens"])
+            for block in msg["content"]:
+                if block["type"] == "tool_use":
+                    call["chars"] += len(json.dumps(block["input"], separators=(",", ":"),
+                                                    ensure_ascii=False))
+                else:
+                    call["chars"] += len(block.get("text") or block.get("thinking") or "")
+                    call["thinking"] |= block["type"] == "thinking"
+    return calls
+
+
+def test_partial_claude_output_counts_are_reported_and_thinking_calls_scored_apart(real_claude_lake):
+    calls = _claude_calls_from_files()
+    partial: dict[str, int] = {}
+    for call in calls.values():
+        partial[call["model"]] = partial.get(call["model"], 0) + (call["output"] * 10 < call["chars"])
+    # worked out from the files: 2 calls record output_tokens 1 and three more 24 to 41 tokens
+    # for 571 to 4932 characters of tool input (the other calls: at most 5.1 characters per
+    # token); none of the six carries a stop_reason
+    assert partial == {"claude-sonnet-4-20250514": 5, "claude-sonnet-4-5-20250929": 1}
+    outputs = {r["model"]: r for r in estimator_report(real_claude_lake)["models"]
+               if r["direction"] == "output"}
+    assert {m: r["n_partial_recorded"] for m, r in outputs.items()} == partial
+    sonnet4 = outputs["claude-sonnet-4-20250514"]
+    assert (sonnet4["n_calls"], sonnet4["n_scored"]) == (27, 22)
+    assert [s["subset"] for s in sonnet4["subsets"]] == ["no thinking or hidden reasoning"]
+    # sonnet 4.5 (temporal hold-out: the last 4 of its 7 calls; one is partial): 2 of the 3
+    # scored calls have thinking rows, and Claude Code records no reasoning count
+    sonnet45 = outputs["claude-sonnet-4-5-20250929"]
+    assert sum(c["thinking"] for c in calls.values() if c["model"] == sonnet45["model"]) == 6
+    assert [(s["subset"], s["n_scored"]) for s in sonnet45["subsets"]] == [
+        ("thinking rows, no reasoning count (hidden part unknown)", 2),
+        ("no thinking or hidden reasoning", 1)]
+    assert "2 with thinking but no reasoning count" in sonnet45["evaluation"]
+    assert sonnet45["hidden_reasoning_pct"] is None
