@@ -135,3 +135,27 @@ def test_a_run_killed_after_its_commit_point_but_before_its_log_keeps_its_rows_o
     assert (third.files_unchanged, third.records) == (1, 0)
     assert rows(lake, "SELECT line_no, text FROM messages ORDER BY seq") == [(1, "hello"), (2, "second")]
     assert rows(lake, "SELECT started_at < finished_at FROM runs") == [(True,), (True,)]
+
+
+def test_lines_crossing_read_blocks_keep_their_bytes_offsets_and_hashes(tmp_path, monkeypatch):
+    import hashlib
+
+    import pipeline.ingest as engine
+
+    monkeypatch.setattr(engine, "READ_BLOCK", 64)  # every line spans several blocks
+    texts = ["a" * 10, "b" * 150, "c", "d" * 300]
+    body = b"".join(claude_line(i + 1, text) for i, text in enumerate(texts))
+    tail = claude_line(5, "still being written")[:40]
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", body + tail)
+    lake = Lake(tmp_path / "lake")
+    summary = run(lake, path)
+    assert (summary.lines, summary.records, summary.held_back) == (5, 4, 1)
+    assert rows(lake, "SELECT line_no, text FROM messages ORDER BY seq") == [
+        (i + 1, text) for i, text in enumerate(texts)]
+    offsets, start = [], 0
+    for line in body.splitlines(keepends=True):
+        offsets.append((start, len(line), line.rstrip(b"\n").decode()))
+        start += len(line)
+    assert rows(lake, "SELECT byte_offset, byte_len, raw FROM records ORDER BY line_no") == offsets
+    assert rows(lake, "SELECT watermark, watermark_sha256, sha256 FROM sources") == [
+        (len(body), hashlib.sha256(body).hexdigest(), hashlib.sha256(body + tail).hexdigest())]
