@@ -67,7 +67,12 @@ call's visible rows, against the same visible count). Evaluation (:func:`estimat
 leave-one-session-out when the model has two sessions or more (a session with its
 sub-agents is scored with factors fitted without it); a model seen in one session is scored
 on the second half of its calls with factors fitted on the first half (temporal hold-out),
-or, with fewer than 6 calls, from the other models only. The report says which.
+or, with fewer than 6 calls, from the other models only. The report says which. A fold is
+not refitted call by call (that costs calls x sessions): the within-thread normal equations
+are kept per thread as exact sums and a fold swaps in only the threads of the calls it leaves
+out (``_FoldFits``), and each fold's thread overheads are vectorised medians
+(``_ThreadOverheads``). The factors agree with a full refit to the last bits (~1e-12
+relative), the overheads and errors are computed with the same operations.
 
 The stored table is ``token_calibration`` (``lake.write_derived("token_calibration", "all",
 ...)``), one row per (model, direction, content class), plus model ``*`` pooled over all
@@ -81,10 +86,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -188,6 +194,8 @@ class Dataset:
     output: list[Observation]           # complete visible counts: fitted and scored
     partial_output: list[Observation]   # counts written before the call ended: scored apart
     hidden_only: list[int]              # orders of calls whose recorded output is all hidden
+    # the evaluation's per-thread state, built on first use (_FoldFits, _ThreadOverheads)
+    fits: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _features(call: dict, prefix: str) -> Factors:
@@ -436,6 +444,17 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def _quantile_of(values: np.ndarray, q: float) -> float:
+    """:func:`_quantile` of an array, with the same floating-point operations (same result)."""
+    if not len(values):
+        return math.nan
+    pos = (len(values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    part = np.partition(values, [lo, hi])
+    low, high = float(part[lo]), float(part[hi])
+    return low + (high - low) * (pos - lo)
+
+
 def _summary(errors: list[float]) -> dict[str, float | None]:
     if not errors:
         return {"median_pct": None, "p90_pct": None}
@@ -443,29 +462,292 @@ def _summary(errors: list[float]) -> dict[str, float | None]:
             "p90_pct": round(100 * _quantile(errors, 0.9), 2)}
 
 
-def _holdout_splits(observations: list[Observation]) -> tuple[str, list[tuple[set[int], set[int]]]]:
-    """(method, [(held-out orders, orders excluded from the fit)]) for one model."""
-    groups = sorted({o.group_id for o in observations})
-    if len(groups) >= 2:
-        splits = []
-        for group in groups:
-            held = {o.order for o in observations if o.group_id == group}
-            splits.append((held, held))
-        return "leave-one-session-out", splits
+def _holdout_folds(observations: list[Observation]) -> tuple[str, list[np.ndarray]]:
+    """(method, folds) for one model: a fold is the orders of the calls it leaves out of the
+    fit, which are the calls it scores."""
+    by_group: dict[str, list[int]] = defaultdict(list)
+    for o in observations:
+        by_group[o.group_id].append(o.order)
+    if len(by_group) >= 2:
+        return "leave-one-session-out", [np.array(by_group[g]) for g in sorted(by_group)]
     orders = sorted(o.order for o in observations)
     if len(orders) >= MIN_CALLS_FOR_TEMPORAL_HOLDOUT:
-        second_half = set(orders[len(orders) // 2:])
         return ("temporal hold-out (one session: fitted on its first half, scored on the "
-                "second)", [(second_half, second_half)])
-    everything = set(orders)
-    return "one session, few calls: factors from the other models only", [(everything, everything)]
+                "second)", [np.array(orders[len(orders) // 2:])])
+    return ("one session, few calls: factors from the other models only",
+            [np.array(orders, dtype=np.int64)])
+
+
+# Every fold is a refit. Call by call that costs calls x sessions (minutes on a 500 MB lake),
+# so the two classes below keep per thread what a fit and an overhead need, and a fold costs
+# its own calls plus one vectorised pass over the model's calls: _FoldFits gives what
+# fit_model_factors gives, _ThreadOverheads what thread_overhead and fit_intercept give
+# (tests/test_calibration.py compares them fold by fold).
+_EXACT_BITS = 1074   # every finite double is an integer multiple of 2**-1074
+
+
+def _exact(value: float) -> int:
+    """``value`` in units of 2**-1074, exactly (so sums and differences are exact)."""
+    numerator, denominator = value.as_integer_ratio()
+    return numerator << (_EXACT_BITS + 1 - denominator.bit_length())
+
+
+def _rounded(exact: int) -> float:
+    """The double nearest an exact sum (int / int is correctly rounded)."""
+    return exact / (1 << _EXACT_BITS)
+
+
+def _dot_rows(factors: Factors, x: np.ndarray) -> np.ndarray:
+    """:func:`_dot` of ``factors`` with each row of ``x``, operation for operation (the
+    same doubles)."""
+    total = factors[0] * x[:, 0]
+    for i in range(1, len(factors)):
+        total = total + factors[i] * x[:, i]
+    return total
+
+
+def _row_groups(keys: list) -> tuple[list, np.ndarray, list[np.ndarray]]:
+    """(distinct keys in first-seen order, group number of each row, rows of each group in
+    ascending order)."""
+    numbers: dict[Any, int] = {}
+    codes = np.array([numbers.setdefault(key, len(numbers)) for key in keys], dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    starts = np.searchsorted(codes[order], np.arange(len(numbers)))
+    return list(numbers), codes, np.split(order, starts[1:]) if numbers else []
+
+
+class _Block(NamedTuple):
+    """The calls of a thread (or of one model in a thread) and their centred sums."""
+
+    rows: np.ndarray
+    sums: np.ndarray        # column sums of (x, y)
+    entries: np.ndarray     # centred cross-products: X'X's upper triangle, then X'y
+    exact: list[int]        # the entries in units of 2**-1074
+
+
+class _FoldFits:
+    """:func:`fit_model_factors` (``with_overhead``) of one direction, for any model with
+    any of its calls left out (a fold), at the cost of the calls left out.
+
+    The within-thread normal equations are a sum over threads of each thread's centred
+    cross-products (a thread's calls of every model for the pooled fit, its calls of one
+    model for that model's own). They are kept per thread, and their totals exactly (in
+    units of 2**-1074); a fold swaps the terms of the threads it touches for those of the
+    calls that stay (recomputed, or downdated with the parallel-variance formula when most
+    of the thread stays) and rounds each entry once. The reference accumulates call by call:
+    the two differ in the last bits (factors by ~1e-12 relative, as each does from exact
+    arithmetic), far below the 3 and 2 decimals the report prints."""
+
+    def __init__(self, observations: list[Observation], direction: str):
+        width = len(FEATURES[direction])
+        self.direction = direction
+        self.prior = _prior(direction)
+        self.pairs = [(i, j) for i in range(width) for j in range(i, width)]
+        self.pairs += [(i, width) for i in range(width)]     # column ``width`` of z is y
+        self.left, self.right = (np.array(side) for side in zip(*self.pairs))
+        self.z = np.array([o.x + (o.y,) for o in observations], dtype=float).reshape(
+            len(observations), width + 1)
+        self.models = np.array([o.model for o in observations], dtype=object)
+        orders = np.array([o.order for o in observations], dtype=np.int64)
+        self.row_of_order = np.full(int(orders.max(initial=-1)) + 1, -1, dtype=np.int64)
+        self.row_of_order[orders] = np.arange(len(orders))
+        _threads, self.pooled_of_row, members = _row_groups([o.thread_id for o in observations])
+        self.pooled = [self._block(rows) for rows in members]
+        self.pooled_total = self._total(self.pooled)
+        keys, self.own_of_row, members = _row_groups(
+            [(o.thread_id, o.model) for o in observations])
+        self.own = [self._block(rows) for rows in members]
+        own_of_model: dict[str, list[_Block]] = defaultdict(list)
+        for (_thread, model), block in zip(keys, self.own):
+            own_of_model[model].append(block)
+        self.own_total = {model: self._total(blocks) for model, blocks in own_of_model.items()}
+
+    def rows_of(self, model: str) -> np.ndarray:
+        """The rows of ``model``'s observations, ascending."""
+        return np.flatnonzero(self.models == model)
+
+    def rows_of_orders(self, orders: np.ndarray) -> np.ndarray:
+        """The rows of the calls ``orders`` that have an observation here, ascending."""
+        rows = self.row_of_order[orders[orders < len(self.row_of_order)]]
+        return np.sort(rows[rows >= 0])
+
+    def _total(self, blocks: list[_Block]) -> list[int]:
+        return [sum(column) for column in zip(*(b.exact for b in blocks))] or [0] * len(self.pairs)
+
+    def _centred(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(column sums, centred cross-products) of ``rows``."""
+        z = self.z[rows]
+        sums = z.sum(axis=0)
+        if len(rows) < 2:
+            return sums, np.zeros(len(self.pairs))
+        centred = z - sums / len(rows)
+        return sums, (centred[:, self.left] * centred[:, self.right]).sum(axis=0)
+
+    def _block(self, rows: np.ndarray) -> _Block:
+        sums, entries = self._centred(rows)
+        return _Block(rows, sums, entries, [_exact(v) for v in entries.tolist()])
+
+    def _kept(self, block: _Block, left_out: np.ndarray) -> list[int]:
+        """The exact entries of ``block`` without its rows marked in ``left_out`` (a mask)."""
+        gone = left_out[block.rows]
+        n, n_gone = len(block.rows), int(gone.sum())
+        n_kept = n - n_gone
+        if n_kept < 2:   # a thread of one call has no within-thread variation
+            return [0] * len(self.pairs)
+        if n_kept <= n_gone:
+            entries = self._centred(block.rows[~gone])[1]
+        else:   # M2(kept) = M2(all) - M2(gone) - n_kept n_gone / n * d d', d the mean gap
+            gone_sums, gone_entries = self._centred(block.rows[gone])
+            d = gone_sums / n_gone - (block.sums - gone_sums) / n_kept
+            entries = (block.entries - gone_entries
+                       - (n_kept * n_gone / n) * (d[self.left] * d[self.right]))
+        return [_exact(v) for v in entries.tolist()]
+
+    def _without(self, total: list[int], blocks: list[_Block], block_of_row: np.ndarray,
+                 left_out: np.ndarray) -> list[int]:
+        total = list(total)
+        mask = np.zeros(len(self.z), dtype=bool)
+        mask[left_out] = True
+        for number in np.unique(block_of_row[left_out]).tolist():
+            block = blocks[number]
+            for p, (old, new) in enumerate(zip(block.exact, self._kept(block, mask))):
+                total[p] += new - old
+        return total
+
+    def _solve(self, exact: list[int], prior: Factors, weights: Factors) -> Factors:
+        """:func:`fit_factors`'s ridge solution from the exact entries."""
+        width = len(prior)
+        xtx = [[0.0] * width for _ in range(width)]
+        xty = [0.0] * width
+        for (i, j), value in zip(self.pairs, exact):
+            if j == width:
+                xty[i] = _rounded(value + _exact(weights[i] * prior[i]))
+            else:
+                xtx[i][j] = xtx[j][i] = _rounded(value + (_exact(weights[i]) if i == j else 0))
+        bounds = self.prior[3]
+        return tuple(min(high, max(low, f)) for f, (low, high) in zip(_solve(xtx, xty), bounds))
+
+    def fit(self, model: str, left_out: np.ndarray) -> Factors:
+        """``fit_model_factors(observations but the rows left_out, model, direction,
+        with_overhead=True)``; ``left_out`` are rows of ``model``."""
+        default_prior, pooled_weights, model_weights, _bounds = self.prior
+        pooled_total = self.pooled_total
+        own_total = self.own_total.get(model, [0] * len(self.pairs))
+        if len(left_out):
+            pooled_total = self._without(pooled_total, self.pooled, self.pooled_of_row, left_out)
+            own_total = self._without(own_total, self.own, self.own_of_row, left_out)
+        pooled = self._solve(pooled_total, default_prior, pooled_weights)
+        if model == ALL_MODELS:
+            return pooled
+        prior = tuple(0.0 if f == TOOL_CALL else p
+                      for f, p in zip(FEATURES[self.direction], pooled))
+        return self._solve(own_total, prior, model_weights)
+
+
+def _xy(observations: list[Observation], direction: str) -> tuple[np.ndarray, np.ndarray]:
+    """The features (one row per observation) and the recorded tokens, as arrays."""
+    x = np.array([o.x for o in observations], dtype=float)
+    return (x.reshape(len(observations), len(FEATURES[direction])),
+            np.array([o.y for o in observations], dtype=float))
+
+
+class _ThreadOverheads:
+    """:func:`thread_overhead` of every thread of some calls at once, for any factors and
+    any calls left out; and each call's thread overhead over the thread's other calls.
+
+    A fold's residuals ``y - f . x`` are sorted per thread with one call per bucket of
+    threads of similar size (padded with +inf, which sorts last; a call left out is +inf
+    too); a large thread takes a partition. The median is then taken with
+    :func:`_quantile`'s operations: the same doubles."""
+
+    LARGE = 512
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, threads: list[str]):
+        self.x, self.y = x, y
+        _keys, self.thread_of_row, self.members = _row_groups(threads)
+        self.sizes = np.array([len(m) for m in self.members], dtype=np.int64)
+        self.large = [t for t, size in enumerate(self.sizes.tolist()) if size > self.LARGE]
+        by_width: dict[int, list[int]] = defaultdict(list)
+        for t, size in enumerate(self.sizes.tolist()):
+            if size <= self.LARGE:
+                by_width[1 << (size - 1).bit_length()].append(t)
+        self.buckets = []
+        for width, threads_of_width in sorted(by_width.items()):
+            index = np.full((len(threads_of_width), width), len(y), dtype=np.int64)
+            for row, t in enumerate(threads_of_width):
+                index[row, :self.sizes[t]] = self.members[t]
+            self.buckets.append((np.array(threads_of_width, dtype=np.int64), index))
+
+    @classmethod
+    def of(cls, observations: list[Observation], direction: str) -> "_ThreadOverheads":
+        return cls(*_xy(observations, direction), [o.thread_id for o in observations])
+
+    def medians(self, factors: Factors, left_out: np.ndarray) -> np.ndarray:
+        """The overhead of every thread with a call not ``left_out`` (rows), in no set order."""
+        residuals = np.empty(len(self.y) + 1)
+        residuals[:-1] = self.y - _dot_rows(factors, self.x)
+        residuals[-1] = math.inf                                  # the padding
+        residuals[left_out] = math.inf
+        counts = self.sizes - np.bincount(self.thread_of_row[left_out], minlength=len(self.sizes))
+        found = []
+        for threads, index in self.buckets:
+            n = counts[threads]
+            values = np.sort(residuals[index[n > 0]], axis=1)
+            n = n[n > 0]
+            pos = (n - 1) * 0.5
+            lo, hi = np.floor(pos), np.ceil(pos)
+            at = np.arange(len(n))
+            low, high = values[at, lo.astype(np.int64)], values[at, hi.astype(np.int64)]
+            found.append(low + (high - low) * (pos - lo))
+        for t in self.large:
+            values = residuals[self.members[t]]
+            values = values[values != math.inf]
+            if len(values):
+                found.append(np.array([_quantile_of(values, 0.5)]))
+        return np.concatenate(found) if found else np.empty(0)
+
+    def without_each(self, factors: Factors, rows: np.ndarray) -> np.ndarray:
+        """For each of ``rows``: the overhead of its thread over the thread's other calls
+        (NaN for a thread's only call)."""
+        out = np.full(len(rows), math.nan)
+        thread_of = self.thread_of_row[rows]
+        for t in np.unique(thread_of).tolist():
+            members = self.members[t]
+            n = len(members) - 1    # the others
+            if n == 0:
+                continue
+            where = np.flatnonzero(thread_of == t)
+            values = self.y[members] - _dot_rows(factors, self.x[members])
+            order = np.argsort(values, kind="stable")
+            ranked = values[order]
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order))
+            own = rank[np.searchsorted(members, rows[where])]
+            pos = (n - 1) * 0.5
+            lo, hi = math.floor(pos), math.ceil(pos)
+            # the others sorted are the thread's sorted residuals with the call's own taken out
+            low, high = ranked[lo + (lo >= own)], ranked[hi + (hi >= own)]
+            out[where] = low + (high - low) * (pos - lo)
+        return out
+
+
+def _fits(data: Dataset, direction: str) -> _FoldFits:
+    if direction not in data.fits:
+        data.fits[direction] = _FoldFits(data.prompt if direction == "prompt" else data.output,
+                                         direction)
+    return data.fits[direction]
+
+
+def _intercept(overheads: _ThreadOverheads, factors: Factors, left_out: np.ndarray) -> float | None:
+    """:func:`fit_intercept` of the calls of ``overheads`` but the rows ``left_out``."""
+    thread_overheads = overheads.medians(factors, left_out)
+    return _quantile_of(thread_overheads, 0.5) if len(thread_overheads) else None
 
 
 def _result(model: str, direction: str, data: Dataset, n_scored: int, method: str,
             heuristic: list[float], calibrated: list[float]) -> dict[str, Any]:
     cal = _summary(calibrated)
-    everything = data.prompt if direction == "prompt" else data.output
-    factors = fit_model_factors(everything, model, direction, with_overhead=True)
+    factors = _fits(data, direction).fit(model, np.empty(0, dtype=np.int64))   # on every call
     return {
         "model": model, "direction": direction,
         "n_calls": sum(1 for c in data.calls if c["model"] == model),
@@ -480,30 +762,36 @@ def _result(model: str, direction: str, data: Dataset, n_scored: int, method: st
     }
 
 
+def _joined(parts: list[np.ndarray]) -> list[float]:
+    return np.concatenate(parts).tolist() if parts else []
+
+
 def _evaluate_prompt(model: str, data: Dataset) -> dict[str, Any]:
-    everything = data.prompt
-    mine = [o for o in everything if o.model == model]
-    method, splits = _holdout_splits(mine)
-    threads = _by_thread(mine)
-    heuristic, calibrated, no_overhead, shares = [], [], [], []
+    fits = _fits(data, "prompt")
+    rows = fits.rows_of(model)
+    mine = [data.prompt[i] for i in rows.tolist()]
+    method, folds = _holdout_folds(mine)
+    overheads = _ThreadOverheads.of(mine, "prompt")
     ones = (PRIOR_FACTOR,) * len(CLASSES)
-    for held, excluded in splits:
-        train = [o for o in everything if o.order not in excluded]
-        factors = fit_model_factors(train, model, with_overhead=True)
-        intercept = fit_intercept([o for o in train if o.model == model], factors)
-        for o in mine:
-            if o.order not in held:
-                continue
-            others = [t for t in threads[o.thread_id] if t.order != o.order]
-            if not others:
-                continue   # a thread's only recorded call: nothing tells its overhead
-            heuristic_estimate = thread_overhead(others, ones) + sum(o.x)  # type: ignore[operator]
-            calibrated_estimate = thread_overhead(others, factors) + _dot(factors, o.x)  # type: ignore[operator]
-            heuristic.append(abs(heuristic_estimate - o.y) / o.y)
-            calibrated.append(abs(calibrated_estimate - o.y) / o.y)
-            shares.append(sum(o.x) / o.y)
-            if intercept is not None:
-                no_overhead.append(abs(intercept + _dot(factors, o.x) - o.y) / o.y)
+    heuristic, calibrated, no_overhead, shares = [], [], [], []
+    for held in folds:
+        left_out = fits.rows_of_orders(held)
+        factors = fits.fit(model, left_out)
+        held_rows = np.searchsorted(rows, left_out)       # the same calls among the model's
+        intercept = _intercept(overheads, factors, held_rows)
+        plain = overheads.without_each(ones, held_rows)
+        scored = ~np.isnan(plain)   # a thread's only recorded call: nothing tells its overhead
+        held_rows, plain = held_rows[scored], plain[scored]
+        own = overheads.without_each(factors, held_rows)
+        x, y = overheads.x[held_rows], overheads.y[held_rows]
+        estimate = _dot_rows(factors, x)
+        heuristic.append(np.abs(plain + _dot_rows(ones, x) - y) / y)
+        calibrated.append(np.abs(own + estimate - y) / y)
+        shares.append(_dot_rows(ones, x) / y)
+        if intercept is not None:
+            no_overhead.append(np.abs(intercept + estimate - y) / y)
+    heuristic, calibrated = _joined(heuristic), _joined(calibrated)
+    no_overhead, shares = _joined(no_overhead), _joined(shares)
     result = _result(model, "prompt", data, len(heuristic), method, heuristic, calibrated)
     # how much of the recorded prompt the transcript explains (the rest is overhead): when
     # the overhead dominates, any estimator's % error on the whole prompt is small
@@ -515,42 +803,54 @@ def _evaluate_prompt(model: str, data: Dataset) -> dict[str, Any]:
 def _evaluate_output(model: str, data: Dataset) -> dict[str, Any]:
     """Held-out error on the visible output of complete counts; partial counts are scored
     apart (with the same factors) and reported, never fitted."""
-    mine = [o for o in data.output if o.model == model]
+    fits = _fits(data, "output")
+    rows = fits.rows_of(model)
+    mine = [data.output[i] for i in rows.tolist()]
+    overheads = _ThreadOverheads.of(mine, "output")
+    subset_of = np.array([o.subset for o in mine], dtype=object)
     partial = [o for o in data.partial_output if o.model == model]
-    partial_orders = {o.order for o in partial}
+    partial_x, partial_y = _xy(partial, "output")
+    partial_orders = np.array([o.order for o in partial], dtype=np.int64)
     # the same held-out calls as the prompt direction (every recorded call takes part in the
     # split, scored or not)
-    method, splits = _holdout_splits([o for o in data.prompt if o.model == model])
+    method, folds = _holdout_folds([o for o in data.prompt if o.model == model])
+    ones = (PRIOR_FACTOR,) * len(CLASSES)
     heuristic, calibrated, with_partial = [], [], []
-    by_subset: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    for held, excluded in splits:
-        train = [o for o in data.output if o.order not in excluded]
-        factors = fit_model_factors(train, model, "output", with_overhead=True)
-        intercept = fit_intercept([o for o in train if o.model == model], factors)
+    by_subset: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for held in folds:
+        left_out = fits.rows_of_orders(held)
+        factors = fits.fit(model, left_out)
+        scored = np.searchsorted(rows, left_out)         # the same calls among the model's
+        intercept = _intercept(overheads, factors, scored)
         if intercept is None:   # no call of the model to fit on: the other models' intercept
-            intercept = fit_intercept(train, factors) or 0.0
-        for o in mine + partial:
-            if o.order not in held:
-                continue
-            calibrated_error = abs(intercept + _dot(factors, o.x) - o.y) / o.y
-            with_partial.append(calibrated_error)
-            if o.order in partial_orders:
-                continue
-            heuristic_error = abs(sum(o.x[:len(CLASSES)]) - o.y) / o.y
-            heuristic.append(heuristic_error)
-            calibrated.append(calibrated_error)
-            by_subset[o.subset][0].append(heuristic_error)
-            by_subset[o.subset][1].append(calibrated_error)
+            if "output:all" not in data.fits:
+                data.fits["output:all"] = _ThreadOverheads.of(data.output, "output")
+            intercept = _intercept(data.fits["output:all"], factors, left_out) or 0.0
+        x, y = overheads.x[scored], overheads.y[scored]
+        errors = np.abs(intercept + _dot_rows(factors, x) - y) / y
+        plain = np.abs(_dot_rows(ones, x) - y) / y
+        heuristic.append(plain)
+        calibrated.append(errors)
+        with_partial.append(errors)
+        for name in set(subset_of[scored].tolist()):
+            same = subset_of[scored] == name
+            by_subset[name][0].append(plain[same])
+            by_subset[name][1].append(errors[same])
+        in_partial = np.isin(partial_orders, held)
+        x, y = partial_x[in_partial], partial_y[in_partial]
+        with_partial.append(np.abs(intercept + _dot_rows(factors, x) - y) / y)
+    heuristic, calibrated, with_partial = map(_joined, (heuristic, calibrated, with_partial))
+    by_subset_lists = {name: (_joined(h), _joined(c)) for name, (h, c) in by_subset.items()}
     n_partial = len(with_partial) - len(calibrated)
     calls = [c for c in data.calls if c["model"] == model]
     counted = [c for c in calls if c["recorded_reasoning"] is not None and c["recorded_output"]]
     total = sum(c["recorded_output"] for c in counted)
     hidden_pct = (round(100 * sum(c["recorded_reasoning"] for c in counted) / total, 1)
                   if total else None)
-    subsets = [{"subset": name, "n_scored": len(by_subset[name][0]),
-                "heuristic": _summary(by_subset[name][0]),
-                "calibrated": _summary(by_subset[name][1])}
-               for name in OUTPUT_SUBSETS if name in by_subset]
+    subsets = [{"subset": name, "n_scored": len(by_subset_lists[name][0]),
+                "heuristic": _summary(by_subset_lists[name][0]),
+                "calibrated": _summary(by_subset_lists[name][1])}
+               for name in OUTPUT_SUBSETS if name in by_subset_lists]
     # what the figure leaves out or cannot know, in the evaluation text the table shows
     notes = []
     if n_partial:

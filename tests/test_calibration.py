@@ -4,6 +4,7 @@ and the real Claude Code samples."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REAL, copy_real, ingest_paths
+import numpy as np
 import pyarrow as pa
 
 from pipeline.calibrate import (
@@ -556,3 +558,143 @@ def test_partial_claude_output_counts_are_reported_and_thinking_calls_scored_apa
         ("no thinking or hidden reasoning", 1)]
     assert "2 with thinking but no reasoning count" in sonnet45["evaluation"]
     assert sonnet45["hidden_reasoning_pct"] is None
+
+
+# -- the evaluation's fold arithmetic against the straightforward refit ------------------------
+def _multi_session_calls(seed: int) -> list[dict]:
+    """Recorded calls of four models: "a" in 6 sessions (threads of 1 to 120 calls, over 512
+    output counts in all), "b" in 4 sessions (in one it shares a thread with "a") with a
+    thread split over two of them, "c" in one session of 12 calls (temporal hold-out), "d"
+    in one session of 3 calls (other models only); reasoning counted apart for "b", partial
+    and all-hidden output counts here and there."""
+    rng = random.Random(seed)
+    calls: list[dict] = []
+
+    def thread(model: str, group: str, thread_id: str, n: int) -> None:
+        overhead = rng.randint(3000, 12000)
+        prose = code = cjk = 0
+        for _k in range(n):
+            prose += rng.randint(10, 400)
+            code += rng.randint(0, 900)
+            cjk += rng.choice([0, 0, 0, 30])
+            out = {"out_prose": rng.randint(0, 300), "out_code": rng.randint(0, 400),
+                   "out_cjk": rng.choice([0, 0, 12]), "out_tool_blocks": rng.randint(0, 3),
+                   "out_thinking_prose": rng.choice([0, 40]), "out_thinking_cjk": 0}
+            out["out_thinking_blocks"] = int(out["out_thinking_prose"] > 0)
+            out["out_chars"] = 4 * (out["out_prose"] + out["out_code"] + out["out_cjk"])
+            out["out_thinking_chars"] = 4 * out["out_thinking_prose"]
+            visible = round(1.2 * out["out_prose"] + 0.9 * out["out_code"] + out["out_cjk"]
+                            + 25 * out["out_tool_blocks"]) + rng.randint(1, 40)
+            reasoning = rng.randint(0, 300) if model == "b" else None
+            recorded_output = visible + (reasoning or 0)
+            if rng.random() < 0.03:
+                recorded_output = 1 + (reasoning or 0)          # partial count
+            if reasoning is not None and rng.random() < 0.03:
+                recorded_output = reasoning                     # nothing visible counted
+            calls.append(_call_row(
+                model=model, group_id=group, thread_id=thread_id, timestamp=None,
+                recorded_prompt=overhead + round(1.1 * prose + 1.7 * code + 1.4 * cjk)
+                + rng.randint(-40, 40),
+                ctx_prose=prose, ctx_code=code, ctx_cjk=cjk, recorded_output=recorded_output,
+                recorded_reasoning=reasoning, **out))
+
+    for g in range(6):
+        for t, n in enumerate([1, rng.randint(2, 40), rng.randint(40, 120)]):
+            thread("a", f"a{g}", f"a{g}-{t}", n)
+    thread("b", "a0", "a0-2", 9)                        # a thread "a" and "b" share
+    for g in range(3):
+        thread("b", f"b{g}", f"b{g}-0", rng.randint(5, 30))
+    thread("b", "b1", "b-split", 7)
+    thread("b", "b2", "b-split", 5)                     # the same thread in another session
+    thread("c", "c0", "c0-0", 12)
+    thread("d", "d0", "d0-0", 3)
+    return calls
+
+
+def _reference_errors(model: str, data, direction: str) -> dict[str, list[float]]:
+    """The held-out errors by the definition: every fold refitted on the calls it keeps."""
+    from pipeline.calibrate import (
+        _dot, _holdout_folds, fit_intercept, fit_model_factors, thread_overhead)
+    everything = data.prompt if direction == "prompt" else data.output
+    mine = [o for o in everything if o.model == model]
+    partial = {o.order for o in data.partial_output if o.model == model}
+    if direction == "output":
+        mine += [o for o in data.partial_output if o.model == model]
+    _method, folds = _holdout_folds([o for o in data.prompt if o.model == model])
+    errors: dict[str, list[float]] = {}
+    for held in map(set, folds):
+        train = [o for o in everything if o.order not in held]
+        factors = fit_model_factors(train, model, direction, with_overhead=True)
+        intercept = fit_intercept([o for o in train if o.model == model], factors)
+        if direction == "output" and intercept is None:
+            intercept = fit_intercept(train, factors) or 0.0
+        for o in (o for o in mine if o.order in held):
+            if direction == "output":
+                error = abs(intercept + _dot(factors, o.x) - o.y) / o.y
+                errors.setdefault("with_partial", []).append(error)
+                if o.order not in partial:
+                    errors.setdefault("calibrated", []).append(error)
+                    errors.setdefault("heuristic", []).append(abs(sum(o.x[:3]) - o.y) / o.y)
+                continue
+            others = [t for t in mine if t.thread_id == o.thread_id and t.order != o.order]
+            if not others:
+                continue
+            overhead = thread_overhead(others, factors)
+            errors.setdefault("heuristic", []).append(
+                abs(thread_overhead(others, (1.0,) * 3) + sum(o.x) - o.y) / o.y)
+            errors.setdefault("calibrated", []).append(
+                abs(overhead + _dot(factors, o.x) - o.y) / o.y)
+            if intercept is not None:
+                errors.setdefault("no_overhead", []).append(
+                    abs(intercept + _dot(factors, o.x) - o.y) / o.y)
+    return errors
+
+
+@pytest.mark.parametrize("large_thread", [512, 4])
+def test_every_fold_matches_a_refit_on_the_calls_it_keeps(monkeypatch, large_thread):
+    from pipeline.calibrate import (
+        _fits, _holdout_folds, _intercept, _ThreadOverheads, _evaluate_prompt, _summary,
+        fit_intercept, fit_model_factors, thread_overhead)
+    # threads over ``large_thread`` calls take a partition instead of the sorted buckets
+    monkeypatch.setattr(_ThreadOverheads, "LARGE", large_thread)
+    data = build_dataset(_multi_session_calls(seed=5))
+    assert sum(o.model == "a" for o in data.output) > 512
+    assert data.partial_output and data.hidden_only
+    n_folds = 0
+    for direction in ("prompt", "output"):
+        everything = data.prompt if direction == "prompt" else data.output
+        fits = _fits(data, direction)
+        for model in ("a", "b", "c", "d"):
+            mine = [o for o in everything if o.model == model]
+            overheads = _ThreadOverheads.of(mine, direction)
+            rows = fits.rows_of(model)
+            for held in _holdout_folds([o for o in data.prompt if o.model == model])[1]:
+                n_folds += 1
+                train = [o for o in everything if o.order not in set(held.tolist())]
+                factors = fit_model_factors(train, model, direction, with_overhead=True)
+                left_out = fits.rows_of_orders(held)
+                assert fits.fit(model, left_out) == pytest.approx(factors, rel=1e-10, abs=1e-10)
+                # the overheads: the very same doubles, for the same factors
+                local = np.searchsorted(rows, left_out)
+                assert _intercept(overheads, factors, local) == fit_intercept(
+                    [o for o in train if o.model == model], factors)
+                expected = [thread_overhead([t for t in mine if t.thread_id == o.thread_id
+                                             and t.order != o.order], factors)
+                            for o in (mine[i] for i in local.tolist())]
+                got = overheads.without_each(factors, local).tolist()
+                assert [None if math.isnan(v) else v for v in got] == expected
+    assert n_folds == 2 * (6 + 4 + 1 + 1)   # one fold per session of "a" and "b"
+    # and the report's figures are those of the errors by the definition
+    for model in ("a", "b", "c", "d"):
+        reference = _reference_errors(model, data, "prompt")
+        prompt = _evaluate_prompt(model, data)
+        assert prompt["n_scored"] == len(reference["heuristic"])
+        assert prompt["heuristic"] == _summary(reference["heuristic"])
+        assert prompt["calibrated"] == _summary(reference["calibrated"])
+        assert prompt["calibrated_with_model_intercept"] == _summary(reference.get("no_overhead", []))
+        reference = _reference_errors(model, data, "output")
+        output = _evaluate_output(model, data)
+        assert output["n_scored"] == len(reference.get("calibrated", []))
+        assert output["heuristic"] == _summary(reference.get("heuristic", []))
+        assert output["calibrated"] == _summary(reference.get("calibrated", []))
+        assert output["calibrated_with_partial"] == _summary(reference.get("with_partial", []))
