@@ -54,6 +54,22 @@ in a model's own: a model's ``g`` is not pulled towards the pooled value, since 
 model's own tool-call syntax (a model whose calls all make the same number of tool calls
 keeps ``g`` at 0 and its intercept holds the framing).
 
+Output basis: where a model's exact tokenizer ships offline
+(:func:`pipeline.tokenizers.encoding_for_model`: OpenAI models, ``o200k_base`` or
+``cl100k_base``) and the ``tokenizers`` extra is installed, the content classes of the output
+are replaced by one term, that tokenizer's count of the same visible rows (their ``text``, the
+rows of ``sql/select_calibration_output_texts.sql``, counted once per run, for the output rows
+of calibration calls only): ``visible_k = intercept + f * tokens_k + g * n_tool_calls_k``, the
+factor ``f`` expected near 1.0 (prior 1.0, as a class factor). It is fitted and evaluated like
+the class split, pooled over the models that share the encoding (a fit of its own: the pooled
+class-split fit still sees every model's heuristic terms, so other models' figures do not
+move). Everywhere else (Claude: the shipped ``claude`` vocabulary is pre-Claude-3, an
+approximation; Gemini, DeepSeek, unknown models; or no extra) the basis is the heuristic's
+class split. The report names each row's ``basis`` and, for a real basis, what the class split
+gives on the same calls; the table stores the class-split output rows of every model (what
+:func:`est_tokens_calibrated` reads) and, for a model on a real basis, its rows on that basis
+(``basis`` = the encoding; content classes ``tokens`` and ``tool_call``).
+
 A recorded output that is not a complete count is not fitted or scored: when the visible
 output has more than ``MAX_CHARS_PER_TOKEN`` characters per recorded token (text and code run
 at 2-5, the heuristic assumes 4), the count was written before the call ended (Claude Code
@@ -77,7 +93,10 @@ relative), the overheads and errors are computed with the same operations.
 The stored table is ``token_calibration`` (``lake.write_derived("token_calibration", "all",
 ...)``), one row per (model, direction, content class), plus model ``*`` pooled over all
 models for unknown models; the output direction has a fourth row, ``tool_call``, whose
-factor is the framing in tokens per tool call. The calibrated estimate is
+factor is the framing in tokens per tool call; the column ``basis`` says what the factors
+multiply (``heuristic``: the content classes; an encoding name: that tokenizer's count, class
+``tokens``; a table written before the column existed is all ``heuristic``). The calibrated
+estimate is
 :func:`est_tokens_calibrated`: it says it is calibrated in its name, the heuristic stays
 ``est_tokens``.
 """
@@ -94,16 +113,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import sqlfiles
+from pipeline import sqlfiles, tokenizers
+from pipeline.errors import TokenizerUnavailableError
 from pipeline.lake import Lake, holds_lake_lock
 from pipeline.tokens import cjk_count, estimate_tokens
 
 CLASSES = ("prose", "code", "cjk")
 TOOL_CALL = "tool_call"
 DIRECTIONS = ("prompt", "output")
-# the terms of each direction's fit: heuristic tokens per content class, and for output the
-# number of tool calls the call made (its framing)
-FEATURES = {"prompt": CLASSES, "output": CLASSES + (TOOL_CALL,)}
+# What a fit's factors multiply: the heuristic's content classes, or a real tokenizer's count
+# (the output of a model whose exact tokenizer ships, see tokenizers.encoding_for_model)
+HEURISTIC = "heuristic"
+TOKENS = "tokens"
+REAL_ENCODINGS = ("o200k_base", "cl100k_base")
+# the terms of each fit, keyed "<direction>" (heuristic basis) or "<direction>:<encoding>":
+# heuristic tokens per content class, or the real token count; and for output the number of
+# tool calls the call made (its framing)
+FEATURES = {"prompt": CLASSES, "output": CLASSES + (TOOL_CALL,),
+            **{f"output:{encoding}": (TOKENS, TOOL_CALL) for encoding in REAL_ENCODINGS}}
 ALL_MODELS = "*"
 TARGET_PCT = 5.0
 PRIOR_FACTOR = 1.0
@@ -140,9 +167,35 @@ TOKEN_CALIBRATION = pa.schema([
                                        # calls for prompt; complete visible counts for output)
     ("n_sessions", pa.int64()),
     ("class_tokens", pa.int64()),      # heuristic tokens of the class seen by the fit (0 =
-                                       # prior only; tool_call: the number of tool calls)
+                                       # prior only; tool_call: the number of tool calls;
+                                       # tokens: the real tokenizer's count)
     ("data_until", pa.timestamp("us", tz="UTC")),  # newest call used (not the wall clock: deterministic)
+    ("basis", pa.string()),            # heuristic | an encoding (output of a model whose exact
+                                       # tokenizer ships: content classes tokens, tool_call)
 ])
+
+
+def _fit_key(direction: str, basis: str = HEURISTIC) -> str:
+    """The key of a fit in FEATURES: the direction, with the encoding for a real basis."""
+    return direction if basis == HEURISTIC else f"{direction}:{basis}"
+
+
+def tokenizer_available(encoding: str) -> bool:
+    """Whether the ``tokenizers`` extra can count ``encoding`` here (loaded once, cached)."""
+    try:
+        tokenizers.get_tokenizer(encoding)
+    except TokenizerUnavailableError:
+        return False
+    return True
+
+
+def output_basis(model: str | None) -> str:
+    """What the output calibration of ``model`` counts: its exact tokenizer's encoding where
+    one ships and the extra is installed, else the heuristic's content classes."""
+    encoding = tokenizers.encoding_for_model(model)
+    if encoding in REAL_ENCODINGS and tokenizer_available(encoding):
+        return encoding
+    return HEURISTIC
 
 
 def _prior(direction: str) -> tuple[Factors, Factors, Factors, list[tuple[float, float]]]:
@@ -178,6 +231,8 @@ class Observation:
     x: Factors
     y: float
     subset: str = ""       # output: which kind of count (see OUTPUT_SUBSETS)
+    plain: float = 0.0     # output on a real basis: the heuristic estimate (est_tokens of the
+                           # same rows), the report's comparison
 
 
 # Output calls, by what their recorded count holds beyond the transcript's visible rows.
@@ -194,6 +249,11 @@ class Dataset:
     output: list[Observation]           # complete visible counts: fitted and scored
     partial_output: list[Observation]   # counts written before the call ended: scored apart
     hidden_only: list[int]              # orders of calls whose recorded output is all hidden
+    # output on a real tokenizer's count, for the models whose exact tokenizer ships: model ->
+    # encoding, and the observations by encoding (the same calls as in output/partial_output)
+    output_basis: dict[str, str] = field(default_factory=dict)
+    real_output: dict[str, list[Observation]] = field(default_factory=dict)
+    real_partial: dict[str, list[Observation]] = field(default_factory=dict)
     # the evaluation's per-thread state, built on first use (_FoldFits, _ThreadOverheads)
     fits: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -222,12 +282,27 @@ def visible_output(call: dict) -> tuple[Factors, float, int, str]:
     return (prose, code, cjk, float(call["out_tool_blocks"] or 0)), visible, chars, subset
 
 
+def visible_output_tokens(call: dict) -> float:
+    """The real tokenizer's count of a call's visible output rows (``out_tokens``), its
+    thinking rows (``out_thinking_tokens``) added as :func:`visible_output` adds them: only
+    where the source records no reasoning count."""
+    tokens = float(call["out_tokens"] or 0)
+    if call["recorded_reasoning"] is None:
+        tokens += float(call["out_thinking_tokens"] or 0)
+    return tokens
+
+
 def build_dataset(calls: list[dict]) -> Dataset:
-    """Turn per-call rows (``select_calibration_calls``) into prompt and output observations."""
+    """Turn per-call rows (``select_calibration_calls``, with :func:`load_calls`'s real counts
+    where a call has ``out_basis``) into prompt and output observations."""
     prompt, output, partial, hidden_only = [], [], [], []
+    data = Dataset(calls, prompt, output, partial, hidden_only)
     for order, call in enumerate(calls):
         ids = (call["model"], call["group_id"], call["thread_id"], order)
         prompt.append(Observation(*ids, _features(call, "ctx"), float(call["recorded_prompt"])))
+        basis = call.get("out_basis") or HEURISTIC
+        if basis != HEURISTIC:
+            data.output_basis[call["model"]] = basis
         if call["recorded_output"] is None:
             continue
         x, y, chars, subset = visible_output(call)
@@ -237,8 +312,14 @@ def build_dataset(calls: list[dict]) -> Dataset:
         # one "thread" per model: the output fit has a per-model intercept
         obs = Observation(call["model"], call["group_id"], f"output:{call['model']}", order,
                           x, y, subset)
-        (partial if y * MAX_CHARS_PER_TOKEN < chars else output).append(obs)
-    return Dataset(calls, prompt, output, partial, hidden_only)
+        is_partial = y * MAX_CHARS_PER_TOKEN < chars
+        (partial if is_partial else output).append(obs)
+        if basis != HEURISTIC:   # the same call on its real count (the class split stays above)
+            real = Observation(obs.model, obs.group_id, obs.thread_id, order,
+                               (visible_output_tokens(call), x[3]), y, subset,
+                               plain=x[0] + x[1] + x[2])
+            (data.real_partial if is_partial else data.real_output).setdefault(basis, []).append(real)
+    return data
 
 
 def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
@@ -330,40 +411,69 @@ def fit_intercept(observations: Iterable[Observation], factors: Factors) -> floa
 
 # -- the stored table ---------------------------------------------------------------------
 def load_calls(lake: Lake) -> list[dict]:
+    """The rows of ``select_calibration_calls``, each with ``out_basis`` (:func:`output_basis`
+    of its model); a call on a real basis also has ``out_tokens`` and ``out_thinking_tokens``,
+    that tokenizer's count of the text of its visible assistant rows and of its thinking rows
+    (``select_calibration_output_texts``, only for those models' calls)."""
     con = lake.connect()
     try:
-        cur = con.execute(sqlfiles.load("select_calibration_calls"))
-        return sqlfiles.fetch_dicts(cur)
+        calls = sqlfiles.fetch_dicts(con.execute(sqlfiles.load("select_calibration_calls")))
+        basis_of = {model: output_basis(model) for model in sorted({c["model"] for c in calls})}
+        real_models = [model for model, basis in basis_of.items() if basis != HEURISTIC]
+        texts = []
+        if real_models:
+            texts = con.execute(sqlfiles.load("select_calibration_output_texts"),
+                                {"models": real_models}).fetchall()
     finally:
         con.close()
+    encoding_of = {(c["session_id"], c["call_key"]): basis_of[c["model"]] for c in calls
+                   if basis_of[c["model"]] != HEURISTIC}
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for session_id, call_key, _seq, _block_no, is_thinking, text in texts:
+        encoding = encoding_of.get((session_id, call_key))
+        if encoding is not None:
+            counts[session_id, call_key][bool(is_thinking)] += tokenizers.count_tokens(text, encoding)
+    for call in calls:
+        call["out_basis"] = basis_of[call["model"]]
+        if call["out_basis"] != HEURISTIC:
+            call["out_tokens"], call["out_thinking_tokens"] = counts[call["session_id"], call["call_key"]]
+    return calls
+
+
+def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict]) -> list[dict]:
+    """The ``token_calibration`` rows of one model (or ``*``) and one fit (see _fit_key)."""
+    direction, _, basis = key.partition(":")
+    prompt = direction == "prompt"
+    everything = _observations(data, key)
+    observations = [o for o in everything if model == ALL_MODELS or o.model == model]
+    factors = fit_model_factors(everything, model, key, with_overhead=True)
+    intercept = fit_intercept(observations, factors)
+    fitted = _centred(observations, prompt)
+    until = max((c["timestamp"] for c in model_calls if c["timestamp"] is not None), default=None)
+    return [{
+        "model": model, "direction": direction, "content_class": content_class,
+        "factor": round(factors[i], 6),
+        "intercept": None if intercept is None else round(intercept, 3),
+        "n_calls": len(model_calls), "n_fit_calls": len(fitted),
+        "n_sessions": len({c["group_id"] for c in model_calls}),
+        "class_tokens": int(sum(abs(x[i]) for x, _y in fitted)),
+        "data_until": until, "basis": basis or HEURISTIC,
+    } for i, content_class in enumerate(FEATURES[key])]
 
 
 def fit_table(calls: list[dict]) -> pa.Table:
-    """The ``token_calibration`` rows fitted on all calls (sorted, deterministic)."""
+    """The ``token_calibration`` rows fitted on all calls (sorted, deterministic): per model,
+    prompt and output on the heuristic basis, then output on the model's real basis if any
+    (``*``: on every real basis in the data)."""
     data = build_dataset(calls)
     models = sorted({c["model"] for c in calls})
     rows: list[dict[str, Any]] = []
     for model in models + [ALL_MODELS]:
         model_calls = [c for c in calls if model == ALL_MODELS or c["model"] == model]
-        until = max((c["timestamp"] for c in model_calls if c["timestamp"] is not None), default=None)
-        sessions = len({c["group_id"] for c in model_calls})
-        for direction in DIRECTIONS:
-            prompt = direction == "prompt"
-            everything = data.prompt if prompt else data.output
-            observations = [o for o in everything if model == ALL_MODELS or o.model == model]
-            factors = fit_model_factors(everything, model, direction, with_overhead=True)
-            intercept = fit_intercept(observations, factors)
-            fitted = _centred(observations, prompt)
-            for i, content_class in enumerate(FEATURES[direction]):
-                rows.append({
-                    "model": model, "direction": direction, "content_class": content_class,
-                    "factor": round(factors[i], 6),
-                    "intercept": None if intercept is None else round(intercept, 3),
-                    "n_calls": len(model_calls), "n_fit_calls": len(fitted),
-                    "n_sessions": sessions,
-                    "class_tokens": int(sum(abs(x[i]) for x, _y in fitted)),
-                    "data_until": until,
-                })
+        bases = (sorted(set(data.output_basis.values())) if model == ALL_MODELS
+                 else [data.output_basis[model]] if model in data.output_basis else [])
+        for key in [*DIRECTIONS, *(_fit_key("output", basis) for basis in bases)]:
+            rows += _table_rows(data, key, model, model_calls)
     return pa.Table.from_pylist(rows, schema=TOKEN_CALIBRATION)
 
 
@@ -377,22 +487,30 @@ def calibrate(lake: Lake) -> pa.Table:
 
 @dataclass
 class TokenCalibration:
-    """Fitted factors by (model, direction); unknown models fall back to ``*``, then to the
-    heuristic (factors 1.0, no framing)."""
+    """Fitted factors by (model, direction) on the heuristic basis; unknown models fall back to
+    ``*``, then to the heuristic (factors 1.0, no framing). ``real_output``: the output fits on
+    a real tokenizer's count, by (model, encoding): ((tokens factor, framing), intercept)."""
 
     factors: dict[tuple[str, str], Factors]
     intercepts: dict[tuple[str, str], float | None]
+    real_output: dict[tuple[str, str], tuple[Factors, float | None]] = field(default_factory=dict)
 
     @classmethod
     def from_table(cls, table: pa.Table) -> "TokenCalibration":
+        """Read ``token_calibration``; a table without the ``basis`` column is all heuristic,
+        a missing content class (a table without ``tool_call``) takes its prior."""
         factors: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
         intercepts: dict[tuple[str, str], float | None] = {}
         for row in table.to_pylist():
-            key = (row["model"], row["direction"])
+            key = (row["model"], _fit_key(row["direction"], row.get("basis") or HEURISTIC))
             factors[key][row["content_class"]] = row["factor"]
             intercepts[key] = row["intercept"]
-        return cls({k: tuple(v.get(f, p) for f, p in zip(FEATURES[k[1]], _prior(k[1])[0]))
-                    for k, v in factors.items()}, intercepts)
+        fitted = {k: tuple(v.get(f, p) for f, p in zip(FEATURES[k[1]], _prior(k[1])[0]))
+                  for k, v in factors.items() if k[1] in FEATURES}
+        heuristic = {k: v for k, v in fitted.items() if k[1] in DIRECTIONS}
+        real = {(model, key.partition(":")[2]): (v, intercepts[model, key])
+                for (model, key), v in fitted.items() if key not in DIRECTIONS}
+        return cls(heuristic, {k: intercepts[k] for k in heuristic}, real)
 
     @classmethod
     def load(cls, lake: Lake) -> "TokenCalibration":
@@ -403,7 +521,17 @@ class TokenCalibration:
             return cls({}, {})
         return cls.from_table(pq.read_table(stored))
 
-    def lookup(self, model: str | None, direction: str = "prompt") -> tuple[Factors, float | None]:
+    def lookup(self, model: str | None, direction: str = "prompt",
+               basis: str = HEURISTIC) -> tuple[Factors, float | None]:
+        """(factors, intercept) of a fit: ``basis`` an encoding for the output on a real
+        tokenizer's count (factors: tokens, tool_call)."""
+        if basis != HEURISTIC:
+            if _fit_key(direction, basis) not in FEATURES:
+                raise ValueError(f"no fit on the basis {basis!r} for the {direction} direction")
+            for key in ((model or ALL_MODELS, basis), (ALL_MODELS, basis)):
+                if key in self.real_output:
+                    return self.real_output[key]
+            return _prior(_fit_key(direction, basis))[0], None
         for key in ((model or ALL_MODELS, direction), (ALL_MODELS, direction)):
             if key in self.factors:
                 return self.factors[key], self.intercepts.get(key)
@@ -731,11 +859,20 @@ class _ThreadOverheads:
         return out
 
 
-def _fits(data: Dataset, direction: str) -> _FoldFits:
-    if direction not in data.fits:
-        data.fits[direction] = _FoldFits(data.prompt if direction == "prompt" else data.output,
-                                         direction)
-    return data.fits[direction]
+def _observations(data: Dataset, key: str, partial: bool = False) -> list[Observation]:
+    """The observations of a fit (see _fit_key); ``partial``: the output's partial counts."""
+    direction, _, basis = key.partition(":")
+    if direction == "prompt":
+        return data.prompt
+    if not basis:
+        return data.partial_output if partial else data.output
+    return (data.real_partial if partial else data.real_output).get(basis, [])
+
+
+def _fits(data: Dataset, key: str) -> _FoldFits:
+    if key not in data.fits:
+        data.fits[key] = _FoldFits(_observations(data, key), key)
+    return data.fits[key]
 
 
 def _intercept(overheads: _ThreadOverheads, factors: Factors, left_out: np.ndarray) -> float | None:
@@ -744,12 +881,13 @@ def _intercept(overheads: _ThreadOverheads, factors: Factors, left_out: np.ndarr
     return _quantile_of(thread_overheads, 0.5) if len(thread_overheads) else None
 
 
-def _result(model: str, direction: str, data: Dataset, n_scored: int, method: str,
+def _result(model: str, key: str, data: Dataset, n_scored: int, method: str,
             heuristic: list[float], calibrated: list[float]) -> dict[str, Any]:
     cal = _summary(calibrated)
-    factors = _fits(data, direction).fit(model, np.empty(0, dtype=np.int64))   # on every call
+    factors = _fits(data, key).fit(model, np.empty(0, dtype=np.int64))   # on every call
+    direction, _, basis = key.partition(":")
     return {
-        "model": model, "direction": direction,
+        "model": model, "direction": direction, "basis": basis or HEURISTIC,
         "n_calls": sum(1 for c in data.calls if c["model"] == model),
         "n_scored": n_scored,
         "n_sessions": len({c["group_id"] for c in data.calls if c["model"] == model}),
@@ -758,7 +896,7 @@ def _result(model: str, direction: str, data: Dataset, n_scored: int, method: st
         "target_pct": TARGET_PCT,
         "within_target": None if cal["median_pct"] is None else cal["median_pct"] <= TARGET_PCT,
         "gap_pct": None if cal["median_pct"] is None else round(cal["median_pct"] - TARGET_PCT, 2),
-        "factors": dict(zip(FEATURES[direction], (round(f, 3) for f in factors))),
+        "factors": dict(zip(FEATURES[key], (round(f, 3) for f in factors))),
     }
 
 
@@ -800,21 +938,28 @@ def _evaluate_prompt(model: str, data: Dataset) -> dict[str, Any]:
     return result
 
 
-def _evaluate_output(model: str, data: Dataset) -> dict[str, Any]:
+def _evaluate_output(model: str, data: Dataset, basis: str | None = None) -> dict[str, Any]:
     """Held-out error on the visible output of complete counts; partial counts are scored
-    apart (with the same factors) and reported, never fitted."""
-    fits = _fits(data, "output")
+    apart (with the same factors) and reported, never fitted. ``basis``: the model's own
+    (``data.output_basis``, else the heuristic) unless given."""
+    basis = data.output_basis.get(model, HEURISTIC) if basis is None else basis
+    key = _fit_key("output", basis)
+    fits = _fits(data, key)
     rows = fits.rows_of(model)
-    mine = [data.output[i] for i in rows.tolist()]
-    overheads = _ThreadOverheads.of(mine, "output")
+    everything = _observations(data, key)
+    mine = [everything[i] for i in rows.tolist()]
+    overheads = _ThreadOverheads.of(mine, key)
     subset_of = np.array([o.subset for o in mine], dtype=object)
-    partial = [o for o in data.partial_output if o.model == model]
-    partial_x, partial_y = _xy(partial, "output")
+    partial = [o for o in _observations(data, key, partial=True) if o.model == model]
+    partial_x, partial_y = _xy(partial, key)
     partial_orders = np.array([o.order for o in partial], dtype=np.int64)
     # the same held-out calls as the prompt direction (every recorded call takes part in the
     # split, scored or not)
     method, folds = _holdout_folds([o for o in data.prompt if o.model == model])
     ones = (PRIOR_FACTOR,) * len(CLASSES)
+    # the heuristic's estimate of each call (est_tokens of its visible rows), for comparison
+    plain_estimate = (_dot_rows(ones, overheads.x) if basis == HEURISTIC
+                      else np.array([o.plain for o in mine], dtype=float))
     heuristic, calibrated, with_partial = [], [], []
     by_subset: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
     for held in folds:
@@ -823,12 +968,12 @@ def _evaluate_output(model: str, data: Dataset) -> dict[str, Any]:
         scored = np.searchsorted(rows, left_out)         # the same calls among the model's
         intercept = _intercept(overheads, factors, scored)
         if intercept is None:   # no call of the model to fit on: the other models' intercept
-            if "output:all" not in data.fits:
-                data.fits["output:all"] = _ThreadOverheads.of(data.output, "output")
-            intercept = _intercept(data.fits["output:all"], factors, left_out) or 0.0
+            if f"{key}:all" not in data.fits:
+                data.fits[f"{key}:all"] = _ThreadOverheads.of(everything, key)
+            intercept = _intercept(data.fits[f"{key}:all"], factors, left_out) or 0.0
         x, y = overheads.x[scored], overheads.y[scored]
         errors = np.abs(intercept + _dot_rows(factors, x) - y) / y
-        plain = np.abs(_dot_rows(ones, x) - y) / y
+        plain = np.abs(plain_estimate[scored] - y) / y
         heuristic.append(plain)
         calibrated.append(errors)
         with_partial.append(errors)
@@ -853,6 +998,10 @@ def _evaluate_output(model: str, data: Dataset) -> dict[str, Any]:
                for name in OUTPUT_SUBSETS if name in by_subset_lists]
     # what the figure leaves out or cannot know, in the evaluation text the table shows
     notes = []
+    if basis != HEURISTIC:
+        on_classes = _evaluate_output(model, data, HEURISTIC)["calibrated"]
+        notes.append(f"basis: {basis} (real token count of the visible rows; on the "
+                     f"heuristic's classes: {on_classes['median_pct']:g}%)")
     if n_partial:
         notes.append(f"{n_partial} partial count{'s' if n_partial > 1 else ''} not scored "
                      f"(all {len(with_partial)}: {_summary(with_partial)['median_pct']:g}%)")
@@ -866,8 +1015,10 @@ def _evaluate_output(model: str, data: Dataset) -> dict[str, Any]:
         if subset["subset"] == THINKING_IN_COUNT:
             notes.append(f"{subset['n_scored']} with thinking but no reasoning count: "
                          f"{subset['calibrated']['median_pct']:g}%")
-    result = _result(model, "output", data, len(calibrated), "; ".join([method] + notes),
+    result = _result(model, key, data, len(calibrated), "; ".join([method] + notes),
                      heuristic, calibrated)
+    if basis != HEURISTIC:   # the class split's figures on the same calls
+        result["calibrated_heuristic_basis"] = on_classes
     result.update({
         "scored": "visible output (recorded output minus the hidden reasoning the source "
                   "records apart)",
@@ -901,6 +1052,10 @@ def estimator_report(lake: Lake) -> dict[str, Any]:
                    "the call's own visible rows + framing x tool calls, scored against the "
                    "visible output (recorded output - recorded hidden reasoning; thinking rows "
                    "count only where the source has no reasoning count); partial counts "
-                   f"(over {MAX_CHARS_PER_TOKEN} visible characters per recorded token) not scored"),
+                   f"(over {MAX_CHARS_PER_TOKEN} visible characters per recorded token) not scored"
+                   + ("; output basis (the row's basis): where a model's exact tokenizer ships "
+                      "(OpenAI models), that tokenizer's count of the visible rows x one factor "
+                      "replaces the heuristic classes; the heuristic column stays est_tokens"
+                      if data.output_basis else "")),
         "models": rows,
     }

@@ -153,14 +153,15 @@ def _print_estimator(result: dict, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json(result))
         return
-    columns = ["model", "direction", "calls", "scored", "sessions", "heuristic % med/p90",
+    columns = ["model", "direction", "basis", "calls", "scored", "sessions", "heuristic % med/p90",
                "calibrated % med/p90", "target", "transcript share %", "evaluation"]
     rows = []
     for row in result["models"]:
         gap = row["gap_pct"]
         target = "-" if gap is None else (f"met ({-gap:.1f} under)" if gap <= 0 else f"missed by {gap:.1f}")
         share = row.get("transcript_share_pct")
-        rows.append((row["model"], row["direction"], row["n_calls"], row["n_scored"],
+        rows.append((row["model"], row["direction"], row.get("basis", "heuristic"),
+                     row["n_calls"], row["n_scored"],
                      row["n_sessions"], _pct(row["heuristic"]), _pct(row["calibrated"]), target,
                      "-" if share is None else f"{share:.0f}", row["evaluation"]))
     out = render.console()

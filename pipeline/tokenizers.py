@@ -13,6 +13,8 @@ Nothing is downloaded, ever:
   ``tokenizers.Tokenizer.from_file``. It is the pre-Claude-3 vocabulary: an approximation for
   current models, useful to compare with the heuristic, not the billing count.
 
+Which encoding is a model's exact tokenizer: :func:`encoding_for_model` (OpenAI models only).
+
 Package files are located with ``importlib.util.find_spec`` so neither ``anthropic`` (which
 imports an HTTP client) nor ``bpe_openai`` (a 74 MB extension) is imported.
 """
@@ -24,6 +26,7 @@ import functools
 import gzip
 import hashlib
 import importlib.util
+import re
 import threading
 import types
 from pathlib import Path
@@ -39,6 +42,17 @@ EXPECTED_SHA256 = {
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
 }
 _LOCK = threading.Lock()
+# The one place that says which shipped encoding is a model's exact tokenizer (after
+# tiktoken's ``tiktoken.model`` tables, first match wins). Only OpenAI models: GPT-4o, 4.1,
+# 4.5, GPT-5 (incl. codex variants), o1/o3/o4-mini and codex-mini use o200k_base (gpt-oss's
+# o200k_harmony is o200k_base plus special tokens, the same for ordinary text); GPT-4 and
+# GPT-3.5 use cl100k_base. Anything else (Claude: "claude" here is the pre-Claude-3
+# vocabulary, an approximation; Gemini, DeepSeek, ...) has no exact tokenizer shipped.
+MODEL_ENCODINGS = (
+    (re.compile(r"(o1|o3|o4-mini|codex-mini)(-.*)?|(gpt-(5|4\.5|4\.1|4o|oss)|chatgpt-4o).*"),
+     "o200k_base"),
+    (re.compile(r"gpt-(4|3\.5|35)(-.*)?"), "cl100k_base"),
+)
 
 
 def _package_dir(package: str) -> Path:
@@ -141,3 +155,15 @@ def count_tokens(text: str | None, encoding: str = "o200k_base") -> int:
     if encoding == "claude":
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
     return len(tokenizer.encode_ordinary(text))
+
+
+def encoding_for_model(model: str | None) -> str | None:
+    """The shipped encoding that is ``model``'s exact tokenizer, or None (see
+    :data:`MODEL_ENCODINGS`). Case-insensitive; a provider prefix (``openai/gpt-4o``) and a
+    fine-tune prefix (``ft:gpt-4o-mini:org::id``) are ignored."""
+    name = (model or "").strip().lower().rsplit("/", 1)[-1]
+    name = name.removeprefix("ft:")
+    for pattern, encoding in MODEL_ENCODINGS:
+        if pattern.fullmatch(name):
+            return encoding
+    return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from conftest import REAL, copy_real, ingest_paths
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.calibrate import (
     TOKEN_CALIBRATION, TokenCalibration, _evaluate_output, build_dataset, calibrate,
@@ -698,3 +700,254 @@ def test_every_fold_matches_a_refit_on_the_calls_it_keeps(monkeypatch, large_thr
         assert output["heuristic"] == _summary(reference.get("heuristic", []))
         assert output["calibrated"] == _summary(reference.get("calibrated", []))
         assert output["calibrated_with_partial"] == _summary(reference.get("with_partial", []))
+
+
+# -- output on a real tokenizer's count (OpenAI models: the tokenizers extra ships o200k_base) --
+CODEX = "gpt-5.1-codex-max"
+CODEX_FILE = "codex/codex_session.jsonl"
+
+
+def _codex_calls_from_rollout() -> list[dict]:
+    """Per API call of the Codex sample, from the rollout (a call closes at each new
+    token_count total; each total is written twice): the visible output (output minus
+    reasoning), what it wrote counted with o200k_base (function_call arguments,
+    custom_tool_call input, assistant message text; the reasoning summaries apart), its tool
+    calls and the heuristic estimate of what it wrote."""
+    from pipeline.tokenizers import count_tokens
+
+    calls, last = [], None
+    current = {"tokens": 0, "summary_tokens": 0, "tools": 0, "estimate": 0}
+    for raw in (REAL / CODEX_FILE).read_text(encoding="utf-8").splitlines():
+        obj = json.loads(raw)
+        payload = obj.get("payload") or {}
+        kind = payload.get("type")
+        written = None
+        if obj["type"] == "response_item" and kind == "function_call":
+            written, current["tools"] = payload["arguments"], current["tools"] + 1
+        elif obj["type"] == "response_item" and kind == "custom_tool_call":
+            written, current["tools"] = payload["input"], current["tools"] + 1
+        elif obj["type"] == "response_item" and kind == "message" and payload["role"] == "assistant":
+            written = "\n".join(c["text"] for c in payload["content"])
+        elif obj["type"] == "response_item" and kind == "reasoning":
+            current["summary_tokens"] += count_tokens(
+                "\n".join(s["text"] for s in payload["summary"]), "o200k_base")
+        elif obj["type"] == "event_msg" and kind == "token_count" and payload["info"]:
+            total = payload["info"]["total_token_usage"]
+            if total == last:
+                continue
+            before = last or {"output_tokens": 0, "reasoning_output_tokens": 0}
+            current["visible"] = (total["output_tokens"] - before["output_tokens"]
+                                  - (total["reasoning_output_tokens"] - before["reasoning_output_tokens"]))
+            calls.append(current)
+            current = {"tokens": 0, "summary_tokens": 0, "tools": 0, "estimate": 0}
+            last = total
+        if written is not None:
+            current["tokens"] += count_tokens(written, "o200k_base")
+            current["estimate"] += estimate_tokens(written)
+    return calls
+
+
+def _ridge(x: np.ndarray, y: np.ndarray, prior: tuple, weights: tuple) -> np.ndarray:
+    """The method's fit by its definition (module docstring), with numpy: centred least
+    squares (one intercept per model) plus a ridge pull towards ``prior``, clamped."""
+    xc, yc = x - x.mean(axis=0), y - y.mean()
+    factors = np.linalg.solve(xc.T @ xc + np.diag(weights), xc.T @ yc + np.multiply(weights, prior))
+    return np.clip(factors, [0.25, 0.0], [4.0, 1000.0])
+
+
+def _codex_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """(tokens factor and framing, intercept) of the one o200k_base model: the pooled fit
+    (pulled towards 1.0 and 0 with weights 100**2 and 1) is the prior of the model's own
+    (weights 1000**2 and 1; framing pulled towards 0); the intercept is the median residual."""
+    pooled = _ridge(x, y, (1.0, 0.0), (100.0 ** 2, 1.0))
+    factors = _ridge(x, y, (pooled[0], 0.0), (1000.0 ** 2, 1.0))
+    return factors, float(np.median(y - x @ factors))
+
+
+@pytest.fixture(scope="module")
+def real_mixed_lake(tmp_path_factory):
+    """The Codex sample with the Claude and Gemini samples (models on the heuristic basis)."""
+    tmp = tmp_path_factory.mktemp("real-mixed")
+    lake, _summary = ingest_paths(tmp, copy_real(tmp, CODEX_FILE, "gemini/gemini_session.json",
+                                                 *CLAUDE_FILES))
+    return lake
+
+
+@pytest.fixture(scope="module")
+def real_mixed_report(real_mixed_lake):
+    """The estimator report of that lake, with the extra (module scope: built before any
+    function-scoped fixture takes the extra away)."""
+    return estimator_report(real_mixed_lake)
+
+
+@pytest.fixture
+def without_the_extra(monkeypatch):
+    """tiktoken and tokenizers fail to import, as when ctxlake[tokenizers] is not installed."""
+    from pipeline import tokenizers
+
+    tokenizers._tiktoken_encoding.cache_clear()
+    tokenizers._claude_tokenizer.cache_clear()
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    yield
+    tokenizers._tiktoken_encoding.cache_clear()
+    tokenizers._claude_tokenizer.cache_clear()
+
+
+def test_codex_output_rows_are_counted_with_o200k_base(real_mixed_lake):
+    expected = _codex_calls_from_rollout()
+    # worked out from the rollout: the visible output is the o200k_base count of what the call
+    # wrote plus 15-16 per tool call, and 4-6 more on the two calls that wrote a message
+    assert [(e["visible"], e["tokens"], e["tools"]) for e in expected] == [
+        (37, 21, 1), (40, 25, 1), (26, 22, 0), (37, 21, 1), (64, 48, 1), (38, 22, 1), (38, 32, 0)]
+    calls = [c for c in load_calls(real_mixed_lake) if c["model"] == CODEX]
+    assert [(c["out_basis"], c["out_tokens"], c["out_thinking_tokens"]) for c in calls] == [
+        ("o200k_base", e["tokens"], e["summary_tokens"]) for e in expected]
+    # the other models keep the heuristic and get no real count
+    others = [c for c in load_calls(real_mixed_lake) if c["model"] != CODEX]
+    assert {c["out_basis"] for c in others} == {"heuristic"}
+    assert not any("out_tokens" in c for c in others)
+    # the reasoning summaries are left out (Codex records the hidden reasoning apart)
+    data = build_dataset(calls)
+    assert [o.x for o in data.real_output["o200k_base"]] == [
+        (float(e["tokens"]), float(e["tools"])) for e in expected]
+    assert [o.plain for o in data.real_output["o200k_base"]] == [float(e["estimate"]) for e in expected]
+
+
+def test_codex_output_is_calibrated_on_its_real_token_count(real_mixed_report):
+    expected = _codex_calls_from_rollout()
+    x = np.array([(e["tokens"], e["tools"]) for e in expected], dtype=float)
+    y = np.array([e["visible"] for e in expected], dtype=float)
+    # temporal hold-out (one session of 7 calls): fitted on the first 3, scored on the last 4
+    factors, intercept = _codex_fit(x[:3], y[:3])
+    errors = np.abs(intercept + x[3:] @ factors - y[3:]) / y[3:]
+    plain = np.abs(np.array([e["estimate"] for e in expected[3:]]) - y[3:]) / y[3:]
+    report = real_mixed_report
+    output = next(r for r in report["models"] if r["model"] == CODEX and r["direction"] == "output")
+    assert output["basis"] == "o200k_base"
+    assert output["n_scored"] == 4
+    assert output["calibrated"] == {"median_pct": round(100 * float(np.median(errors)), 2),
+                                    "p90_pct": round(100 * float(np.quantile(errors, 0.9)), 2)}
+    assert output["calibrated"]["median_pct"] <= 5.0 and output["within_target"] is True
+    # the comparison column is still the plain heuristic (est_tokens of the same rows)
+    assert output["heuristic"] == {"median_pct": round(100 * float(np.median(plain)), 2),
+                                   "p90_pct": round(100 * float(np.quantile(plain, 0.9)), 2)}
+    assert output["evaluation"].startswith(
+        "temporal hold-out (one session: fitted on its first half, scored on the second); "
+        "basis: o200k_base (real token count of the visible rows; on the heuristic's classes: "
+        f"{output['calibrated_heuristic_basis']['median_pct']:g}%)")
+    full_factors, _intercept = _codex_fit(x, y)
+    assert output["factors"] == {"tokens": round(float(full_factors[0]), 3),
+                                 "tool_call": round(float(full_factors[1]), 3)}
+    assert {(r["model"], r["direction"], r["basis"]) for r in report["models"]
+            if r["basis"] != "heuristic"} == {(CODEX, "output", "o200k_base")}
+
+
+def test_without_the_extra_every_basis_is_the_heuristic_and_nothing_else_moves(
+        real_mixed_lake, real_mixed_report, without_the_extra):
+    from pipeline.calibrate import output_basis, tokenizer_available
+
+    assert not tokenizer_available("o200k_base") and output_basis(CODEX) == "heuristic"
+    calls = load_calls(real_mixed_lake)
+    assert {c["out_basis"] for c in calls} == {"heuristic"}
+    assert not any("out_tokens" in c for c in calls)
+    data = build_dataset(calls)
+    assert (data.output_basis, data.real_output, data.real_partial) == ({}, {}, {})
+    without = estimator_report(real_mixed_lake)
+    assert {r["basis"] for r in without["models"]} == {"heuristic"}
+    assert "output basis" not in without["method"]
+    table = calibrate(real_mixed_lake)
+    assert set(table.column("basis").to_pylist()) == {"heuristic"}
+    assert len(table) == 7 * (len({c["model"] for c in calls}) + 1)   # 3 prompt + 4 output rows
+    # with the extra: the other models' rows are the same, and Codex's class-split figures
+    # are the comparison its real-basis row reports
+    with_extra = real_mixed_report
+    rows = {(r["model"], r["direction"]): r for r in with_extra["models"]}
+    for row in without["models"]:
+        if (row["model"], row["direction"]) != (CODEX, "output"):
+            assert rows[row["model"], row["direction"]] == row
+    codex = next(r for r in without["models"] if (r["model"], r["direction"]) == (CODEX, "output"))
+    assert set(codex["factors"]) == {"prose", "code", "cjk", "tool_call"}
+    assert rows[CODEX, "output"]["calibrated_heuristic_basis"] == codex["calibrated"]
+    assert rows[CODEX, "output"]["heuristic"] == codex["heuristic"]
+    assert with_extra["method"].startswith(without["method"] + "; output basis")
+
+
+def test_the_real_basis_rows_are_stored_and_read_back(real_mixed_lake):
+    expected = _codex_calls_from_rollout()
+    x = np.array([(e["tokens"], e["tools"]) for e in expected], dtype=float)
+    y = np.array([e["visible"] for e in expected], dtype=float)
+    factors, intercept = _codex_fit(x, y)   # every call: the table is fitted on all
+    table = calibrate(real_mixed_lake)
+    rows = [r for r in table.to_pylist() if r["model"] in (CODEX, "*")]
+    assert [(r["model"], r["direction"], r["basis"], r["content_class"]) for r in rows] == [
+        (model, direction, basis, content_class) for model in (CODEX, "*")
+        for direction, basis, classes in (
+            ("prompt", "heuristic", ("prose", "code", "cjk")),
+            ("output", "heuristic", ("prose", "code", "cjk", "tool_call")),
+            ("output", "o200k_base", ("tokens", "tool_call")))
+        for content_class in classes]
+    real = {(r["model"], r["content_class"]): r for r in rows if r["basis"] == "o200k_base"}
+    assert real[CODEX, "tokens"]["factor"] == round(float(factors[0]), 6)
+    assert real[CODEX, "tool_call"]["factor"] == round(float(factors[1]), 6)
+    assert real[CODEX, "tokens"]["intercept"] == round(intercept, 3)
+    assert real[CODEX, "tokens"]["class_tokens"] == sum(e["tokens"] for e in expected) == 191
+    assert real[CODEX, "tool_call"]["class_tokens"] == sum(e["tools"] for e in expected) == 5
+    assert (real[CODEX, "tokens"]["n_calls"], real[CODEX, "tokens"]["n_fit_calls"]) == (7, 7)
+    # "*" on o200k_base is pooled over the models with that encoding: Codex only here
+    assert real["*", "tokens"]["factor"] == round(float(_ridge(x, y, (1.0, 0.0), (1e4, 1.0))[0]), 6)
+    calibration = TokenCalibration.load(real_mixed_lake)
+    assert calibration.lookup(CODEX, "output", basis="o200k_base") == (
+        (real[CODEX, "tokens"]["factor"], real[CODEX, "tool_call"]["factor"]),
+        real[CODEX, "tokens"]["intercept"])
+    # an unknown model on that basis takes "*"'s; est_tokens_calibrated reads the class split
+    assert calibration.lookup("gpt-4o", "output", basis="o200k_base")[0] == (
+        real["*", "tokens"]["factor"], real["*", "tool_call"]["factor"])
+    heuristic = {r["content_class"]: r for r in rows
+                 if r["model"] == CODEX and r["direction"] == "output" and r["basis"] == "heuristic"}
+    assert calibration.lookup(CODEX, "output") == (
+        tuple(heuristic[c]["factor"] for c in ("prose", "code", "cjk", "tool_call")),
+        heuristic["prose"]["intercept"])
+    assert calibration.lookup("m", "output", basis="cl100k_base") == ((1.0, 0.0), None)
+    with pytest.raises(ValueError, match="basis 'o200k_base' for the prompt direction"):
+        calibration.lookup(CODEX, "prompt", basis="o200k_base")
+    # a table written before the basis column existed reads as all heuristic
+    old = table.drop_columns(["basis"]).filter(pc.equal(table.column("basis"), "heuristic"))
+    assert TokenCalibration.from_table(old) == TokenCalibration(
+        calibration.factors, calibration.intercepts)
+
+
+def test_every_fold_on_a_real_basis_matches_a_refit_on_the_calls_it_keeps():
+    from pipeline.calibrate import (
+        _dot, _holdout_folds, _observations, _summary, fit_intercept, fit_model_factors)
+    calls = _multi_session_calls(seed=7)
+    rng = random.Random(7)
+    for call in calls:   # "a" and "b" on o200k_base: a real count near the visible output
+        if call["model"] in ("a", "b"):
+            call.update(out_basis="o200k_base", out_thinking_tokens=rng.randint(0, 50),
+                        out_tokens=max(0, call["recorded_output"] - (call["recorded_reasoning"] or 0)
+                                       - 25 * call["out_tool_blocks"] + rng.randint(-9, 9)))
+    data = build_dataset(calls)
+    key = "output:o200k_base"
+    everything, partial = _observations(data, key), _observations(data, key, partial=True)
+    assert {o.model for o in everything} == {"a", "b"} and partial
+    complete = {o.order for o in everything}
+    for model in ("a", "b"):
+        errors: dict[str, list[float]] = {}
+        for held in map(set, _holdout_folds([o for o in data.prompt if o.model == model])[1]):
+            train = [o for o in everything if o.order not in held]
+            factors = fit_model_factors(train, model, key, with_overhead=True)
+            intercept = fit_intercept([o for o in train if o.model == model], factors)
+            for o in (o for o in everything + partial if o.model == model and o.order in held):
+                error = abs(intercept + _dot(factors, o.x) - o.y) / o.y
+                errors.setdefault("with_partial", []).append(error)
+                if o.order in complete:
+                    errors.setdefault("calibrated", []).append(error)
+                    errors.setdefault("heuristic", []).append(abs(o.plain - o.y) / o.y)
+        output = _evaluate_output(model, data)
+        assert output["basis"] == "o200k_base"
+        assert output["n_scored"] == len(errors["calibrated"])
+        assert output["heuristic"] == _summary(errors["heuristic"])
+        assert output["calibrated"] == _summary(errors["calibrated"])
+        assert output["calibrated_with_partial"] == _summary(errors["with_partial"])
+        assert output["calibrated"]["median_pct"] < output["calibrated_heuristic_basis"]["median_pct"]

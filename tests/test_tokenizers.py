@@ -101,3 +101,25 @@ def test_without_the_bpe_openai_wheel_the_error_names_the_extra(monkeypatch, fre
                         lambda name, *a: None if name == "bpe_openai" else original(name, *a))
     with pytest.raises(TokenizerUnavailableError, match=r"bpe_openai.*\n.*ctxlake\[tokenizers\]"):
         real.count_tokens("x", "cl100k_base")
+
+
+@pytest.mark.parametrize("model, encoding", [
+    # OpenAI's own names (tiktoken.model's tables): GPT-4o/4.1/4.5/5, o-series, codex
+    ("gpt-5.1-codex-max", "o200k_base"), ("gpt-5", "o200k_base"), ("gpt-5-mini", "o200k_base"),
+    ("gpt-4o", "o200k_base"), ("gpt-4o-mini-2024-07-18", "o200k_base"),
+    ("chatgpt-4o-latest", "o200k_base"), ("gpt-4.1-nano", "o200k_base"),
+    ("gpt-4.5-preview", "o200k_base"), ("o1", "o200k_base"), ("o1-preview", "o200k_base"),
+    ("o3-mini", "o200k_base"), ("o4-mini", "o200k_base"), ("codex-mini-latest", "o200k_base"),
+    ("gpt-oss-120b", "o200k_base"),
+    ("gpt-4", "cl100k_base"), ("gpt-4-turbo-2024-04-09", "cl100k_base"),
+    ("gpt-3.5-turbo", "cl100k_base"), ("gpt-35-turbo", "cl100k_base"),
+    # a provider prefix, a fine-tune, another case
+    ("openai/gpt-4.1", "o200k_base"), ("ft:gpt-4o-mini:acme::abc123", "o200k_base"),
+    ("GPT-4O", "o200k_base"),
+    # no exact tokenizer shipped: Claude (the shipped vocabulary is pre-Claude-3), the rest
+    ("claude-sonnet-4-5-20250929", None), ("anthropic/claude-sonnet-4-5-20250929", None),
+    ("gemini-2.5-pro", None), ("google/gemini-3-pro-preview", None), ("deepseek-chat", None),
+    ("text-davinci-003", None), ("o10", None), ("gpt-40", None), ("", None), (None, None),
+])
+def test_each_openai_model_maps_to_its_shipped_encoding_and_others_to_none(model, encoding):
+    assert real.encoding_for_model(model) == encoding
