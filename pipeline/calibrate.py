@@ -417,6 +417,7 @@ def load_calls(lake: Lake) -> list[dict]:
     (``select_calibration_output_texts``, only for those models' calls)."""
     con = lake.connect()
     try:
+        con.execute(sqlfiles.load("create_table_calibration_rows"))
         calls = sqlfiles.fetch_dicts(con.execute(sqlfiles.load("select_calibration_calls")))
         basis_of = {model: output_basis(model) for model in sorted({c["model"] for c in calls})}
         real_models = [model for model, basis in basis_of.items() if basis != HEURISTIC]
