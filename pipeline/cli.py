@@ -156,23 +156,22 @@ def _print_estimator(result: dict, as_json: bool) -> None:
     columns = ["model", "direction", "basis", "calls", "scored", "sessions", "heuristic % med/p90",
                "calibrated % med/p90", "target", "transcript share %", "evaluation"]
     rows = []
+    notes: dict[str, int] = {}  # each distinct evaluation text once, below the table
     for row in result["models"]:
         gap = row["gap_pct"]
         target = "-" if gap is None else (f"met ({-gap:.1f} under)" if gap <= 0 else f"missed by {gap:.1f}")
         share = row.get("transcript_share_pct")
+        note = notes.setdefault(row["evaluation"], len(notes) + 1)
         rows.append((row["model"], row["direction"], row.get("basis", "heuristic"),
                      row["n_calls"], row["n_scored"],
                      row["n_sessions"], _pct(row["heuristic"]), _pct(row["calibrated"]), target,
-                     "-" if share is None else f"{share:.0f}", row["evaluation"]))
+                     "-" if share is None else f"{share:.0f}", f"({note})"))
     out = render.console()
     out.print(render.table(columns, rows, title=f"token estimator vs recorded usage "
                                                 f"(target: calibrated median <= {result['target_pct']:g}%)"))
-    out.print(f"method: {result['method']}")
-    for row in result["models"]:
-        if row.get("n_implausible_recorded"):
-            out.print(f"note: {row['model']} output: {row['n_implausible_recorded']} of "
-                      f"{row['n_scored']} recorded output counts are under 10% of the visible "
-                      "output (partial counts in the source, not estimator error)")
+    for text, note in notes.items():
+        out.print(f"({note}) {text}", markup=False, highlight=False)
+    out.print(f"method: {result['method']}", markup=False, highlight=False)
 
 
 @report.command("estimator")

@@ -305,7 +305,11 @@ def test_report_estimator_cli_prints_a_table_and_json(real_claude_lake):
     table = runner.invoke(cli, ["--lake", str(real_claude_lake.root), "report", "estimator"],
                           catch_exceptions=False, terminal_width=250)
     assert table.exit_code == 0
-    assert "claude-sonnet-4-20250514" in table.output and "leave-one-session-out" in table.output
+    assert "claude-sonnet-4-20250514" in table.output
+    # each distinct evaluation text is printed once under the table, rows point to it
+    assert table.output.count("\n(1) leave-one-session-out\n") == 1
+    refs = [line.split()[:2] for line in table.output.splitlines() if line.rstrip().endswith("(1)")]
+    assert refs == [["claude-sonnet-4-20250514", "prompt"]]
     as_json = runner.invoke(cli, ["--lake", str(real_claude_lake.root), "report", "estimator", "--json"],
                             catch_exceptions=False)
     parsed = json.loads(as_json.output)
