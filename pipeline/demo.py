@@ -34,6 +34,19 @@ items get completed; ``git commit``, ``pip install`` and ``npm install`` command
 reads of the same path; sub-agents in all three Claude layouts; several models plus one model
 no price table knows (``acme-internal-coder-v3``) so reports show "unpriced".
 
+Recorded usage is derived from the content, as an API would count it (:class:`_Meter`): the
+prompt of a call is a per-session overhead (system prompt and tool definitions, constant within
+the session) plus the tokens of everything before the call (the current turn's thinking
+included, earlier turns' dropped), split into cached and fresh parts the way each format records
+them (Claude's cache read/creation with a 5-minute cache, Codex's ``cached_input_tokens`` in
+128-token blocks, Gemini's ``cached`` in 1024-token blocks, DeepSeek's in 64); the output is the
+tokens of what the call wrote plus a framing per tool call and a stop token, with hidden
+reasoning recorded apart where the format does (Codex ``reasoning_output_tokens``, Gemini
+``thoughts``). Tokens are POLICIES.md's heuristic times a per-model factor per content class
+(prose, code, CJK), each piece of text with its own small deviation. SWE-agent's run totals are
+the sums over its calls; mini-SWE-agent's ``instance_cost`` the sum of its calls' costs. The
+OpenAI/Anthropic message logs record no usage (as before).
+
 Bad data: none, except ONE deliberate case: the Claude session that ends last (a session
 "still being written") ends with an incomplete last line (no newline). Ingest holds that line
 back (``held_back = 1``); it is never quarantined. ``DemoSummary.held_back_files`` names it.
@@ -67,13 +80,14 @@ from typing import Any, Callable
 import orjson
 
 from pipeline.errors import UsageError
+from pipeline.tokens import text_counts
 
 DEFAULT_START = date(2026, 11, 1)
 SPAN_DAYS = 20
 MARKER = ".ctxlake-demo"          # lists the generated files; no transcript suffix, so ingest skips it
 # Bump whenever the bytes written for a given (seed, size) change, so caches built from an
 # older generator (bench/results/archive-*) are rebuilt.
-GENERATOR = "ctxlake demo 1"
+GENERATOR = "ctxlake demo 2"
 UNPRICED_MODEL = "acme-internal-coder-v3"
 MIN_SIZE = 256 * 1024
 KIB = 1024
@@ -602,6 +616,142 @@ def _prose(rng: Random, nbytes: int, *, cjk: bool = False) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# Token usage: what the API would have counted for the content written
+# ---------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Tokenizer:
+    """How a model family's tokenizer counts, relative to the heuristic of POLICIES.md
+    (``ceil(len / 4)`` plus 1.5 per CJK character): a factor for prose, one for code (tool
+    inputs and results) and one for CJK, and the tokens of the syntax a model writes around
+    each tool call (name, id, delimiters: in the count, never in a transcript's text)."""
+
+    prose: float
+    code: float
+    cjk: float
+    framing: int
+
+
+# (part of the model name, tokenizer): the first match wins; a vendor's models share one.
+# The factors are what real BPE tokenizers give on this archive's text: its prose is common
+# English words (~6 characters a token, well under the heuristic's 4), its code and logs
+# near 4; "gpt" is o200k_base's ratio, measured, so that a real-tokenizer basis fits
+# OpenAI models as it does real usage.
+_TOKENIZERS = (
+    ("claude", _Tokenizer(prose=0.72, code=1.16, cjk=0.95, framing=26)),
+    ("gemini", _Tokenizer(prose=0.68, code=1.02, cjk=0.62, framing=12)),
+    ("gpt", _Tokenizer(prose=0.67, code=1.03, cjk=0.78, framing=18)),
+    ("deepseek", _Tokenizer(prose=0.70, code=1.08, cjk=0.66, framing=21)),
+)
+_OTHER_TOKENIZER = _Tokenizer(prose=0.80, code=1.10, cjk=1.10, framing=14)
+# A real tokenizer's count of one text strays from its class factor (digits, punctuation,
+# rare words): each piece of content gets its own deviation, drawn once, so the same text
+# costs the same in every later prompt.
+_PIECE_SPREAD = 0.03
+
+
+def _tokenizer(model: str) -> _Tokenizer:
+    return next((tok for part, tok in _TOKENIZERS if part in model), _OTHER_TOKENIZER)
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message or tool-result content (a string or a list of text blocks)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(block.get("text", "") for block in content or [])
+
+
+class _Meter:
+    """The usage an API records for one conversation, derived from what the transcript shows.
+
+    Every piece of content is counted once, when it is written (:meth:`count`: the model's
+    class factor times the heuristic, with the piece's own deviation). The prompt of a call is
+    the session's ``overhead`` (system prompt and tool definitions: constant, never in the
+    transcript) plus every piece before the call; thinking counts only within the current
+    turn (the APIs drop earlier turns' thinking), :meth:`new_turn` starts one. The output of a
+    call is what it wrote (:meth:`write`, :meth:`call` with the tool-call framing, thinking
+    the transcript shows in full) plus a stop token or two; hidden reasoning
+    (:meth:`hidden`) is recorded apart by the formats that record it. All draws come from
+    the meter's own generator, so usage never shifts the content of the archive.
+    """
+
+    def __init__(self, seed: str, model: str, overhead: tuple[int, int]):
+        self.rng = Random(seed)
+        self.tokenizer = _tokenizer(model)
+        self.overhead = self.rng.randrange(*overhead)
+        self.context = 0            # the pieces so far, earlier turns' thinking left out
+        self.thinking = 0           # thinking of the current turn
+        self.written = 0            # the output of the call being written
+
+    def count(self, text: str, *, code: bool = False) -> int:
+        if not text:
+            return 0
+        cjk, units = text_counts(text)
+        tok = self.tokenizer
+        plain = (units - cjk) / 4 * (tok.code if code else tok.prose)
+        return max(1, round(plain * self.rng.gauss(1.0, _PIECE_SPREAD) + cjk * 1.5 * tok.cjk))
+
+    def add(self, text: str, *, code: bool = False) -> None:
+        """Content the model reads (prompts, tool results, injected context)."""
+        self.context += self.count(text, code=code)
+
+    def new_turn(self) -> None:
+        self.thinking = 0
+
+    def reset(self) -> None:
+        """A compaction: the conversation restarts from its summary (added next)."""
+        self.context = self.thinking = 0
+
+    def state(self) -> tuple[int, int]:
+        return self.context, self.thinking
+
+    def restore(self, state: tuple[int, int]) -> None:
+        self.context, self.thinking = state
+
+    def prompt(self) -> int:
+        """The whole prompt of a call made now (cached parts included)."""
+        return self.overhead + self.context + self.thinking
+
+    def write(self, text: str) -> None:
+        n = self.count(text)
+        self.context += n
+        self.written += n
+
+    def call(self, input_text: str) -> None:
+        n = self.count(input_text, code=True) + self.tokenizer.framing
+        self.context += n
+        self.written += n
+
+    def think(self, text: str, *, shown: bool) -> int:
+        """A thinking row: output when the transcript shows the thinking itself (``shown``),
+        else a summary of hidden reasoning (see :meth:`hidden`). Its tokens."""
+        n = self.count(text)
+        self.thinking += n
+        if shown:
+            self.written += n
+        return n
+
+    def hidden(self, summary_tokens: int) -> int:
+        """Hidden reasoning behind a summary of ``summary_tokens`` (0: none)."""
+        if not summary_tokens:
+            return 0
+        return round(summary_tokens * self.rng.uniform(1.5, 5.0)) + self.rng.randrange(20, 200)
+
+    def output(self) -> int:
+        """The visible output of the call just written (then the next call starts)."""
+        n = self.written + self.rng.choice((1, 1, 2))       # the stop token(s)
+        self.written = 0
+        return max(1, n)
+
+
+def _cached(prompt: int, previous: int | None, unit: int) -> int:
+    """The part of ``prompt`` an automatic prefix cache serves: the previous prompt of the
+    conversation (None: cold), in whole cache blocks of ``unit`` tokens."""
+    if not previous:
+        return 0
+    return min(prompt, previous) // unit * unit
+
+
+# ---------------------------------------------------------------------------------------
 # Claude Code
 # ---------------------------------------------------------------------------------------
 _CLAUDE_MODELS = [("claude-sonnet-4-5-20250929", 62), ("claude-opus-4-1-20250805", 14),
@@ -635,7 +785,7 @@ class _ClaudeLog:
 
     def __init__(self, rng: Random, *, session_id: str, project: _Project, version: str,
                  model: str, clock: int, agent_id: str | None = None, sidechain: bool = False,
-                 lines: list[bytes] | None = None):
+                 lines: list[bytes] | None = None, overhead: tuple[int, int] = (14_000, 20_000)):
         self.rng = rng
         self.lines = lines if lines is not None else []
         self.size = 0
@@ -649,8 +799,10 @@ class _ClaudeLog:
         self.head = head
         self.parent: str | None = None
         self.clock = clock
-        self.context = 14000 + rng.randrange(6000)
-        self.fresh = 0
+        self.meter = _Meter(f"usage:{session_id}:{agent_id}:{sidechain}:{clock}", model, overhead)
+        self.cached = 0                       # prompt prefix the cache holds after the last call
+        self.last_call: int | None = None     # when the last call was made (the cache lives 5 min)
+        self.last_usage: dict = {}
         self.turn_uid = ""
 
     def emit(self, obj: dict) -> None:
@@ -690,6 +842,11 @@ class _ClaudeLog:
             rec["toolUseResult"] = result
         self.emit(rec)
         self.parent = uid
+        if isinstance(content, str):
+            self.meter.add(content)
+        else:
+            for block in content:
+                self.meter.add(_text_of(block.get("content")), code=True)
         return uid
 
     def prompt(self, text: str) -> str:
@@ -699,29 +856,35 @@ class _ClaudeLog:
             self.snapshot(uid)
         extra = {"thinkingMetadata": {"level": "high", "disabled": False, "triggers": []}} \
             if self.v2 else None
+        self.meter.new_turn()
         self.user(text, extra=extra, uid=uid)
-        self.fresh += len(text) // 4 + 8
         return uid
 
     def assistant(self, blocks: list[dict]) -> None:
         rng = self.rng
+        meter = self.meter
         mid = "msg_01" + _b62(rng, 22)
         rid = "req_011C" + _b62(rng, 18)
-        created = self.fresh + rng.randrange(0, 400)
-        read = self.context
-        self.context += created
-        self.fresh = 0
-        chars = 0
+        # the prompt: the prefix cached by the previous call (if within the cache's 5 minutes),
+        # the new part written to the cache, and a few tokens after the last breakpoint
+        total = meter.prompt()
+        warm = self.last_call is not None and self.clock - self.last_call <= 5 * 60_000
+        read = min(self.cached, total) if warm else 0
+        inp = min(total - read, meter.rng.randrange(1, 12))
+        created = total - read - inp
+        self.cached = read + created
+        self.last_call = self.clock
         for block in blocks:
-            chars += len(block.get("text") or block.get("thinking") or "")
-            if block["type"] == "tool_use":
-                chars += 60 + len(orjson.dumps(block["input"]))
-        final = chars // 4 + rng.randrange(6, 80)
-        self.fresh += final
-        early = rng.choice((1, 2, 4, 8))
+            if block["type"] == "thinking":
+                meter.think(block["thinking"], shown=True)
+            elif block["type"] == "tool_use":
+                meter.call(orjson.dumps(block["input"]).decode())
+            else:
+                meter.write(block["text"])
+        final = meter.output()
+        early = meter.rng.choice((1, 2, 4, 8))
         tools = any(b["type"] == "tool_use" for b in blocks)
         stop = ("tool_use" if tools else "end_turn") if rng.random() < 0.5 else None
-        inp = rng.randrange(1, 40)
         for k, block in enumerate(blocks):
             last = k == len(blocks) - 1
             usage = {"input_tokens": inp, "cache_creation_input_tokens": created,
@@ -747,6 +910,7 @@ class _ClaudeLog:
             self.emit(rec)
             self.parent = uid
             self.wait(300, 4000 if block["type"] != "thinking" else 9000)
+        self.last_usage = usage
 
     def tool_result(self, call_id: str, call: _Call) -> None:
         if call.is_error:
@@ -757,9 +921,6 @@ class _ClaudeLog:
             if call.name == "Bash":
                 block["is_error"] = False
         self.user([block], result=call.result)
-        size = len(call.content) if isinstance(call.content, str) else \
-            sum(len(b.get("text", "")) for b in call.content)
-        self.fresh += size // 4 + 10
 
     def system(self, subtype: str, content: str, meta_key: str, meta: dict) -> str:
         uid = _uuid4(self.rng)
@@ -1067,7 +1228,7 @@ class _ClaudeSession:
         sub = _ClaudeLog(rng, session_id=self.session_id, project=self.project,
                          version=self.version, model=log.model if rng.random() < 0.6 else "claude-haiku-4-5-20251001",
                          clock=start + rng.randrange(100, 800), agent_id=None if inline else agent_id,
-                         sidechain=True, lines=sub_lines)
+                         sidechain=True, lines=sub_lines, overhead=(5_000, 9_000))
         if not inline:
             self.sub = sub
         sub.user(prompt)
@@ -1098,11 +1259,11 @@ class _ClaudeSession:
             self.extra += sub.size
             self.sub = None
         duration = sub.clock - start + rng.randrange(200, 1500)
-        usage = {"input_tokens": rng.randrange(4, 20), "cache_creation_input_tokens": rng.randrange(100, 3000),
-                 "cache_read_input_tokens": sub.context, "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-                 "output_tokens": len(report) // 4, "service_tier": "standard"}
+        usage = dict(sub.last_usage)          # the sub-agent's last call, as Claude Code reports it
+        total = sum(usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
+                                       "cache_read_input_tokens", "output_tokens"))
         result = {"content": [{"type": "text", "text": report}], "totalDurationMs": duration,
-                  "totalTokens": sub.context + len(report) // 4, "totalToolUseCount": calls, "usage": usage}
+                  "totalTokens": total, "totalToolUseCount": calls, "usage": usage}
         call = _Call("Task", {"description": desc, "prompt": prompt, "subagent_type": agent_type},
                      [{"type": "text", "text": report}], result, False, duration)
         call.inline = sub_lines if inline else None
@@ -1238,7 +1399,7 @@ class _ClaudeSession:
         if trigger == "manual":
             log.command("compact", stdout=None)
             log.wait(5000, 40000)
-        pre = log.context + log.fresh
+        pre = log.meter.prompt()
         log.system("compact_boundary", "Conversation compacted", "compactMetadata",
                          {"trigger": trigger, "preTokens": pre})
         log.wait(50, 500)
@@ -1246,18 +1407,20 @@ class _ClaudeSession:
                    "context. The conversation is summarized below:\nAnalysis:\n" +
                    _prose(rng, rng.randrange(1500, 6000)) + "\n\nSummary:\n1. Primary Request and Intent:\n   " +
                    _sentence(rng) + "\n2. Pending Tasks:\n   - " + _sentence(rng))
+        log.meter.reset()
+        log.cached = log.meter.overhead       # the system prompt and tools stay cached
         log.user(summary, extra={"isVisibleInTranscriptOnly": True, "isCompactSummary": True})
-        log.context = 14000 + len(summary) // 4
-        log.fresh = 0
 
     def microcompact(self) -> None:
         rng, log = self.rng, self.log
         ids = ["toolu_01" + _b62(rng, 22) for _ in range(rng.randrange(2, 9))]
-        saved = rng.randrange(5000, 60000)
+        # old tool results are cleared from the prompt (the transcript keeps them)
+        saved = min(rng.randrange(5000, 60000), log.meter.context // 2)
         log.system("microcompact_boundary", "Context microcompacted", "microcompactMetadata",
-                   {"trigger": "auto", "preTokens": log.context, "tokensSaved": saved,
+                   {"trigger": "auto", "preTokens": log.meter.prompt(), "tokensSaved": saved,
                     "compactedToolIds": ids, "clearedAttachmentUUIDs": []})
-        log.context = max(14000, log.context - saved)
+        log.meter.context -= saved
+        log.cached = log.meter.overhead
 
     def run(self) -> None:
         rng, log, project = self.rng, self.log, self.project
@@ -1276,7 +1439,7 @@ class _ClaudeSession:
                         self.microcompact()
                 else:
                     log.wait(15_000, 12 * 60_000)
-                if log.context > 150_000 and rng.random() < 0.6 or self.script == 1 and turns == 2:
+                if log.meter.prompt() > 150_000 and rng.random() < 0.6 or self.script == 1 and turns == 2:
                     self.compact("manual" if self.script == 1 or rng.random() < 0.2 else "auto")
             forced: list[str] = []
             lang = None
@@ -1399,6 +1562,11 @@ def _gemini_call(rng: Random, project: _Project, clock: int, cap: int,
     return call, end
 
 
+def _gemini_thought_text(thought: dict) -> str:
+    """A thought as the transcript shows it (its subject, then its description)."""
+    return "\n\n".join(t for t in (thought["subject"], thought["description"]) if t)
+
+
 def _gemini_session(rng: Random, project: _Project, *, start: int, planned: int, cap: int,
                     jsonl: bool, script: bool, model: str | None = None) -> tuple[str, bytes, int]:
     model = model or rng.choice(("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-pro"))
@@ -1431,13 +1599,32 @@ def _gemini_session(rng: Random, project: _Project, *, start: int, planned: int,
                  "description": _prose(rng, rng.randrange(100, 600)), "timestamp": _iso(at)}
                 for _ in range(rng.randrange(1, 3))]
 
-    def tokens() -> dict:
-        inp = rng.randrange(5000, 60000)
-        out = rng.randrange(10, 900)
-        th = rng.randrange(0, 400)
-        cached = rng.randrange(0, inp)
-        return {"input": inp, "output": out, "cached": cached, "thoughts": th, "tool": 0,
-                "total": inp + out + th}
+    meter = _Meter(f"usage:gemini:{session_id}", model, (9_000, 13_000))
+    previous: list[int] = []           # the last prompt (implicit caching serves its prefix)
+
+    def tokens(msg: dict) -> dict:
+        """The usage of the call that wrote ``msg`` (thoughts, content, tool calls); its tool
+        results join the context of the next call."""
+        prompt = meter.prompt()
+        summary = sum(meter.think(_gemini_thought_text(t), shown=False) for t in msg["thoughts"])
+        meter.write(_text_of(msg["content"]) if isinstance(msg["content"], list) else msg["content"])
+        calls = msg.get("toolCalls") or []
+        for call in calls:
+            meter.call(orjson.dumps(call["args"]).decode())
+        out = meter.output()
+        for call in calls:
+            response = call["result"][0]["functionResponse"]["response"]
+            meter.add(response.get("output", response.get("error", "")), code=True)
+        cached = _cached(prompt, previous[-1] if previous else None, 1024) \
+            if meter.rng.random() < 0.75 else 0
+        previous[:] = [prompt]
+        thoughts = meter.hidden(summary)
+        return {"input": prompt, "output": out, "cached": cached, "thoughts": thoughts, "tool": 0,
+                "total": prompt + out + thoughts}
+
+    def user_turn(text: str) -> None:
+        meter.new_turn()
+        meter.add(text)
 
     head = {"sessionId": session_id, "projectHash": project.gemini_hash, "startTime": _iso(clock),
             "lastUpdated": _iso(clock), "kind": "main"}
@@ -1456,12 +1643,17 @@ def _gemini_session(rng: Random, project: _Project, *, start: int, planned: int,
                            {"id": _uuid4(rng), "timestamp": _iso(clock), "type": "gemini",
                             "content": [{"text": "Got it. Thanks for the additional context!"}]}]
             put({"$set": {"messages": messages, "lastUpdated": _iso(clock)}})
+            meter.reset()
+            for msg in messages:
+                meter.add(_text_of(msg["content"]))
         text = _prompt(rng, project, first=turn == 0)
         if script and turn == 0:
             text = "GEMINI.md を読んでからテストを直して 🙏"
         user = {"id": _uuid4(rng), "timestamp": _iso(clock), "type": "user",
                 "content": [{"text": text}] if jsonl else text}
+        before_prompt = meter.state()
         upsert(user)
+        user_turn(text)
         if jsonl:
             put({"$set": {"lastUpdated": _iso(clock)}})
         for step in range(max(1, int(rng.lognormvariate(1.3, 0.7)))):
@@ -1478,31 +1670,39 @@ def _gemini_session(rng: Random, project: _Project, *, start: int, planned: int,
                 if len(calls) > 1:
                     msg = dict(msg, toolCalls=calls)
                     upsert(dict(msg))
-                msg = dict(msg, tokens=tokens())
+                msg = dict(msg, tokens=tokens(dict(msg, toolCalls=calls)))
                 upsert(msg)
             else:
-                upsert({"id": msg["id"], "timestamp": msg["timestamp"], "type": "gemini",
-                        "content": _sentence(rng), "thoughts": msg["thoughts"], "tokens": tokens(),
-                        "model": model, "toolCalls": calls})
+                msg = {"id": msg["id"], "timestamp": msg["timestamp"], "type": "gemini",
+                       "content": _sentence(rng), "thoughts": msg["thoughts"], "tokens": None,
+                       "model": model, "toolCalls": calls}
+                msg["tokens"] = tokens(msg)
+                upsert(msg)
             clock = max(end for _, end in made)
             if size >= planned:
                 break
         clock += rng.randrange(1500, 15000)
         reply = {"id": _uuid4(rng), "timestamp": _iso(clock), "type": "gemini",
                  "content": _prose(rng, rng.randrange(100, 1200), cjk=text != "" and bool(re.search(r"[\u3040-\u9fff]", text))),
-                 "thoughts": thoughts(clock), "tokens": None if jsonl else tokens(), "model": model}
+                 "thoughts": thoughts(clock), "tokens": None, "model": model}
+        usage = tokens(reply)
+        if not jsonl:
+            reply["tokens"] = usage
         upsert(dict(reply))
         if jsonl:
             put({"$set": {"lastUpdated": _iso(clock)}})
-            upsert(dict(reply, tokens=tokens()))
+            upsert(dict(reply, tokens=usage))
             if not rewound and turn >= 1 and (script or rng.random() < 0.15):
                 # the user rewinds: their last prompt and everything after it is dropped
                 rewound = True
                 put({"$rewindTo": user["id"]})
                 messages[:] = messages[:next(i for i, m in enumerate(messages) if m["id"] == user["id"])]
+                meter.restore(before_prompt)
                 clock += rng.randrange(5000, 60000)
+                followup = rng.choice(_FOLLOWUPS)
                 upsert({"id": _uuid4(rng), "timestamp": _iso(clock), "type": "user",
-                        "content": [{"text": rng.choice(_FOLLOWUPS)}]})
+                        "content": [{"text": followup}]})
+                user_turn(followup)
                 put({"$set": {"lastUpdated": _iso(clock)}})
         turn += 1
     stamp = _stamp(start, "%Y-%m-%dT%H-%M")
@@ -1543,14 +1743,19 @@ def _codex_session(rng: Random, project: _Project, *, start: int, planned: int,
                                            "model_context_window": 258400}
         put("event_msg", {"type": "token_count", "info": info, "rate_limits": rate})
 
-    def spend() -> None:
+    meter = _Meter(f"usage:codex:{session_id}", model, (7_000, 10_000))
+    previous: list[tuple[int, int]] = []    # (prompt, clock) of the last call
+
+    def spend(prompt: int, reasoning: int) -> None:
+        """Record the call just written: ``prompt`` as it stood before it, its visible output
+        from the meter and its hidden ``reasoning`` (part of Codex's output count)."""
         nonlocal last
-        inp = 3000 + size // 5 + rng.randrange(0, 2000)
-        out = rng.randrange(20, 400)
-        reason = rng.choice((0, 0, 64, 128, 256))
-        cached = int(inp * rng.uniform(0.6, 0.95))
-        last = {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
-                "reasoning_output_tokens": reason, "total_tokens": inp + out}
+        out = meter.output() + reasoning
+        warm = previous and clock - previous[0][1] <= 10 * 60_000
+        cached = _cached(prompt, previous[0][0] if warm else None, 128) if prompt >= 1024 else 0
+        previous[:] = [(prompt, clock)]
+        last = {"input_tokens": prompt, "cached_input_tokens": cached, "output_tokens": out,
+                "reasoning_output_tokens": reasoning, "total_tokens": prompt + out}
         for key in total:
             total[key] += last[key]
 
@@ -1563,10 +1768,11 @@ def _codex_session(rng: Random, project: _Project, *, start: int, planned: int,
                          "source": "cli", "model_provider": "openai",
                          "git": {"commit_hash": _hex(rng, 40), "branch": project.branch or "main",
                                  "repository_url": f"git@github.com:acme/{project.name}.git"}})
-    put("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text":
-        f"<environment_context>\n  <cwd>{project.cwd}</cwd>\n  <approval_policy>on-request</approval_policy>\n"
-        "  <sandbox_mode>workspace-write</sandbox_mode>\n  <network_access>restricted</network_access>\n"
-        "  <shell>zsh</shell>\n</environment_context>"}]})
+    environment = (f"<environment_context>\n  <cwd>{project.cwd}</cwd>\n  <approval_policy>on-request</approval_policy>\n"
+                   "  <sandbox_mode>workspace-write</sandbox_mode>\n  <network_access>restricted</network_access>\n"
+                   "  <shell>zsh</shell>\n</environment_context>")
+    put("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": environment}]})
+    meter.add(environment)
     turn = 0
     while turn == 0 or size < planned:
         clock += rng.randrange(2000, 10 * 60_000) if turn else 1800
@@ -1574,6 +1780,8 @@ def _codex_session(rng: Random, project: _Project, *, start: int, planned: int,
             clock += rng.randrange(61, 240) * 60_000
         text = _prompt(rng, project, first=turn == 0)
         put("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+        meter.new_turn()
+        meter.add(text)
         put("event_msg", {"type": "user_message", "message": text, "images": []})
         put("turn_context", context)
         if rng.random() < 0.6:
@@ -1583,6 +1791,8 @@ def _codex_session(rng: Random, project: _Project, *, start: int, planned: int,
         for step in range(max(1, int(rng.lognormvariate(1.5, 0.7)))):
             clock += rng.randrange(1500, 12000)
             summary = f"**{rng.choice(_VERBS).capitalize()} {rng.choice(_NOUNS)}**\n\n{_sentence(rng)}"
+            prompt = meter.prompt()
+            reasoning = meter.hidden(meter.think(summary, shown=False))
             put("event_msg", {"type": "agent_reasoning", "text": summary})
             put("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": summary}],
                                   "content": None, "encrypted_content": "gAAAAAB" + _b64(rng, rng.randrange(300, 1500))})
@@ -1593,23 +1803,28 @@ def _codex_session(rng: Random, project: _Project, *, start: int, planned: int,
                 patch = f"*** Begin Patch\n*** Update File: {f.rel}\n@@\n-{project.lines(f)[0]}\n+{project.lines(f)[0]}  # {_sentence(rng, 4)}\n*** End Patch"
                 put("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": call_id,
                                       "name": "apply_patch", "input": patch})
-                spend()
+                meter.call(patch)
+                spend(prompt, reasoning)
                 count()
                 ok = rng.random() > 0.08
                 output = {"output": f"Success. Updated the following files:\nM {f.rel}\n" if ok else
                           f"apply_patch verification failed: Failed to find expected lines in {f.rel}",
                           "metadata": {"exit_code": 0 if ok else 1, "duration_seconds": round(rng.uniform(0, 2), 1)}}
                 clock += rng.randrange(100, 3000)
-                put("response_item", {"type": "custom_tool_call_output", "call_id": call_id,
-                                      "output": orjson.dumps(output).decode()})
+                result = orjson.dumps(output).decode()
+                put("response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": result})
+                meter.add(result, code=True)
             elif pick < 0.28:
                 plan = [{"step": _sentence(rng, 5), "status": rng.choice(("completed", "in_progress", "pending"))}
                         for _ in range(rng.randrange(2, 6))]
+                arguments = orjson.dumps({"plan": plan}).decode()
                 put("response_item", {"type": "function_call", "name": "update_plan",
-                                      "arguments": orjson.dumps({"plan": plan}).decode(), "call_id": call_id})
-                spend()
+                                      "arguments": arguments, "call_id": call_id})
+                meter.call(arguments)
+                spend(prompt, reasoning)
                 count()
                 put("response_item", {"type": "function_call_output", "call_id": call_id, "output": "Plan updated"})
+                meter.add("Plan updated", code=True)
             else:
                 if rng.random() < 0.3:
                     f = rng.choice(project.small + [project.by_rel["AGENTS.md"]])
@@ -1621,14 +1836,16 @@ def _codex_session(rng: Random, project: _Project, *, start: int, planned: int,
                                       "python -m app.main"))
                     out = _pools()[rng.choice(("log", "pytest", "grep", "npm", "pip"))].text(rng, _payload_size(rng, cap))
                 code = 1 if rng.random() < 0.1 else 0
+                arguments = orjson.dumps({"command": cmd, "workdir": project.cwd}).decode()
                 put("response_item", {"type": "function_call", "name": "shell_command",
-                                      "arguments": orjson.dumps({"command": cmd, "workdir": project.cwd}).decode(),
-                                      "call_id": call_id})
-                spend()
+                                      "arguments": arguments, "call_id": call_id})
+                meter.call(arguments)
+                spend(prompt, reasoning)
                 count()
                 clock += rng.randrange(100, 30000)
-                put("response_item", {"type": "function_call_output", "call_id": call_id,
-                                      "output": f"Exit code: {code}\nWall time: {rng.uniform(0.1, 30):.1f} seconds\nOutput:\n{out}\n"})
+                result = f"Exit code: {code}\nWall time: {rng.uniform(0.1, 30):.1f} seconds\nOutput:\n{out}\n"
+                put("response_item", {"type": "function_call_output", "call_id": call_id, "output": result})
+                meter.add(result, code=True)
             put("turn_context", context)
             count()
             if size >= planned:
@@ -1637,7 +1854,10 @@ def _codex_session(rng: Random, project: _Project, *, start: int, planned: int,
         answer = _prose(rng, rng.randrange(100, 1500), cjk=bool(re.search(r"[\u3040-\u9fff]", text)))
         put("event_msg", {"type": "agent_message", "message": answer})
         put("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}]})
-        spend()
+        prompt = meter.prompt()
+        meter.write(answer)
+        # the answer's reasoning, when there is any, leaves no summary
+        spend(prompt, meter.hidden(meter.rng.randrange(0, 60)) if meter.rng.random() < 0.3 else 0)
         count()
         turn += 1
     rel = f"codex/sessions/{_stamp(start, '%Y/%m/%d')}/rollout-{_stamp(start, '%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl"
@@ -1709,6 +1929,11 @@ def _swe_trajectory(rng: Random, target: int, *, v1: bool) -> tuple[str, bytes]:
                         "agent": agent, "is_demo": True})
         history.append({"role": "user", "content": issue, "agent": agent})
     trajectory: list[dict] = []
+    # the run's totals are the sums over its calls (tools' schemas with function calling)
+    meter = _Meter(f"usage:swe:{instance}:{v1}", "gpt-4o" if v1 else "gpt-4", (900, 1400) if v1 else (20, 60))
+    for msg in history:
+        meter.add(msg["content"])
+    sent = received = 0
     size = sum(len(m["content"]) for m in history)
     open_file = "n/a"
     while size < target or len(trajectory) < 3:
@@ -1734,6 +1959,12 @@ def _swe_trajectory(rng: Random, target: int, *, v1: bool) -> tuple[str, bytes]:
         trajectory.append(step)
         assistant = {"role": "assistant", "content": step["response"], "thought": thought, "action": action, "agent": agent}
         suffix = f"\n(Open file: {open_file})\n(Current directory: {root})\nbash-$"
+        sent += meter.prompt()
+        meter.write(step["response"])
+        if v1:
+            meter.call(orjson.dumps(args).decode())
+        received += meter.output()
+        meter.add(observation + suffix, code=True)
         if v1:
             call_id = "call_" + _b62(rng, 24)
             assistant.update(tool_calls=[{"function": {"arguments": orjson.dumps(args).decode(), "name": fn},
@@ -1749,7 +1980,9 @@ def _swe_trajectory(rng: Random, target: int, *, v1: bool) -> tuple[str, bytes]:
     trajectory.append({"action": "submit", "observation": submission, "response": "submit", "thought": "submit",
                        **({"execution_time": 0.1, "state": {"open_file": open_file, "working_dir": root}} if v1 else
                           {"state": orjson.dumps({"open_file": open_file, "working_dir": root}).decode()})})
-    sent, received = rng.randrange(20_000, 400_000), rng.randrange(500, 8000)
+    sent += meter.prompt()                # the call that submitted
+    meter.write("submit")
+    received += meter.output()
     stats = {"instance_cost": round(sent * 2.5e-6 + received * 1e-5, 6), "tokens_sent": sent,
              "tokens_received": received, "api_calls": len(trajectory)}
     if not v1:
@@ -1772,21 +2005,40 @@ def _mini_trajectory(rng: Random, target: int, *, tools: bool, clock: int) -> tu
     model = "deepseek/deepseek-chat" if tools else "anthropic/claude-sonnet-4-5-20250929"
     msgs: list[dict] = [{"role": "system", "content": "You are a helpful assistant that can interact with a computer shell to solve programming tasks."},
                         {"role": "user", "content": f"<pr_description>\nConsider the following PR description:\n{_prose(rng, 900)}\n</pr_description>\n\n<instructions>\n{_prose(rng, 1500)}\n</instructions>"}]
+    # the overhead: the bash tool's schema (tool calling) or the chat template (text mode)
+    meter = _Meter(f"usage:mini:{instance}:{tools}", model, (500, 900) if tools else (20, 60))
+    for msg in msgs:
+        meter.add(msg["content"])
+    # USD per prompt / completion token (DeepSeek's and Claude Sonnet's list prices)
+    price_in, price_out = (2.7e-7, 1.1e-6) if tools else (3e-6, 1.5e-5)
+    spent = 0.0
+    previous = None
     size = 3000
     calls = 0
     while size < target or calls < 3:
         cmd = rng.choice(("grep -rn \"def \" src | head -50", "cat pvlib/tools.py", "python -m pytest -x -q", "sed -n '1,200p' setup.py"))
         out = pools[rng.choice(("py", "pytest", "grep"))].text(rng, _payload_size(rng, max(2000, min(50_000, target // 6)), big=False))
         thought = "THOUGHT: " + _prose(rng, rng.randrange(100, 600))
-        usage = {"completion_tokens": rng.randrange(30, 600), "prompt_tokens": 3000 + size // 4,
-                 "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": size // 5}}
-        usage["total_tokens"] = usage["completion_tokens"] + usage["prompt_tokens"]
         clock += rng.randrange(2000, 20000)
         calls += 1
+        prompt = meter.prompt()
         if tools:
             call_id = f"call_00_{_b62(rng, 24)}"
             content = thought if rng.random() < 0.7 else ""
-            tool_calls = [{"index": 0, "function": {"arguments": orjson.dumps({"command": cmd}).decode(), "name": "bash"},
+            arguments = orjson.dumps({"command": cmd}).decode()
+            meter.write(content)
+            meter.call(arguments)
+        else:
+            content = f"{thought}\n\n```bash\n{cmd}\n```"
+            meter.write(content)
+        completion = meter.output()
+        usage = {"completion_tokens": completion, "prompt_tokens": prompt, "total_tokens": prompt + completion,
+                 "prompt_tokens_details": {"cached_tokens": _cached(prompt, previous, 64)}}
+        previous = prompt
+        cost = prompt * price_in + completion * price_out
+        spent += cost
+        if tools:
+            tool_calls = [{"index": 0, "function": {"arguments": arguments, "name": "bash"},
                            "id": call_id, "type": "function"}]
             msgs.append({"content": content, "role": "assistant", "tool_calls": tool_calls, "function_call": None,
                          "provider_specific_fields": None,
@@ -1795,26 +2047,28 @@ def _mini_trajectory(rng: Random, target: int, *, tools: bool, clock: int) -> tu
                                                 "object": "chat.completion", "usage": usage,
                                                 "choices": [{"finish_reason": "tool_calls", "index": 0,
                                                              "message": {"content": content, "role": "assistant", "tool_calls": tool_calls}}]},
-                                   "cost": round(usage["total_tokens"] * 2.7e-7, 8), "timestamp": clock / 1000}})
+                                   "cost": round(cost, 8), "timestamp": clock / 1000}})
             code = 1 if rng.random() < 0.1 else 0
-            msgs.append({"content": f"<returncode>{code}</returncode>\n<output>\n{out}\n</output>",
+            observation = f"<returncode>{code}</returncode>\n<output>\n{out}\n</output>"
+            msgs.append({"content": observation,
                          "extra": {"raw_output": out, "returncode": code, "timestamp": clock / 1000 + 0.5, "exception_info": ""},
                          "tool_call_id": call_id, "role": "tool"})
         else:
-            content = f"{thought}\n\n```bash\n{cmd}\n```"
             msgs.append({"role": "assistant", "content": content,
                          "extra": {"response": {"id": "gen-" + _b62(rng, 20), "model": model, "object": "chat.completion",
                                                 "created": clock // 1000, "usage": usage,
                                                 "choices": [{"finish_reason": "stop", "index": 0,
                                                              "message": {"role": "assistant", "content": content}}]}}})
-            msgs.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{out}\n</output>"})
+            observation = f"<returncode>0</returncode>\n<output>\n{out}\n</output>"
+            msgs.append({"role": "user", "content": observation})
+        meter.add(observation, code=True)
         size += len(out) * (2 if tools else 1) + len(thought) * 2 + 800
     submission = "diff --git a/x.py b/x.py\n" + pools["diff"].text(rng, 600)
     if tools:
         msgs.append({"role": "exit", "content": submission, "extra": {"exit_status": "Submitted", "submission": submission}})
     else:
         msgs.append({"role": "user", "content": submission})
-    stats = {"instance_cost": round(calls * 0.004, 6), "api_calls": calls}
+    stats = {"instance_cost": round(spent, 6), "api_calls": calls}
     info = {"model_stats": stats, "config": {"agent": {"step_limit": 250, "cost_limit": 3.0},
                                              "model": {"model_name": model}},
             "mini_version": "2.2.7" if tools else "1.15.0", "exit_status": "Submitted", "submission": submission}

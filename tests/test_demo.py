@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipeline.calibrate import estimator_report
 from pipeline.cli import cli
 from pipeline.demo import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
 from pipeline.errors import UsageError
 from pipeline.formats import READERS
 from pipeline.ingest import ingest
 from pipeline.lake import Lake
+from pipeline.tokens import estimate_tokens
 
 from conftest import rows, scalar
 
@@ -210,6 +212,208 @@ def test_codex_rollouts_emit_each_token_count_twice_after_a_null_one(demo):
 
 
 # ---------------------------------------------------------------------------------------
+# Recorded usage follows the content (read with plain json; tokens by POLICIES.md's heuristic)
+# ---------------------------------------------------------------------------------------
+def _claude_usage_events(archive: Path):
+    """Main Claude sessions without compaction (sub-agents and inline sidechains left out)."""
+    for path in sorted((archive / "claude").rglob("*.jsonl")):
+        records = [r for r in _jsonl(path) if not r.get("isSidechain")]
+        if "agent-" in path.name or any(r.get("type") == "system" for r in records):
+            continue
+        events, seen = [], set()
+        for rec in records:
+            message = rec.get("message") or {}
+            content = message.get("content")
+            if rec.get("type") == "assistant" and message["id"] not in seen:
+                seen.add(message["id"])
+                usage = message["usage"]
+                events.append(("call", usage["input_tokens"] + usage["cache_creation_input_tokens"]
+                               + usage["cache_read_input_tokens"]))
+            if rec.get("type") not in ("user", "assistant"):
+                continue
+            if isinstance(content, str):
+                if not rec.get("isMeta") and not content.startswith("<"):
+                    events.append(("turn", 0))                  # a human prompt
+                events.append(("add", estimate_tokens(content)))
+                continue
+            for block in content:
+                if block["type"] == "thinking":
+                    events.append(("think", estimate_tokens(block["thinking"])))
+                elif block["type"] == "text":
+                    events.append(("add", estimate_tokens(block["text"])))
+                elif block["type"] == "tool_use":
+                    events.append(("add", estimate_tokens(json.dumps(block["input"], ensure_ascii=False))))
+                elif block["type"] == "tool_result":
+                    inner = block["content"]
+                    text = inner if isinstance(inner, str) else "\n".join(b["text"] for b in inner)
+                    events.append(("add", estimate_tokens(text)))
+        yield events
+
+
+def _codex_usage_events(archive: Path):
+    for path in sorted((archive / "codex").rglob("*.jsonl")):
+        events, last = [], None
+        calls = []            # a call's token_count follows its output: its prompt came before
+        for line in _jsonl(path):
+            payload = line["payload"]
+            if line["type"] == "event_msg" and payload["type"] == "token_count" and payload["info"]:
+                total = payload["info"]["total_token_usage"]
+                if total != last:
+                    last = total
+                    at = calls.pop() if calls else len(events)
+                    events.insert(at, ("call", payload["info"]["last_token_usage"]["input_tokens"]))
+            elif line["type"] == "response_item":
+                kind = payload["type"]
+                if kind in ("reasoning", "message") and payload.get("role") != "user" and not calls:
+                    calls.append(len(events))                   # the call starts here
+                if kind == "reasoning":
+                    events.append(("think", estimate_tokens(payload["summary"][0]["text"])))
+                elif kind == "message":
+                    text = "\n".join(c["text"] for c in payload["content"])
+                    if payload["role"] == "user" and not text.startswith("<"):
+                        events.append(("turn", 0))
+                    events.append(("add", estimate_tokens(text)))
+                else:
+                    text = payload.get("arguments") or payload.get("input") or payload.get("output") or ""
+                    events.append(("add", estimate_tokens(text)))
+        yield events
+
+
+def _gemini_usage_events(archive: Path):
+    """Legacy whole-JSON sessions (no rewinds or compression to replay)."""
+    for path in sorted((archive / "gemini").rglob("*.json")):
+        events = []
+        for msg in json.loads(path.read_text())["messages"]:
+            if msg["type"] == "user":
+                events += [("turn", 0), ("add", estimate_tokens(msg["content"]))]
+                continue
+            events.append(("call", msg["tokens"]["input"]))
+            for thought in msg["thoughts"]:
+                events.append(("think", estimate_tokens(f"{thought['subject']}\n\n{thought['description']}")))
+            events.append(("add", estimate_tokens(msg["content"])))
+            for call in msg.get("toolCalls") or []:
+                response = call["result"][0]["functionResponse"]["response"]
+                events.append(("add", estimate_tokens(json.dumps(call["args"], ensure_ascii=False))))
+                events.append(("add", estimate_tokens(response.get("output") or response.get("error"))))
+        yield events
+
+
+def _mini_usage_events(archive: Path):
+    for path in sorted((archive / "mini-swe-agent").rglob("*.traj.json")):
+        events = []
+        for msg in json.loads(path.read_text())["messages"]:
+            if msg["role"] == "assistant":
+                events.append(("call", msg["extra"]["response"]["usage"]["prompt_tokens"]))
+            if msg["role"] != "exit":
+                events.append(("add", estimate_tokens(msg["content"]) + sum(
+                    estimate_tokens(c["function"]["arguments"]) for c in msg.get("tool_calls") or [])))
+        yield events
+
+
+@pytest.mark.parametrize("events_of", [_claude_usage_events, _codex_usage_events,
+                                       _gemini_usage_events, _mini_usage_events])
+def test_recorded_prompts_grow_by_about_the_tokens_the_transcript_adds(demo, events_of):
+    checked = 0
+    for events in events_of(demo[0]):
+        # replay the conversation: what each call's prompt holds, by the heuristic; the
+        # thinking of earlier turns is dropped (as the APIs do)
+        context = thinking = 0
+        calls = []
+        for what, n in events:
+            if what == "call":
+                calls.append((n, context + thinking))
+            elif what == "turn":
+                thinking = 0
+            elif what == "think":
+                thinking += n
+            else:
+                context += n
+        if len(calls) < 3:
+            continue
+        (first, first_est), (last, last_est) = calls[0], calls[-1]
+        added = last_est - first_est
+        # a per-model tokenizer factor (0.7-1.2 of the heuristic on this text), tool-call framing
+        assert 0.8 * added <= last - first <= 1.3 * added + 30 * len(calls), (calls, added)
+        assert first > first_est * 0.6                          # plus a hidden overhead
+        checked += 1
+    assert checked
+
+
+def test_cached_prompt_parts_never_exceed_the_prompt_and_come_in_cache_blocks(demo):
+    archive = demo[0]
+    checked = Counter()
+    for path in (archive / "codex").rglob("*.jsonl"):
+        running = dict.fromkeys(("input_tokens", "cached_input_tokens", "output_tokens",
+                                 "reasoning_output_tokens", "total_tokens"), 0)
+        last_total = None
+        for line in _jsonl(path):
+            info = line["payload"].get("info") if line["type"] == "event_msg" else None
+            if not info or info["total_token_usage"] == last_total:
+                continue
+            last_total, call = info["total_token_usage"], info["last_token_usage"]
+            running = {k: running[k] + call[k] for k in running}
+            assert info["total_token_usage"] == running          # totals are running sums
+            assert call["cached_input_tokens"] <= call["input_tokens"]
+            assert call["cached_input_tokens"] % 128 == 0
+            assert call["reasoning_output_tokens"] <= call["output_tokens"]
+            assert call["total_tokens"] == call["input_tokens"] + call["output_tokens"]
+            checked["codex"] += 1
+    for path in (archive / "gemini").rglob("*.json*"):
+        lines = _jsonl(path) if path.suffix == ".jsonl" else json.loads(path.read_text())["messages"]
+        for msg in lines:
+            tokens = msg.get("tokens")
+            if tokens:
+                assert tokens["total"] == tokens["input"] + tokens["output"] + tokens["thoughts"] + tokens["tool"]
+                assert tokens["cached"] <= tokens["input"] and tokens["cached"] % 1024 == 0
+                assert (tokens["thoughts"] > 0) == bool(msg["thoughts"])
+                checked["gemini"] += 1
+    for path in (archive / "mini-swe-agent").rglob("*.traj.json"):
+        doc = json.loads(path.read_text())
+        costs = []
+        for msg in doc["messages"]:
+            if msg["role"] == "assistant":
+                usage = msg["extra"]["response"]["usage"]
+                assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+                cached = usage["prompt_tokens_details"]["cached_tokens"]
+                assert cached <= usage["prompt_tokens"] and cached % 64 == 0
+                costs.append(msg["extra"].get("cost"))
+                checked["mini"] += 1
+        if all(c is not None for c in costs):                   # tool calling: cost per call
+            assert doc["info"]["model_stats"]["instance_cost"] == pytest.approx(sum(costs), abs=1e-6)
+    assert checked["codex"] > 10 and checked["gemini"] > 5 and checked["mini"] >= 6
+
+
+def test_claude_calls_read_from_the_cache_what_the_previous_call_left_in_it(demo):
+    archive = demo[0]
+    warm = 0
+    for path in (archive / "claude").rglob("*.jsonl"):
+        previous = None
+        for rec in _jsonl(path):
+            if rec.get("type") != "assistant" or rec.get("isSidechain"):
+                continue
+            usage = rec["message"]["usage"]
+            if previous is not None and usage["cache_read_input_tokens"]:
+                assert usage["cache_read_input_tokens"] <= \
+                    previous["cache_read_input_tokens"] + previous["cache_creation_input_tokens"]
+                warm += 1
+            previous = usage
+    assert warm > 50
+
+
+def test_swe_agent_run_totals_sum_prompts_that_grow_with_the_history(demo):
+    for path in (demo[0] / "swe-agent").rglob("*.traj"):
+        doc = json.loads(path.read_text())
+        history, stats = doc["history"], doc["info"]["model_stats"]
+        # each call's prompt is the history before it (its own reply and observation after)
+        before = [sum(estimate_tokens(m["content"]) for m in history[:i])
+                  for i, m in enumerate(history) if m["role"] == "assistant"]
+        calls = len(before) + 1                                 # the submitting call
+        context = sum(before) + sum(estimate_tokens(m["content"]) for m in history)
+        assert 0.7 * context <= stats["tokens_sent"] <= 1.3 * context + 1400 * calls
+        assert 0 < stats["tokens_received"] < stats["tokens_sent"]
+
+
+# ---------------------------------------------------------------------------------------
 # Ingest of the demo
 # ---------------------------------------------------------------------------------------
 def test_the_demo_ingests_with_nothing_quarantined_and_only_the_planted_line_held_back(demo):
@@ -305,6 +509,18 @@ def test_the_demo_lake_uses_every_listed_model_and_one_unpriced(demo):
     if "gemini_cli" in READERS:
         expected |= {"gemini-2.5-pro"}
     assert expected <= models
+
+
+def test_the_calibrated_estimator_meets_its_target_on_the_demo_usage(demo):
+    # the recorded usage is derived from the content, so calibration against it works: every
+    # model with enough scored calls is within the targets (output: small calls, some noise)
+    report = estimator_report(demo[2])
+    enough = {(m["model"], m["direction"]): m["calibrated"]["median_pct"]
+              for m in report["models"] if m["n_scored"] >= 20}
+    assert {("claude-sonnet-4-5-20250929", "prompt"), ("claude-sonnet-4-5-20250929", "output"),
+            ("gpt-5.1-codex-max", "prompt"), ("gpt-5.1-codex-max", "output")} <= set(enough)
+    for (model, direction), median in enough.items():
+        assert median <= (5.0 if direction == "prompt" else 10.0), (model, direction, median)
 
 
 def test_the_bigger_demo_has_the_other_claude_and_gemini_models(tmp_path):
