@@ -18,8 +18,12 @@ WITH base AS (
         -- boundaries and summaries of the local UI are not sent; a system prompt text is)
         role IN ('user', 'assistant', 'tool') OR (role = 'system' AND kind = 'text') AS in_context,
         -- a new context starts at a root record (Claude: parentUuid null, e.g. the first line
-        -- or a compact boundary; sidechains have their own roots) or at any boundary row
-        (block_no = 0 AND uuid IS NOT NULL AND parent_uuid IS NULL) OR kind = 'boundary' AS is_root
+        -- or a compact boundary; sidechains have their own roots) or at any boundary row; only
+        -- in a session that links its records at all (Gemini JSONL messages have ids but no
+        -- parent links: each would otherwise start a thread of its own)
+        (block_no = 0 AND uuid IS NOT NULL AND parent_uuid IS NULL
+         AND bool_or(parent_uuid IS NOT NULL) OVER (PARTITION BY session_id))
+        OR kind = 'boundary' AS is_root
     FROM messages
 ),
 segmented AS (

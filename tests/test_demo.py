@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.calibrate import estimator_report
+from pipeline.calibrate import estimator_report, load_calls
 from pipeline.cli import cli
 from pipeline.demo import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
 from pipeline.errors import UsageError
@@ -562,3 +562,21 @@ def test_the_demo_command_with_no_run_only_writes_the_archive(tmp_path):
     assert (tmp_path / "archive" / MARKER).exists()
     assert not (tmp_path / "lake").exists()
     assert os.listdir(tmp_path / "archive")
+
+
+def test_gemini_jsonl_calls_share_their_session_thread(demo):
+    # Gemini JSONL messages carry ids but no parent links: that is not a root record per
+    # message, so the calls of a session (between boundaries) form one thread
+    lake = demo[2]
+    jsonl_sessions = {s for (s,) in rows(lake, "SELECT session_id FROM sessions WHERE format = 'gemini_cli' "
+                                               "AND session_id IN (SELECT m.session_id FROM messages AS m "
+                                               "JOIN sources USING (source_id) WHERE sources.format = 'gemini_cli_jsonl')")}
+    assert jsonl_sessions
+    calls = [c for c in load_calls(lake) if c["session_id"] in jsonl_sessions]
+    boundaries = dict(rows(lake, "SELECT session_id, count(*) FROM messages WHERE kind = 'boundary' "
+                                 "GROUP BY ALL"))
+    threads: dict[str, set] = {}
+    for call in calls:
+        threads.setdefault(call["session_id"], set()).add(call["thread_id"])
+    for session_id, ids in threads.items():
+        assert len(ids) <= 1 + boundaries.get(session_id, 0), session_id
