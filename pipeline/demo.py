@@ -34,6 +34,12 @@ items get completed; ``git commit``, ``pip install`` and ``npm install`` command
 reads of the same path; sub-agents in all three Claude layouts; several models plus one model
 no price table knows (``acme-internal-coder-v3``) so reports show "unpriced".
 
+One planted strategic showcase: the third Claude session (``_ClaudeSession.feature_work``) is
+a long feature session that ends cleanly (tests green, todos completed, then a commit with no
+recent errors), so ``ctxlake suggest`` has a compaction point to show in every archive from
+~2 MB up, for any seed: turn 64, 57.7 weighted calls, at its commit. The first two sessions
+get at most a third of the remaining Claude budget each, to leave it room.
+
 Recorded usage is derived from the content, as an API would count it (:class:`_Meter`): the
 prompt of a call is a per-session overhead (system prompt and tool definitions, constant within
 the session) plus the tokens of everything before the call (the current turn's thinking
@@ -87,7 +93,7 @@ SPAN_DAYS = 20
 MARKER = ".ctxlake-demo"          # lists the generated files; no transcript suffix, so ingest skips it
 # Bump whenever the bytes written for a given (seed, size) change, so caches built from an
 # older generator (bench/results/archive-*) are rebuilt.
-GENERATOR = "ctxlake demo 2"
+GENERATOR = "ctxlake demo 3"
 UNPRICED_MODEL = "acme-internal-coder-v3"
 MIN_SIZE = 256 * 1024
 KIB = 1024
@@ -440,6 +446,12 @@ class _Pool:
 @lru_cache(maxsize=1)
 def _pools() -> dict[str, _Pool]:
     return _build_pools()
+
+
+@lru_cache(maxsize=1)
+def _passing_pool() -> _Pool:
+    """The test-run lines of a suite that passes (no FAILED line, no assertion error)."""
+    return _Pool([line for line in _pools()["pytest"].lines if line.endswith("%]")])
 
 
 @lru_cache(maxsize=256)
@@ -961,6 +973,8 @@ class _ClaudeSession:
             version, model = "2.0.28", "claude-sonnet-4-5-20250929"
         elif script == 2:
             version, model = "2.0.64", UNPRICED_MODEL
+        elif script == 3:
+            version, model = "2.0.42", "claude-sonnet-4-5-20250929"
         else:
             version = rng.choices(*zip(*_CLAUDE_VERSIONS))[0]
             model = rng.choices(*zip(*_CLAUDE_MODELS))[0]
@@ -993,14 +1007,15 @@ class _ClaudeSession:
             return rng.choice(self.project.big)
         return rng.choice(self.project.small)
 
-    def read(self, f: _File | None = None, *, repeat: bool = False) -> _Call:
+    def read(self, f: _File | None = None, *, repeat: bool = False, ok: bool = False) -> _Call:
+        """A Read; ``ok``: never the occasional wrong path (an error)."""
         rng, project = self.rng, self.project
         if f is None and (repeat or self.read_paths and rng.random() < 0.22):
             f = self.known[rng.choice(self.read_paths)]
         f = f or self._file()
         self.known.setdefault(f.rel, f)
         path = f.rel if f.rel.startswith("/") else project.abs(f.rel)
-        if rng.random() < 0.03 and f.rel not in ("CLAUDE.md", ".claude/CLAUDE.md"):
+        if not ok and rng.random() < 0.03 and f.rel not in ("CLAUDE.md", ".claude/CLAUDE.md"):
             wrong = path.replace(".", "_old.", 1)
             return _Call("Read", {"file_path": wrong},
                          "<tool_use_error>File does not exist.</tool_use_error>",
@@ -1108,9 +1123,9 @@ class _ClaudeSession:
         return _Call("Bash", args, out, {"stdout": out, "stderr": "", "interrupted": False,
                                          "isImage": False}, False, rng.randrange(50, 40000))
 
-    def commit(self) -> _Call:
+    def commit(self, msg: str | None = None) -> _Call:
         rng = self.rng
-        msg = rng.choice((f"Fix {rng.choice(_NOUNS)} {rng.choice(_VERBS)} on empty input",
+        msg = msg or rng.choice((f"Fix {rng.choice(_NOUNS)} {rng.choice(_VERBS)} on empty input",
                           f"Add {rng.choice(_NOUNS)} pagination", f"Refactor {rng.choice(_NOUNS)} client",
                           f"✨ {rng.choice(_VERBS)} {rng.choice(_NOUNS)}s", f"修复{rng.choice(_NOUNS)}的超时问题",
                           f"docs: update README for {rng.choice(_NOUNS)}"))
@@ -1121,6 +1136,34 @@ class _ClaudeSession:
         return _Call("Bash", {"command": cmd, "description": "Commit the changes"}, out,
                      {"stdout": out, "stderr": "", "interrupted": False, "isImage": False},
                      False, rng.randrange(200, 3000))
+
+    def test_run(self, *, failing: _File | None = None) -> _Call:
+        """A test run whose summary says all passed, or (``failing``: that test file) one
+        failure with exit code 1, as pytest / jest print them."""
+        rng, py = self.rng, self.project.lang == "py"
+        out = _passing_pool().text(rng, _payload_size(rng, self.cap, big=False))
+        passed = rng.randrange(40, 400)
+        secs = f"{rng.uniform(0.8, 40):.2f}"
+        if failing is not None:
+            name = f"test_{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}"
+            assertion = f"AssertionError: assert {rng.randrange(1000)} == {rng.randrange(1000)}"
+            if py:
+                out += (f"\n{failing.rel}::{name} FAILED\n\nFAILED {failing.rel}::{name} - "
+                        f"{assertion}\n1 failed, {passed} passed in {secs}s")
+            else:
+                out += (f"\n  ● {name}\n\n    {assertion}\n\nTests:       1 failed, {passed} passed, "
+                        f"{passed + 1} total\nTime:        {secs} s")
+        elif py:
+            out += f"\n{passed} passed in {secs}s"
+        else:
+            out += f"\nTests:       {passed} passed, {passed} total\nTime:        {secs} s"
+        args = {"command": "pytest -q" if py else "npm test", "description": "Run the test suite"}
+        duration = rng.randrange(800, 40000)
+        if failing is not None:
+            text = f"Exit code 1\n{out}"
+            return _Call("Bash", args, text, f"Error: {text}", True, duration)
+        return _Call("Bash", args, out, {"stdout": out, "stderr": "", "interrupted": False,
+                                         "isImage": False}, False, duration)
 
     def grep(self) -> _Call:
         rng = self.rng
@@ -1148,25 +1191,27 @@ class _ClaudeSession:
                      {"filenames": files, "durationMs": rng.randrange(2, 200), "numFiles": len(files),
                       "truncated": False}, False, rng.randrange(2, 200))
 
-    def edit(self, *, multi: bool = False, unread: bool = False) -> _Call:
+    def edit(self, *, multi: bool = False, unread: bool = False,
+             target: _File | None = None) -> _Call:
+        """An Edit of a file read before; ``target``: that file, and never an error."""
         rng, project = self.rng, self.project
         candidates = [project.by_rel[r] for r in self.read_paths if r in project.by_rel
                       and not _is_big(project.by_rel[r])]
-        if unread or not candidates:
+        if target is None and (unread or not candidates):
             f = rng.choice(project.small)
             path = project.abs(f.rel)
             args = {"file_path": path, "old_string": "pass", "new_string": "return None"}
             return _Call("MultiEdit" if multi else "Edit", args,
                          "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>",
                          "Error: File has not been read yet. Read it first before writing to it.", True, 3)
-        f = rng.choice(candidates)
+        f = target or rng.choice(candidates)
         path = project.abs(f.rel)
         lines = project.lines(f)
         at = rng.randrange(len(lines))
         old = lines[at] or lines[0]
         new = old.replace(rng.choice(_NOUNS), rng.choice(_NOUNS)) + \
             ("  # " + _sentence(rng, 5) if f.pool == "py" else "")
-        if rng.random() < 0.04:
+        if target is None and rng.random() < 0.04:
             return _Call("Edit", {"file_path": path, "old_string": old + "x", "new_string": new},
                          "<tool_use_error>String to replace not found in file.\nString: " + old + "x</tool_use_error>",
                          "Error: String to replace not found in file.", True, 5)
@@ -1394,6 +1439,93 @@ class _ClaudeSession:
             return self.task()
         return self.tool(kind)
 
+    def feature_work(self) -> None:
+        """The planted strategic showcase (script 3): three turns of a feature done cleanly.
+
+        Turn 1 implements a feature item by item (a todo list, reads, edits, a test run per
+        item, one failure fixed on the spot); turn 2 checks edge cases, the whole suite passes
+        and every todo is completed: a task boundary past the threshold, but the edits are not
+        committed yet (the policy reports it suppressed); turn 3 commits on the user's word.
+        At that commit the last test run passed, nothing is left uncommitted and the last five
+        results are no errors, so ``ctxlake suggest`` suggests compacting there. The call kinds
+        are fixed (only their content is drawn), so the weighted count is the same for every
+        seed: 54.7 at the completed todo list, 57.7 at the commit (threshold 50). Payloads
+        stay those of an ordinary session (8 KiB at most), so the prompt never nears an
+        automatic compaction; no prompt has a scenario keyword (POLICIES.md), so even
+        ``scenario="auto"`` keeps the default threshold.
+        """
+        rng, log, project = self.rng, self.log, self.project
+        base_cap, self.base_cap = self.base_cap, min(self.base_cap, 8 * KIB)
+        code = [f for f in project.small if f.pool == project.lang]
+        code = [f for f in code if f.nbytes <= 4 * KIB] or code     # edits record whole files
+        tests = [f for f in code if f.rel.startswith("tests/")] or code
+        sources = [f for f in code if f not in tests] or code
+        picked = rng.sample(sources, 4) if len(sources) >= 4 else (sources * 4)[:4]
+        noun, verb = rng.choice(_NOUNS), rng.choice(_VERBS)
+        step = self.step
+
+        # turn 1: the feature, item by item (weighted calls per line): 36.4
+        log.prompt(f"Implement the {noun} {verb} feature described in the issue, with tests "
+                   f"for each part")
+        log.wait(1500, 9000)
+        items = []
+        gerund = (verb[:-1] if verb.endswith("e") else verb) + "ing"
+        for _ in range(5):
+            what = f"{rng.choice(_NOUNS)} {rng.choice(_NOUNS)}"
+            items.append({"content": f"{verb.capitalize()} {what}", "status": "pending",
+                          "activeForm": f"{gerund.capitalize()} {what}"})
+        items[0]["status"] = "in_progress"
+        step([self.todo([dict(x) for x in items], [])])                           # 1
+        step([self.read_memory("CLAUDE.md")])                                     # 0.5
+        step([self.glob(), self.grep()])                                          # 0.6
+        step([self.read(f, ok=True) for f in picked[:2]])                         # 1
+        step([self.read(f, ok=True) for f in picked[2:]])                         # 1
+        step([self.read(tests[0], ok=True)])                                      # 0.5
+        step([self.grep()])                                                       # 0.3
+        step([self.bash("status")])                                               # 1
+        for k in range(4):                                                        # 4 x 7
+            target, test = picked[k], rng.choice(tests)
+            step([self.read(target, ok=True), self.read(test, ok=True)])
+            for _ in range(3):
+                step([self.edit(target=target)])
+            step([self.edit(target=test)])
+            if k == 2:                      # a failure, fixed before the item is done: 2.5
+                step([self.test_run(failing=test)])
+                step([self.read(test, ok=True)])
+                step([self.edit(target=target)])
+            step([self.test_run()])
+            old = [dict(x) for x in items]
+            items[k]["status"], items[k + 1]["status"] = "completed", "in_progress"
+            step([self.todo([dict(x) for x in items], old)])
+        self.reply()
+        # turn 2: edge cases, a new test file, the whole suite, the todo list completed: 18.3
+        log.wait(20_000, 8 * 60_000)
+        log.prompt("can you double-check the edge cases?")
+        log.wait(1500, 9000)
+        step([self.grep()])                                                       # 0.3
+        for target in picked:                                                     # 4 x 3.5
+            step([self.read(target, ok=True)])
+            step([self.edit(target=target)])
+            step([self.edit(target=rng.choice(tests))])
+            step([self.test_run()])
+        step([self.write()])                                                      # 1
+        step([self.bash("diff")])                                                 # 1
+        step([self.test_run()])                                                   # 1
+        old = [dict(x) for x in items]
+        for x in items:
+            x["status"] = "completed"
+        step([self.todo([dict(x) for x in items], old)])                          # 1
+        self.reply()
+        # turn 3: the status, the diff and the commit, in a clean state: 3
+        log.wait(20_000, 5 * 60_000)
+        log.prompt("looks good, please commit")
+        log.wait(1500, 9000)
+        step([self.bash("status"), self.bash("diff")])
+        step([self.commit(f"Add {noun} {verb} with tests")], say=True)
+        self.edited = False
+        self.reply()
+        self.base_cap = base_cap
+
     def compact(self, trigger: str) -> None:
         rng, log = self.rng, self.log
         if trigger == "manual":
@@ -1431,6 +1563,9 @@ class _ClaudeSession:
             log.wait(2000, 30000)
         first = True
         turns = 0
+        if self.script == 3:
+            self.feature_work()
+            first, turns = False, 3
         while first or self.size < self.planned or self.script == 1 and turns < 3:
             if not first:
                 if rng.random() < 0.1 or self.script == 1 and turns == 1:
@@ -2154,6 +2289,8 @@ class _Generator:
             planned = int(min(max(rng.lognormvariate(math.log(80_000), 1.3), 12_000), 40_000_000))
             if index == 0:
                 planned = max(planned, 120_000)
+            if index < 2:                    # leave room for the planted session (index 2)
+                planned = min(planned, remaining // 3)
             planned = min(planned, remaining)
             if remaining - planned < 30_000:
                 planned = remaining
@@ -2161,7 +2298,7 @@ class _Generator:
             project = self.projects[index % len(self.projects)] if index < 2 else rng.choice(self.projects)
             start = self.session_start(rng)
             session = _ClaudeSession(self, Random(f"{self.seed}:claude:{index}"), project, start=start,
-                                     planned=planned, cap=cap, script=index + 1 if index < 2 else 0)
+                                     planned=planned, cap=cap, script=index + 1 if index < 3 else 0)
             session.run()
             for rel, data, mtime in session.files:
                 self.write("claude_code", rel, data, mtime)

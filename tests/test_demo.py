@@ -25,12 +25,16 @@ from pipeline.errors import UsageError
 from pipeline.formats import READERS
 from pipeline.ingest import ingest
 from pipeline.lake import Lake
+from pipeline.plan import suggest
 from pipeline.tokens import estimate_tokens
 
 from conftest import rows, scalar
 
 SIZE = 2_000_000
 SEED = 11
+# the planted strategic showcase: the third Claude session, whose id is the first draw of
+# Random(f"{SEED}:claude:2") (the same for this seed at any size from ~2 MB)
+PLANTED_SESSION = "180a838a-3269-450a-8d50-06997bac9759"
 
 # top folder of the archive -> the reader expected to claim its files
 EXPECTED_FORMAT = {"claude": "claude_code", "gemini": "gemini_cli", "codex": "codex_cli",
@@ -498,6 +502,50 @@ def test_the_demo_lake_has_the_workflow_signals_later_stages_look_for(demo):
             SELECT session_id, json_extract_string(input_json, '$.file_path') AS p
             FROM tool_calls WHERE tool_name = 'Read' GROUP BY ALL HAVING count(*) > 1)""")
     assert repeated > 0
+
+
+def _planted_boundaries(path: Path) -> dict[str, tuple[int, float]]:
+    """(turn, weighted tool calls) at the planted session's first completed todo list and first
+    commit, worked out from the transcript with plain json: a turn is an API call (a distinct
+    message.id), numbered from 1; weights are POLICIES.md's (Read 0.5, Grep/Glob 0.3, else 1)."""
+    turns: list[str] = []
+    weight = 0.0
+    found: dict[str, tuple[int, float]] = {}
+    for record in _jsonl(path):
+        if record["type"] != "assistant":
+            continue
+        message = record["message"]
+        if message["id"] not in turns:
+            turns.append(message["id"])
+        for block in message["content"]:
+            if block["type"] != "tool_use":
+                continue
+            weight += {"Read": 0.5, "Grep": 0.3, "Glob": 0.3}.get(block["name"], 1.0)
+            todos = block["input"].get("todos") or []
+            if todos and all(t["status"] == "completed" for t in todos):
+                found.setdefault("todo_done", (len(turns), round(weight, 1)))
+            if "git commit" in block["input"].get("command", ""):
+                found.setdefault("commit", (len(turns), round(weight, 1)))
+    return found
+
+
+def test_the_strategic_policy_suggests_compacting_the_planted_session_at_its_commit(demo):
+    archive, _, lake, _ = demo
+    # the library call behind `ctxlake suggest`, on every top-level session
+    sessions = [s for (s,) in rows(lake, "SELECT session_id FROM sessions "
+                                         "WHERE parent_session_id IS NULL ORDER BY session_id")]
+    suggested = {s: suggest(lake, s) for s in sessions}
+    assert any(result.points for result in suggested.values())
+    expected = _planted_boundaries(next(archive.glob(f"claude/projects/*/{PLANTED_SESSION}.jsonl")))
+    assert expected == {"todo_done": (61, 54.7), "commit": (64, 57.7)}
+    result = suggested[PLANTED_SESSION]
+    assert [(p["turn"], p["weighted_calls"], p["boundary"], p["threshold"], p["state"])
+            for p in result.points] == [(64, 57.7, "Committed", 50.0, "Clean state")]
+    assert result.points[0]["detail"].startswith("git add -A && git commit -m")
+    # the completed todo list before it is a boundary too, held back by the edits not committed
+    assert [(p["turn"], p["weighted_calls"], p["boundary"], p["suppressed_by"])
+            for p in result.suppressed] == [
+        (61, 54.7, "Task done", ["uncommitted edits: files edited since the last commit"])]
 
 
 def test_the_demo_lake_uses_every_listed_model_and_one_unpriced(demo):
