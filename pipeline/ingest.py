@@ -575,7 +575,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     run_quarantined += 1
                 offset += line_len
                 pending_bytes += line_len
-                if pending_bytes >= writer.batch_bytes and reader_cls.append_safe:
+                # the writer's batch (this file's rows and earlier files') bounds memory
+                if pending_bytes + writer.pending_bytes >= writer.batch_bytes and reader_cls.append_safe:
                     rows = out.take()
                     rows["records"], records = records, RecordColumns()
                     rows["quarantine"].extend(quarantine)
@@ -696,21 +697,24 @@ class IngestSummary:
 
 def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
             min_bytes: int = 2 * 1024 * 1024) -> list[list[FileTask]]:
-    """Group tasks into chunks, biggest files first, with guided sizes: a chunk holds about
+    """Group tasks into chunks, biggest files first, with guided sizes: a chunk holds up to
     ``remaining / (2 * workers)`` bytes (between ``min_bytes`` and ``chunk_bytes``), so the
-    last chunks are small and no worker is left alone with a big one at the end."""
+    last chunks are small and no worker is left alone with a big one at the end. A chunk is
+    closed before a file would take it over its size (only a file bigger than that stands
+    alone), so a chunk's memory does not grow with the size of an archive's biggest files."""
     ordered = sorted(tasks, key=lambda t: (-t.size, t.path))
     remaining = sum(t.size for t in ordered)
     chunks: list[list[FileTask]] = []
     current: list[FileTask] = []
     size = 0
     for task in ordered:
-        current.append(task)
-        size += task.size
-        if size >= max(min_bytes, min(chunk_bytes, remaining // (2 * max(n_workers, 1)))):
+        limit = max(min_bytes, min(chunk_bytes, remaining // (2 * max(n_workers, 1))))
+        if current and size + task.size > limit:
             chunks.append(current)
             remaining -= size
             current, size = [], 0
+        current.append(task)
+        size += task.size
     if current:
         chunks.append(current)
     return chunks
@@ -722,7 +726,7 @@ def make_run_id(started: datetime) -> str:
 
 def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | None = None,
            workers: int | None = None, chunk_bytes: int = 32 * 1024 * 1024,
-           batch_bytes: int = 48 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+           batch_bytes: int = 32 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
            progress: Callable[[int, int], None] | None = None) -> IngestSummary:
     """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``."""
     started = time.perf_counter()
