@@ -235,19 +235,25 @@ CLAUDE_FILES = ["claude_code/claude_session.jsonl", "claude_code/claude_agent.js
                 "claude_code/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"]
 
 
-def _recorded_calls_in_files() -> dict[str, int]:
-    """API calls with usage per model, straight from the JSONL (ids deduplicated)."""
-    seen: dict[tuple, str] = {}
+def _claude_assistant_lines_with_usage():
+    """(record, message) of every assistant line with usage in the real Claude samples, read
+    straight from the JSONL."""
     for rel in CLAUDE_FILES:
         for raw in (REAL / rel).read_text(encoding="utf-8").splitlines():
             obj = json.loads(raw)
             msg = obj.get("message")
-            if obj.get("type") != "assistant" or not isinstance(msg, dict) or not msg.get("usage"):
-                continue
-            u = msg["usage"]
-            prompt = u["input_tokens"] + u.get("cache_creation_input_tokens", 0) + u.get("cache_read_input_tokens", 0)
-            if prompt > 0 and msg.get("model") != "<synthetic>":
-                seen[(obj.get("sessionId"), obj.get("agentId"), msg["id"], obj["requestId"])] = msg["model"]
+            if obj.get("type") == "assistant" and isinstance(msg, dict) and msg.get("usage"):
+                yield obj, msg
+
+
+def _recorded_calls_in_files() -> dict[str, int]:
+    """API calls with usage per model, straight from the JSONL (ids deduplicated)."""
+    seen: dict[tuple, str] = {}
+    for obj, msg in _claude_assistant_lines_with_usage():
+        u = msg["usage"]
+        prompt = u["input_tokens"] + u.get("cache_creation_input_tokens", 0) + u.get("cache_read_input_tokens", 0)
+        if prompt > 0 and msg.get("model") != "<synthetic>":
+            seen[(obj.get("sessionId"), obj.get("agentId"), msg["id"], obj["requestId"])] = msg["model"]
     counts: dict[str, int] = {}
     for model in seen.values():
         counts[model] = counts.get(model, 0) + 1
@@ -520,23 +526,18 @@ def _claude_calls_from_files() -> dict[tuple, dict]:
     """Per Claude Code API call, straight from the JSONL: model, final output count, visible
     characters (text, thinking, tool input as compact JSON) and whether it has thinking."""
     calls: dict[tuple, dict] = {}
-    for rel in CLAUDE_FILES:
-        for raw in (REAL / rel).read_text(encoding="utf-8").splitlines():
-            obj = json.loads(raw)
-            msg = obj.get("message")
-            if obj.get("type") != "assistant" or not isinstance(msg, dict) or not msg.get("usage"):
-                continue
-            key = (obj.get("sessionId"), obj.get("agentId"), msg["id"], obj["requestId"])
-            call = calls.setdefault(key, {"model": msg["model"], "output": 0, "chars": 0,
-                                          "thinking": False})
-            call["output"] = max(call["output"], msg["usage"]["output_tokens"])
-            for block in msg["content"]:
-                if block["type"] == "tool_use":
-                    call["chars"] += len(json.dumps(block["input"], separators=(",", ":"),
-                                                    ensure_ascii=False))
-                else:
-                    call["chars"] += len(block.get("text") or block.get("thinking") or "")
-                    call["thinking"] |= block["type"] == "thinking"
+    for obj, msg in _claude_assistant_lines_with_usage():
+        key = (obj.get("sessionId"), obj.get("agentId"), msg["id"], obj["requestId"])
+        call = calls.setdefault(key, {"model": msg["model"], "output": 0, "chars": 0,
+                                      "thinking": False})
+        call["output"] = max(call["output"], msg["usage"]["output_tokens"])
+        for block in msg["content"]:
+            if block["type"] == "tool_use":
+                call["chars"] += len(json.dumps(block["input"], separators=(",", ":"),
+                                                ensure_ascii=False))
+            else:
+                call["chars"] += len(block.get("text") or block.get("thinking") or "")
+                call["thinking"] |= block["type"] == "thinking"
     return calls
 
 
