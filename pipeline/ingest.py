@@ -32,9 +32,7 @@ from typing import Callable, Iterable, Iterator
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from pipeline import sqlfiles
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
 from pipeline.formats.base import Emitter, SourceContext
@@ -188,14 +186,15 @@ def excerpt(content: bytes | memoryview, limit: int = 160) -> str:
 
 
 class PartWriter:
-    """Buffers staged rows of one worker and writes them as Parquet parts through DuckDB."""
+    """Buffers the staged rows of one chunk and writes them as Parquet parts (``Lake.write_parts``)
+    whenever they reach ``batch_bytes`` of input, and at the end."""
 
     def __init__(self, lake: Lake, run_id: str, chunk_no: int, batch_bytes: int):
         self.lake = lake
         self.run_id = run_id
         self.chunk_no = chunk_no
         self.batch_bytes = batch_bytes
-        self.pending: dict[str, list[dict]] = _empty_pending()
+        self.pending: dict[str, list[dict] | RecordColumns] = _empty_pending()
         self.pending_bytes = 0
         self.part_no = 0
 
@@ -211,10 +210,12 @@ class PartWriter:
         """Write the pending rows as one part per table (``Lake.write_parts``)."""
         if not any(self.pending.values()):
             return
-        batches = {table: _arrow_batch(table, self.pending[table]) for table in PART_TABLES}
+        tables = [t for t in PART_TABLES if self.pending[t]]
+        # messages are always registered: the tool_results part reads their measurements
+        batches = {t: _arrow_batch(t, self.pending[t]) for t in {*tables, "messages"}}
         self.lake.write_parts(_worker_connection(), batches,
                               f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}",
-                              only=[t for t in PART_TABLES if self.pending[t]])
+                              only=tables)
         self.part_no += 1
         self.pending = _empty_pending()
         self.pending_bytes = 0
@@ -238,9 +239,10 @@ def _worker_connection():
     return _WORKER_CON[1]
 
 
-def _arrow_batch(table: str, rows: list[dict]) -> pa.Table:
-    """Staged rows -> Arrow. ``records.raw`` arrives as bytes (already valid UTF-8: orjson
-    checked it) and is laid out as one buffer instead of being decoded line by line."""
+def _arrow_batch(table: str, rows: list[dict] | "RecordColumns") -> pa.Table:
+    """Staged rows -> Arrow with the staged schema of ``table``. Messages get here the inputs
+    of their token estimate (CJK count, UTF-16 length) and, for tool results, the payload
+    hash; records arrive as columns (:meth:`RecordColumns.to_arrow`)."""
     schema = staged_schema(table)
     if table == "messages":
         results = []
