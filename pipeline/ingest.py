@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator
 import orjson
 import pyarrow as pa
 
+from pipeline.batching import contiguous_runs
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
 from pipeline.formats.base import Emitter, SourceContext
@@ -704,22 +705,9 @@ def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
     last chunks are small and no worker is left alone with a big one at the end. A chunk is
     closed before a file would take it over its size (only a file bigger than that stands
     alone), so a chunk's memory does not grow with the size of an archive's biggest files."""
-    ordered = sorted(tasks, key=lambda t: (-t.size, t.path))
-    remaining = sum(t.size for t in ordered)
-    chunks: list[list[FileTask]] = []
-    current: list[FileTask] = []
-    size = 0
-    for task in ordered:
-        limit = max(min_bytes, min(chunk_bytes, remaining // (2 * max(n_workers, 1))))
-        if current and size + task.size > limit:
-            chunks.append(current)
-            remaining -= size
-            current, size = [], 0
-        current.append(task)
-        size += task.size
-    if current:
-        chunks.append(current)
-    return chunks
+    workers = max(n_workers, 1)
+    return contiguous_runs(sorted(tasks, key=lambda t: (-t.size, t.path)), lambda t: t.size,
+                           lambda remaining: max(min_bytes, min(chunk_bytes, remaining // (2 * workers))))
 
 
 def make_run_id(started: datetime) -> str:

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
+from pipeline.batching import contiguous_runs
 from pipeline.config import Config, ResolvedPolicy, load_config
 from pipeline.errors import UsageError
 from pipeline.lake import Lake, holds_lake_lock
@@ -391,16 +392,7 @@ def _take(table: pa.Table, slices: dict, sid: str) -> pa.Table:
 
 def _batches(sessions: Sequence[SessionRow], limit: int) -> list[list[SessionRow]]:
     """Contiguous runs of ``sessions`` with at most ``limit`` bytes of text each."""
-    batches, current, size = [], [], 0
-    for row in sessions:
-        if current and size + row.text_bytes > limit:
-            batches.append(current)
-            current, size = [], 0
-        current.append(row)
-        size += row.text_bytes
-    if current:
-        batches.append(current)
-    return batches
+    return contiguous_runs(sessions, lambda row: row.text_bytes, limit)
 
 
 def _classifier(config: Config):
