@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import stat
 from pathlib import Path
 

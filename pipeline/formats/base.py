@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
 import orjson
 
 from pipeline.errors import RecordError
-from pipeline.schema import STAGED
 
 __all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "dumps",
            "content_text", "SEQ_STRIDE"]
@@ -38,6 +37,9 @@ __all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "
 SEQ_STRIDE = 10_000
 # the tables a reader appends to (what a line's rollback undoes)
 READER_TABLES = ("messages", "tool_calls", "tool_results", "session_info")
+# what an Emitter collects: the readers' tables and the engine's quarantine rows (the engine
+# keeps ``records`` itself, as columns)
+EMITTED_TABLES = (*READER_TABLES, "quarantine")
 
 
 @dataclass
@@ -185,7 +187,7 @@ class Emitter:
 
     def __init__(self, ctx: SourceContext):
         self.ctx = ctx
-        self.rows: dict[str, list[dict]] = {name: [] for name in STAGED}
+        self.rows: dict[str, list[dict]] = {name: [] for name in EMITTED_TABLES}
         self._reader_tables = [self.rows[name] for name in READER_TABLES]
         self.line_no = 1
         self.byte_offset = 0
@@ -207,7 +209,7 @@ class Emitter:
             del rows[mark:]
 
     def take(self) -> dict[str, list[dict]]:
-        rows, self.rows = self.rows, {name: [] for name in STAGED}
+        rows, self.rows = self.rows, {name: [] for name in EMITTED_TABLES}
         self._reader_tables = [self.rows[name] for name in READER_TABLES]
         self._marks = (0,) * len(READER_TABLES)
         return rows
