@@ -54,21 +54,25 @@ in a model's own: a model's ``g`` is not pulled towards the pooled value, since 
 model's own tool-call syntax (a model whose calls all make the same number of tool calls
 keeps ``g`` at 0 and its intercept holds the framing).
 
-Output basis: where a model's exact tokenizer ships offline
-(:func:`pipeline.tokenizers.encoding_for_model`: OpenAI models, ``o200k_base`` or
-``cl100k_base``) and the ``tokenizers`` extra is installed, the content classes of the output
-are replaced by one term, that tokenizer's count of the same visible rows (their ``text``, the
-rows of ``sql/select_calibration_output_texts.sql``, counted once per run, for the output rows
-of calibration calls only): ``visible_k = intercept + f * tokens_k + g * n_tool_calls_k``, the
-factor ``f`` expected near 1.0 (prior 1.0, as a class factor). It is fitted and evaluated like
+Output basis: where a model's tokenizer ships offline
+(:func:`pipeline.tokenizers.encoding_for_model` with ``approximate=True``: OpenAI models,
+``o200k_base`` or ``cl100k_base``, exact; Claude models, the legacy ``claude`` vocabulary, an
+approximation) and the ``tokenizers`` extra is installed, the content classes of the output
+are replaced by one term, that tokenizer's count of what the call wrote (the rows of
+``sql/select_calibration_output_texts.sql``, counted once per run, for the output rows of
+calibration calls only; tool calls written in the model's own syntax by
+:mod:`pipeline.written_output`: Claude's tags, parameters and values, which its output count
+bills and the JSON input does not show): ``visible_k = intercept + f * tokens_k + g *
+n_tool_calls_k``. The factor ``f`` multiplies a tokenizer's own count: its prior is 1.0 with
+a pull worth one call of 10,000 tokens (:data:`REAL_TOKENS_PRIOR_WEIGHT`), so the few calls
+whose count holds what the transcript lost cannot drag it. It is fitted and evaluated like
 the class split, pooled over the models that share the encoding (a fit of its own: the pooled
 class-split fit still sees every model's heuristic terms, so other models' figures do not
-move). Everywhere else (Claude: the shipped ``claude`` vocabulary is pre-Claude-3, an
-approximation; Gemini, DeepSeek, unknown models; or no extra) the basis is the heuristic's
-class split. The report names each row's ``basis`` and, for a real basis, what the class split
-gives on the same calls; the table stores the class-split output rows of every model (what
-:func:`est_tokens_calibrated` reads) and, for a model on a real basis, its rows on that basis
-(``basis`` = the encoding; content classes ``tokens`` and ``tool_call``).
+move). Everywhere else (Gemini, DeepSeek, unknown models; or no extra) the basis is the
+heuristic's class split. The report names each row's ``basis`` and, for a real basis, what
+the class split gives on the same calls; the table stores the class-split output rows of every
+model (what :func:`est_tokens_calibrated` reads) and, for a model on a real basis, its rows
+on that basis (``basis`` = the encoding; content classes ``tokens`` and ``tool_call``).
 
 A recorded output that is not a complete count is not fitted or scored: when the visible
 output has more than ``MAX_CHARS_PER_TOKEN`` characters per recorded token (text and code run
@@ -117,15 +121,16 @@ from pipeline import sqlfiles, tokenizers
 from pipeline.errors import TokenizerUnavailableError
 from pipeline.lake import Lake, holds_lake_lock
 from pipeline.tokens import cjk_count, estimate_tokens
+from pipeline.written_output import WrittenRow, written_pieces
 
 CLASSES = ("prose", "code", "cjk")
 TOOL_CALL = "tool_call"
 DIRECTIONS = ("prompt", "output")
 # What a fit's factors multiply: the heuristic's content classes, or a real tokenizer's count
-# (the output of a model whose exact tokenizer ships, see tokenizers.encoding_for_model)
+# (the output of a model whose tokenizer ships, see output_basis)
 HEURISTIC = "heuristic"
 TOKENS = "tokens"
-REAL_ENCODINGS = ("o200k_base", "cl100k_base")
+REAL_ENCODINGS = ("o200k_base", "cl100k_base", "claude")
 # the terms of each fit, keyed "<direction>" (heuristic basis) or "<direction>:<encoding>":
 # heuristic tokens per content class, or the real token count; and for output the number of
 # tool calls the call made (its framing)
@@ -139,6 +144,11 @@ PRIOR_FACTOR = 1.0
 # factors with N = 1000, so a model seen little borrows from the others (partial pooling).
 POOLED_PRIOR_WEIGHT = 100.0 ** 2
 MODEL_PRIOR_WEIGHT = 1000.0 ** 2
+# On a real basis the factor multiplies a tokenizer's own count, expected 1.0: its pull
+# towards 1.0 (pooled and per model) is worth one call of 10,000 tokens, so a few calls whose
+# count holds what the transcript lost (a Task call saved without its prompt) cannot drag it;
+# thousands of calls still move it where the vocabulary is only approximate (Claude).
+REAL_TOKENS_PRIOR_WEIGHT = 10_000.0 ** 2
 FACTOR_BOUNDS = (0.25, 4.0)
 # The framing per tool call (output only), in tokens per call: a weak prior of 0 (the
 # heuristic adds nothing), worth one call one tool call away from its model's mean, for the
@@ -190,9 +200,10 @@ def tokenizer_available(encoding: str) -> bool:
 
 
 def output_basis(model: str | None) -> str:
-    """What the output calibration of ``model`` counts: its exact tokenizer's encoding where
-    one ships and the extra is installed, else the heuristic's content classes."""
-    encoding = tokenizers.encoding_for_model(model)
+    """What the output calibration of ``model`` counts: its tokenizer's encoding where one
+    ships and the extra is installed (exact for OpenAI models, the legacy vocabulary for
+    Claude), else the heuristic's content classes."""
+    encoding = tokenizers.encoding_for_model(model, approximate=True)
     if encoding in REAL_ENCODINGS and tokenizer_available(encoding):
         return encoding
     return HEURISTIC
@@ -204,8 +215,10 @@ def _prior(direction: str) -> tuple[Factors, Factors, Factors, list[tuple[float,
     for feature in FEATURES[direction]:
         framing = feature == TOOL_CALL
         values.append(0.0 if framing else PRIOR_FACTOR)
-        pooled.append(TOOL_CALL_PRIOR_WEIGHT if framing else POOLED_PRIOR_WEIGHT)
-        model.append(TOOL_CALL_PRIOR_WEIGHT if framing else MODEL_PRIOR_WEIGHT)
+        pooled.append(TOOL_CALL_PRIOR_WEIGHT if framing else
+                      REAL_TOKENS_PRIOR_WEIGHT if feature == TOKENS else POOLED_PRIOR_WEIGHT)
+        model.append(TOOL_CALL_PRIOR_WEIGHT if framing else
+                     REAL_TOKENS_PRIOR_WEIGHT if feature == TOKENS else MODEL_PRIOR_WEIGHT)
         bounds.append(TOOL_CALL_BOUNDS if framing else FACTOR_BOUNDS)
     return tuple(values), tuple(pooled), tuple(model), bounds
 
@@ -249,7 +262,7 @@ class Dataset:
     output: list[Observation]           # complete visible counts: fitted and scored
     partial_output: list[Observation]   # counts written before the call ended: scored apart
     hidden_only: list[int]              # orders of calls whose recorded output is all hidden
-    # output on a real tokenizer's count, for the models whose exact tokenizer ships: model ->
+    # output on a real tokenizer's count, for the models whose tokenizer ships: model ->
     # encoding, and the observations by encoding (the same calls as in output/partial_output)
     output_basis: dict[str, str] = field(default_factory=dict)
     real_output: dict[str, list[Observation]] = field(default_factory=dict)
@@ -429,11 +442,20 @@ def load_calls(lake: Lake) -> list[dict]:
         con.close()
     encoding_of = {(c["session_id"], c["call_key"]): basis_of[c["model"]] for c in calls
                    if basis_of[c["model"]] != HEURISTIC}
+    written: dict[tuple[str, str], list[WrittenRow]] = defaultdict(list)
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for session_id, call_key, _seq, _block_no, is_thinking, text in texts:
-        encoding = encoding_of.get((session_id, call_key))
-        if encoding is not None:
-            counts[session_id, call_key][bool(is_thinking)] += tokenizers.count_tokens(text, encoding)
+    for session_id, call_key, _seq, _block_no, is_thinking, kind, text, tool_name in texts:
+        key = (session_id, call_key)
+        if key not in encoding_of:
+            continue
+        if is_thinking:
+            counts[key][1] += tokenizers.count_tokens(text, encoding_of[key])
+        else:
+            written[key].append(WrittenRow(kind, text, tool_name))
+    for key, rows in written.items():
+        # what the model wrote, its tool calls in its own syntax (pipeline.written_output)
+        counts[key][0] = sum(tokenizers.count_tokens(piece, encoding_of[key])
+                             for piece in written_pieces(rows, encoding_of[key]))
     for call in calls:
         call["out_basis"] = basis_of[call["model"]]
         if call["out_basis"] != HEURISTIC:
@@ -1001,8 +1023,10 @@ def _evaluate_output(model: str, data: Dataset, basis: str | None = None) -> dic
     notes = []
     if basis != HEURISTIC:
         on_classes = _evaluate_output(model, data, HEURISTIC)["calibrated"]
-        notes.append(f"basis: {basis} (real token count of the visible rows; on the "
-                     f"heuristic's classes: {on_classes['median_pct']:g}%)")
+        what = ("the legacy Claude vocabulary's count of what the call wrote, tool calls in "
+                "Claude's syntax" if basis == "claude" else "real token count of the visible rows")
+        notes.append(f"basis: {basis} ({what}; on the heuristic's classes: "
+                     f"{on_classes['median_pct']:g}%)")
     if n_partial:
         notes.append(f"{n_partial} partial count{'s' if n_partial > 1 else ''} not scored "
                      f"(all {len(with_partial)}: {_summary(with_partial)['median_pct']:g}%)")
@@ -1054,9 +1078,11 @@ def estimator_report(lake: Lake) -> dict[str, Any]:
                    "visible output (recorded output - recorded hidden reasoning; thinking rows "
                    "count only where the source has no reasoning count); partial counts "
                    f"(over {MAX_CHARS_PER_TOKEN} visible characters per recorded token) not scored"
-                   + ("; output basis (the row's basis): where a model's exact tokenizer ships "
-                      "(OpenAI models), that tokenizer's count of the visible rows x one factor "
-                      "replaces the heuristic classes; the heuristic column stays est_tokens"
+                   + ("; output basis (the row's basis): where a model's tokenizer ships "
+                      "(OpenAI models: exact; Claude: the legacy vocabulary, approximate), that "
+                      "tokenizer's count of what the call wrote (tool calls in the model's own "
+                      "syntax) x one factor replaces the heuristic classes; the heuristic "
+                      "column stays est_tokens"
                       if data.output_basis else "")),
         "models": rows,
     }

@@ -87,13 +87,14 @@ import orjson
 
 from pipeline.errors import UsageError
 from pipeline.tokens import text_counts
+from pipeline.written_output import WrittenRow, claude_tool_calls
 
 DEFAULT_START = date(2026, 11, 1)
 SPAN_DAYS = 20
 MARKER = ".ctxlake-demo"          # lists the generated files; no transcript suffix, so ingest skips it
 # Bump whenever the bytes written for a given (seed, size) change, so caches built from an
 # older generator (bench/results/archive-*) are rebuilt.
-GENERATOR = "ctxlake demo 3"
+GENERATOR = "ctxlake demo 4"
 UNPRICED_MODEL = "acme-internal-coder-v3"
 MIN_SIZE = 256 * 1024
 KIB = 1024
@@ -646,10 +647,12 @@ class _Tokenizer:
 # (part of the model name, tokenizer): the first match wins; a vendor's models share one.
 # The factors are what real BPE tokenizers give on this archive's text: its prose is common
 # English words (~6 characters a token, well under the heuristic's 4), its code and logs
-# near 4; "gpt" is o200k_base's ratio, measured, so that a real-tokenizer basis fits
-# OpenAI models as it does real usage.
+# near 4; "gpt" is o200k_base's ratio and "claude" the legacy Claude vocabulary's (its tool
+# calls counted as Claude writes them, pipeline.written_output: the tags are most of the
+# framing, 3 tokens are left), measured, so that a real-tokenizer basis fits these models as
+# it does real usage.
 _TOKENIZERS = (
-    ("claude", _Tokenizer(prose=0.72, code=1.16, cjk=0.95, framing=26)),
+    ("claude", _Tokenizer(prose=0.69, code=1.20, cjk=0.96, framing=3)),
     ("gemini", _Tokenizer(prose=0.68, code=1.02, cjk=0.62, framing=12)),
     ("gpt", _Tokenizer(prose=0.67, code=1.03, cjk=0.78, framing=18)),
     ("deepseek", _Tokenizer(prose=0.70, code=1.08, cjk=0.66, framing=21)),
@@ -889,8 +892,9 @@ class _ClaudeLog:
         for block in blocks:
             if block["type"] == "thinking":
                 meter.think(block["thinking"], shown=True)
-            elif block["type"] == "tool_use":
-                meter.call(orjson.dumps(block["input"]).decode())
+            elif block["type"] == "tool_use":   # written, and billed, in Claude's syntax
+                meter.call(claude_tool_calls([WrittenRow(
+                    "tool_use", orjson.dumps(block["input"]).decode(), block["name"])]))
             else:
                 meter.write(block["text"])
         final = meter.output()

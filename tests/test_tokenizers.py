@@ -123,3 +123,18 @@ def test_without_the_bpe_openai_wheel_the_error_names_the_extra(monkeypatch, fre
 ])
 def test_each_openai_model_maps_to_its_shipped_encoding_and_others_to_none(model, encoding):
     assert real.encoding_for_model(model) == encoding
+
+
+@pytest.mark.parametrize("model,encoding", [
+    # an exact tokenizer stays the one counted
+    ("gpt-5.1-codex-max", "o200k_base"), ("gpt-4", "cl100k_base"),
+    # Claude models: the legacy vocabulary, whatever the version, prefix or case
+    ("claude-sonnet-4-5-20250929", "claude"), ("anthropic/claude-opus-4-1", "claude"),
+    ("Claude-3-Haiku-20240307", "claude"),
+    # nothing ships for the rest
+    ("gemini-2.5-pro", None), ("deepseek-chat", None), ("claude", None), (None, None),
+])
+def test_an_approximate_encoding_is_given_only_when_asked_and_only_for_claude(model, encoding):
+    assert real.encoding_for_model(model, approximate=True) == encoding
+    if encoding == "claude":
+        assert real.encoding_for_model(model) is None
