@@ -107,6 +107,7 @@ estimate is
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -422,12 +423,46 @@ def fit_intercept(observations: Iterable[Observation], factors: Factors) -> floa
     return _quantile([v for v in values if v is not None], 0.5) if values else None
 
 
+# -- real token counts, remembered ---------------------------------------------------------
+TOKEN_COUNTS = "token_counts"
+TOKEN_COUNTS_SCHEMA = pa.schema([
+    ("encoding", pa.string()),
+    ("piece_sha256", pa.string()),   # sha256 of the counted text (UTF-8), hex
+    ("tokens", pa.int64()),
+])
+
+
+def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = False) -> list[int]:
+    """The ``encoding`` token count of each text, remembered in ``derived/token_counts/
+    <encoding>.parquet`` by the sha256 of the text: only texts not counted before go to the
+    tokenizer (a real tokenizer counts ~6 MB/s here; the output of a 500 MB archive is ~20 MB,
+    and the nightly job would count it all again each night). ``store`` (the calibrate stage,
+    under the lake lock) rewrites the file with exactly these texts' counts, so it never holds
+    what the lake no longer has; a report only reads it."""
+    path = lake.derived_dir / TOKEN_COUNTS / f"{encoding}.parquet"
+    known: dict[str, int] = {}
+    if path.exists():
+        stored = pq.read_table(path, columns=["piece_sha256", "tokens"])
+        known = dict(zip(stored.column(0).to_pylist(), stored.column(1).to_pylist()))
+    digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts]
+    missing = {digest: text for digest, text in zip(digests, texts) if digest not in known}
+    if missing:
+        known.update(zip(missing, tokenizers.count_tokens_batch(list(missing.values()), encoding)))
+    if store:
+        current = sorted(set(digests))
+        lake.write_derived(TOKEN_COUNTS, encoding, pa.table(
+            [[encoding] * len(current), current, [known[d] for d in current]],
+            schema=TOKEN_COUNTS_SCHEMA))
+    return [known[digest] for digest in digests]
+
+
 # -- the stored table ---------------------------------------------------------------------
-def load_calls(lake: Lake) -> list[dict]:
+def load_calls(lake: Lake, *, store_counts: bool = False) -> list[dict]:
     """The rows of ``select_calibration_calls``, each with ``out_basis`` (:func:`output_basis`
     of its model); a call on a real basis also has ``out_tokens`` and ``out_thinking_tokens``,
     that tokenizer's count of the text of its visible assistant rows and of its thinking rows
-    (``select_calibration_output_texts``, only for those models' calls)."""
+    (``select_calibration_output_texts``, only for those models' calls; counted through
+    :func:`count_pieces`, which ``store_counts`` lets remember them)."""
     con = lake.connect()
     try:
         con.execute(sqlfiles.load("create_table_calibration_rows"))
@@ -443,19 +478,30 @@ def load_calls(lake: Lake) -> list[dict]:
     encoding_of = {(c["session_id"], c["call_key"]): basis_of[c["model"]] for c in calls
                    if basis_of[c["model"]] != HEURISTIC}
     written: dict[tuple[str, str], list[WrittenRow]] = defaultdict(list)
-    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    # the pieces to count, by encoding: (call, 0 = what it wrote | 1 = thinking, text)
+    pieces: dict[str, list[tuple[tuple[str, str], int, str]]] = defaultdict(list)
     for session_id, call_key, _seq, _block_no, is_thinking, kind, text, tool_name in texts:
         key = (session_id, call_key)
         if key not in encoding_of:
             continue
         if is_thinking:
-            counts[key][1] += tokenizers.count_tokens(text, encoding_of[key])
+            if text:
+                pieces[encoding_of[key]].append((key, 1, text))
         else:
             written[key].append(WrittenRow(kind, text, tool_name))
     for key, rows in written.items():
         # what the model wrote, its tool calls in its own syntax (pipeline.written_output)
-        counts[key][0] = sum(tokenizers.count_tokens(piece, encoding_of[key])
-                             for piece in written_pieces(rows, encoding_of[key]))
+        pieces[encoding_of[key]] += [(key, 0, piece)
+                                     for piece in written_pieces(rows, encoding_of[key])]
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for encoding, batch in pieces.items():
+        for (key, slot, _text), n in zip(batch, count_pieces(
+                lake, encoding, [text for _key, _slot, text in batch], store=store_counts)):
+            counts[key][slot] += n
+    if store_counts:   # an encoding no call is counted with any more: its counts go
+        for stale in sorted((lake.derived_dir / TOKEN_COUNTS).glob("*.parquet")):
+            if stale.stem not in pieces:
+                stale.unlink()
     for call in calls:
         call["out_basis"] = basis_of[call["model"]]
         if call["out_basis"] != HEURISTIC:
@@ -503,7 +549,7 @@ def fit_table(calls: list[dict]) -> pa.Table:
 @holds_lake_lock
 def calibrate(lake: Lake) -> pa.Table:
     """Fit the calibration on every recorded call in the lake and store ``token_calibration``."""
-    table = fit_table(load_calls(lake))
+    table = fit_table(load_calls(lake, store_counts=True))
     lake.write_derived("token_calibration", "all", table)
     return table
 

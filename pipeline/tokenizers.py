@@ -31,7 +31,7 @@ import re
 import threading
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pipeline.errors import TokenizerUnavailableError, UsageError
 
@@ -163,6 +163,17 @@ def count_tokens(text: str | None, encoding: str = "o200k_base") -> int:
     if encoding == "claude":
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
     return len(tokenizer.encode_ordinary(text))
+
+
+def count_tokens_batch(texts: Sequence[str | None], encoding: str = "o200k_base") -> list[int]:
+    """:func:`count_tokens` of each text, counted in one call to the tokenizer's batch
+    encoder (tiktoken's threads, the Rust ``tokenizers`` pool): several times faster than a
+    loop when there are many texts."""
+    tokenizer = get_tokenizer(encoding)
+    items = [text or "" for text in texts]
+    if encoding == "claude":
+        return [len(e.ids) for e in tokenizer.encode_batch(items, add_special_tokens=False)]
+    return [len(ids) for ids in tokenizer.encode_ordinary_batch(items)]
 
 
 def encoding_for_model(model: str | None, *, approximate: bool = False) -> str | None:

@@ -16,6 +16,7 @@ from conftest import REAL, copy_real, ingest_paths
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pipeline.calibrate import (
     TOKEN_CALIBRATION, TokenCalibration, _evaluate_output, build_dataset, calibrate,
@@ -1123,3 +1124,34 @@ def test_claude_output_meets_the_target_on_the_claude_vocabulary(real_claude_lak
         "median_pct": round(100 * float(np.median(errors)), 2),
         "p90_pct": round(100 * float(np.quantile(errors, 0.9)), 2)}
     assert outputs[SONNET4]["calibrated"]["median_pct"] <= 5.0
+
+
+def test_real_token_counts_are_remembered_by_calibrate_and_only_new_texts_are_counted(
+        tmp_path, monkeypatch):
+    import hashlib
+
+    from pipeline import tokenizers
+    from pipeline.calibrate import count_pieces
+
+    lake, _summary = ingest_paths(tmp_path, copy_real(tmp_path, *CLAUDE_FILES))
+    counts_file = lake.derived_dir / "token_counts" / "claude.parquet"
+    before = load_calls(lake)
+    assert not counts_file.exists()      # a report (load_calls) does not write it
+    calibrate(lake)                      # the nightly stage: counts and remembers
+    stored = pq.read_table(counts_file).to_pylist()
+    assert {r["encoding"] for r in stored} == {"claude"} and len(stored) > 30
+    # counted again now, nothing goes to the tokenizer, and the figures are the same
+    asked: list[list[str]] = []
+    real_batch = tokenizers.count_tokens_batch
+    monkeypatch.setattr(tokenizers, "count_tokens_batch",
+                        lambda texts, encoding: asked.append(list(texts)) or real_batch(texts, encoding))
+    assert load_calls(lake) == before and asked == []
+    # a text not seen before is counted, alone
+    new = "A text no call wrote."
+    n = real_batch([new], "claude")[0]
+    assert count_pieces(lake, "claude", [new, new]) == [n, n] and asked == [[new]]
+    assert pq.read_table(counts_file).to_pylist() == stored
+    # stored with other texts, the file holds exactly those (nothing the lake no longer has)
+    count_pieces(lake, "claude", [new], store=True)
+    assert pq.read_table(counts_file).to_pylist() == [
+        {"encoding": "claude", "piece_sha256": hashlib.sha256(new.encode()).hexdigest(), "tokens": n}]

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from pipeline.formats import READERS
 from pipeline.ingest import ingest
 from pipeline.lake import Lake
 from pipeline.plan import suggest
-from pipeline.tokens import estimate_tokens
+from pipeline.tokens import estimate_tokens, text_counts
 
 from conftest import rows, scalar
 
@@ -557,6 +558,35 @@ def test_the_demo_lake_uses_every_listed_model_and_one_unpriced(demo):
     if "gemini_cli" in READERS:
         expected |= {"gemini-2.5-pro"}
     assert expected <= models
+
+
+def test_claude_tool_calls_are_billed_as_claude_writes_them(demo):
+    # a Claude call that only made one tool call bills its output: the call written in
+    # Claude's syntax (tags, one parameter per key, strings raw) at the "claude" code factor
+    # 1.20 per heuristic token (each piece +-3%), 3 tokens of framing and a stop token or two
+    from pipeline.written_output import WrittenRow, claude_tool_calls
+
+    ratios = []
+    for path in (demo[0] / "claude").rglob("*.jsonl"):
+        blocks: dict[str, list] = {}
+        output: dict[str, int] = {}
+        for line in _jsonl(path):
+            msg = line.get("message")
+            if line.get("type") != "assistant" or not isinstance(msg, dict) or "usage" not in msg:
+                continue
+            blocks.setdefault(msg["id"], []).extend(msg["content"])
+            output[msg["id"]] = msg["usage"]["output_tokens"]
+        for mid, content in blocks.items():
+            if len(content) != 1 or content[0]["type"] != "tool_use":
+                continue
+            use = content[0]
+            written = claude_tool_calls([WrittenRow(
+                "tool_use", json.dumps(use["input"], ensure_ascii=False), use["name"])])
+            cjk, units = text_counts(written)
+            ratios.append((output[mid] - 3 - 1.5) / (1.20 * (units - cjk) / 4 + 1.5 * 0.96 * cjk))
+    assert len(ratios) > 30
+    assert 0.85 < min(ratios) and max(ratios) < 1.15
+    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.02)
 
 
 def test_the_calibrated_estimator_meets_its_target_on_the_demo_usage(demo):

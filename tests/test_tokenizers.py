@@ -138,3 +138,11 @@ def test_an_approximate_encoding_is_given_only_when_asked_and_only_for_claude(mo
     assert real.encoding_for_model(model, approximate=True) == encoding
     if encoding == "claude":
         assert real.encoding_for_model(model) is None
+
+
+@pytest.mark.parametrize("encoding", real.ENCODINGS)
+def test_a_batch_counts_each_text_as_one_call_would(encoding):
+    texts = ["Hello world", "", None, "def f(x):\n    return x  # 中文 😀", "x" * 5000,
+             "<|endoftext|> as text"]
+    assert real.count_tokens_batch(texts, encoding) == [real.count_tokens(t, encoding) for t in texts]
+    assert real.count_tokens_batch([], encoding) == []
