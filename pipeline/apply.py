@@ -191,25 +191,23 @@ def _result_holders(node: Any, call_id: str | None) -> list[tuple]:
                          if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
             if len(d["result"]) == 1 and len(responses) == 1:
                 i, fr = responses[0]
-                response = fr.get("response")
-                base = here + ("result", i, "functionResponse", "response")
-                if isinstance(response, dict):
-                    for key in ("error", "output"):
-                        if key in response:
-                            found.append(base + (key,))
-                            break
-                found.append(base)
+                found += _response_holders(here + ("result", i, "functionResponse", "response"),
+                                           fr.get("response"))
             found.append(here + ("result",))
         elif isinstance(d.get("functionResponse"), dict) and d["functionResponse"].get("id") == call_id:
-            fr = d["functionResponse"]
-            base = here + ("functionResponse", "response")
-            if isinstance(fr.get("response"), dict):
-                for key in ("error", "output"):
-                    if key in fr["response"]:
-                        found.append(base + (key,))
-                        break
-            found.append(base)
+            found += _response_holders(here + ("functionResponse", "response"),
+                                       d["functionResponse"].get("response"))
     return found
+
+
+def _response_holders(base: tuple, response: Any) -> list[tuple]:
+    """A Gemini ``functionResponse.response`` at ``base``: its ``error`` or else its
+    ``output`` first (the payload itself), then the whole response."""
+    if isinstance(response, dict):
+        for key in ("error", "output"):
+            if key in response:
+                return [base + (key,), base]
+    return [base]
 
 
 def _input_holders(node: Any, call_id: str | None) -> list[tuple]:

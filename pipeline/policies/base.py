@@ -93,6 +93,14 @@ class ParamError(ValueError):
         self.message = message
 
 
+def require_at_least(params: object, **minimums: int) -> None:
+    """Raise :class:`ParamError` for the first of ``params``' fields (in the order given) that
+    is below its minimum: "must be >= N"."""
+    for key, minimum in minimums.items():
+        if getattr(params, key) < minimum:
+            raise ParamError(key, f"must be >= {minimum}")
+
+
 # ---------------------------------------------------------------------------------------
 # Inputs
 # ---------------------------------------------------------------------------------------
@@ -549,10 +557,6 @@ def build_view(session_id: str, messages: dict[str, list], tool_calls: dict[str,
     view.tokens = _get(messages, "est_tokens", 0)
     api = _get(messages, "api_call_id")
     m_state = _get(messages, "compaction_state")
-    m_source = _get(messages, "source_id")
-    m_line = _get(messages, "line_no")
-    m_path = _get(messages, "json_path")
-    m_block = _get(messages, "block_no")
 
     prefix = view.prefix_tokens
     acc = 0

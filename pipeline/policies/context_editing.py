@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pipeline.policies.base import (
     CLEARED_INPUT_TEXT, CONTEXT_EDIT_TEXT, Item, Ledger, ParamError, PolicyOutput,
-    SessionInput, eviction_row, input_eviction_row, plan_row,
+    SessionInput, eviction_row, input_eviction_row, plan_row, require_at_least,
 )
 from pipeline.tokens import estimate_tokens
 
@@ -49,10 +49,7 @@ class ContextEditingParams:
     def __post_init__(self) -> None:
         if self.trigger_type not in ("input_tokens", "tool_uses"):
             raise ParamError("trigger_type", 'must be "input_tokens" or "tool_uses"')
-        if self.trigger < 0:
-            raise ParamError("trigger", "must be >= 0")
-        if self.keep < 0:
-            raise ParamError("keep", "must be >= 0")
+        require_at_least(self, trigger=0, keep=0)
         if self.clear_at_least < 0:
             raise ParamError("clear_at_least", "must be >= 0 (0 = not set)")
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from pipeline.policies.base import (
     CLEARED_TEXT, Item, Ledger, ParamError, PolicyOutput, SessionInput, SessionView, ceil_div,
-    decision_points, eviction_row, plan_row,
+    decision_points, eviction_row, plan_row, require_at_least,
 )
 from pipeline.tokens import estimate_tokens
 
@@ -69,8 +69,7 @@ class MicrocompactParams:
             raise ParamError("idle_minutes", "must be >= 0, or -1 to disable the idle trigger")
         if self.size_chars != -1 and self.size_chars < 1:
             raise ParamError("size_chars", "must be >= 1, or -1 to disable the size trigger")
-        if self.low_water_chars < 0:
-            raise ParamError("low_water_chars", "must be >= 0")
+        require_at_least(self, low_water_chars=0)
         if any(t < 1 for t in self.force_at_turn):
             raise ParamError("force_at_turn", "turn numbers start at 1")
 

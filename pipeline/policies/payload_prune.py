@@ -28,7 +28,7 @@ import hashlib
 from dataclasses import dataclass
 
 from pipeline.policies.base import (
-    PRUNE_MARKER, ParamError, PolicyOutput, SessionInput, eviction_row, plan_row,
+    PRUNE_MARKER, PolicyOutput, SessionInput, eviction_row, plan_row, require_at_least,
 )
 from pipeline.tokens import estimate_tokens
 
@@ -43,12 +43,7 @@ class PayloadPruneParams:
     tail_chars: int = 512
 
     def __post_init__(self) -> None:
-        if self.max_bytes < 0:
-            raise ParamError("max_bytes", "must be >= 0")
-        if self.head_chars < 0:
-            raise ParamError("head_chars", "must be >= 0")
-        if self.tail_chars < 0:
-            raise ParamError("tail_chars", "must be >= 0")
+        require_at_least(self, max_bytes=0, head_chars=0, tail_chars=0)
 
 
 def locator_for(sha256_hex: str) -> str:

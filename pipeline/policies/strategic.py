@@ -43,7 +43,7 @@ from typing import Any, Mapping
 import orjson
 
 from pipeline.policies.base import (
-    Ledger, ParamError, PolicyOutput, SessionInput, SessionView, plan_row,
+    Ledger, ParamError, PolicyOutput, SessionInput, SessionView, plan_row, require_at_least,
 )
 from pipeline.policies.microcompact import DEFAULT_COMPACTABLE, MicrocompactParams, clear_at
 
@@ -100,10 +100,7 @@ class StrategicParams:
         for name, weight in self.weights.items():
             if weight < 0:
                 raise ParamError(f"weights.{name}", "must be >= 0")
-        if self.error_lookback < 0:
-            raise ParamError("error_lookback", "must be >= 0")
-        if self.cooldown_minutes < 0:
-            raise ParamError("cooldown_minutes", "must be >= 0")
+        require_at_least(self, error_lookback=0, cooldown_minutes=0)
         if self.keep_recent < 1:
             raise ParamError("keep_recent", "must be at least 1")
 
@@ -191,7 +188,7 @@ def suggestion_points(view: SessionView, params: StrategicParams
         ts = view.ts[i]
         if ts is not None:
             last_ts = ts
-        kind, role = view.kind[i], view.role[i]
+        kind = view.kind[i]
         if view.is_prompt[i]:
             if i == 0 or not view.is_prompt[i - 1]:
                 st.prompt = view.text[i]

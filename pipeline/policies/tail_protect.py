@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pipeline.policies.base import ParamError, PolicyOutput, Prior, SessionInput, plan_row
+from pipeline.policies.base import PolicyOutput, Prior, SessionInput, plan_row, require_at_least
 
 NAME = "tail_protect"
 
@@ -34,14 +34,8 @@ class TailProtectParams:
     block_tokens: int = 150
 
     def __post_init__(self) -> None:
-        if self.tail_pairs < 0:
-            raise ParamError("tail_pairs", "must be >= 0")
-        if self.min_user_chars < 0:
-            raise ParamError("min_user_chars", "must be >= 0")
-        if self.min_assistant_chars < 0:
-            raise ParamError("min_assistant_chars", "must be >= 0")
-        if self.block_tokens < 1:
-            raise ParamError("block_tokens", "must be >= 1")
+        require_at_least(self, tail_pairs=0, min_user_chars=0, min_assistant_chars=0,
+                         block_tokens=1)
 
 
 def prior_for(params: TailProtectParams, base: Prior | None = None) -> Prior:
