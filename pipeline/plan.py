@@ -52,7 +52,7 @@ from pipeline import sqlfiles
 from pipeline.batching import contiguous_runs
 from pipeline.config import Config, ResolvedPolicy, load_config
 from pipeline.errors import UsageError
-from pipeline.lake import Lake, holds_lake_lock
+from pipeline.lake import Lake, detach_forked_worker, holds_lake_lock
 from pipeline.policies.base import (
     PolicyOutput, SessionInfo, SessionInput, slice_lists, table_lists,
 )
@@ -584,7 +584,8 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
         try:
             with ProcessPoolExecutor(max_workers=n_workers,
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                                     mp_context=multiprocessing.get_context("fork"),
+                                     initializer=detach_forked_worker) as pool:
                 for chunk, result in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
                     run.results.append(result)
                     done += len(chunk)
