@@ -99,7 +99,7 @@ from pipeline.config import policy_key
 from pipeline.errors import CtxlakeError, StoreError, UsageError
 from pipeline.formats.base import content_text
 from pipeline.jsonspan import SpanError, find_spans, parse_pointer, resolve
-from pipeline.lake import Lake
+from pipeline.lake import Lake, glob_escape
 from pipeline.store import (
     PayloadStore, _write_all, arm_crash_points, crash_point, sha256_hex, sync_filesystems,
 )
@@ -707,7 +707,7 @@ def _load_inputs(lake: Lake, policy: str, session_id: str | None,
         rows = sqlfiles.fetch_dicts(cur)
         if evictions is None and not rows:
             # a plan that evicts nothing still writes its (empty) evictions file
-            planned = (lake.derived_dir / "evictions" / f"{policy_key(policy)}.parquet").exists()
+            planned = any((lake.derived_dir / "evictions").glob(f"{glob_escape(policy_key(policy))}*.parquet"))
             if not planned and "plans" in views:
                 planned = con.execute(sqlfiles.load("select_plan_count"),
                                       {"policy": policy}).fetchone()[0] > 0
