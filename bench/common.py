@@ -164,7 +164,11 @@ def run_measured(command: list[str], *, env: dict | None = None) -> dict:
     if proc.returncode != 0:
         sys.stderr.write(b"".join(err_chunks).decode(errors="replace"))
         raise SystemExit(f"{command[:4]} failed with exit code {proc.returncode}")
-    answer = json.loads(b"".join(out_chunks).decode().strip().splitlines()[-1])
+    text = b"".join(out_chunks).decode().strip()
+    try:
+        answer = json.loads(text)            # a whole (indented) JSON document
+    except ValueError:
+        answer = json.loads(text.splitlines()[-1])
     answer.update(wall_s=round(wall, 3), peak_rss_tree_mb=round(peak["rss"] / 2**20, 1),
                   peak_pss_tree_mb=round(peak["pss"] / 2**20, 1),
                   peak_rss_max_process_mb=round(usage.ru_maxrss / 1024, 1),

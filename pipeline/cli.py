@@ -928,3 +928,7 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
 
 def main() -> None:
     cli(prog_name="ctxlake")
+
+
+if __name__ == "__main__":
+    main()
