@@ -46,7 +46,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.batching import contiguous_runs
