@@ -8,12 +8,13 @@ Exit codes: 0 ok, 1 data errors reported, 2 usage error.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
 from pipeline import render
-from pipeline.errors import CtxlakeError
+from pipeline.errors import CtxlakeError, IgnorePatternWarning
 from pipeline.lake import Lake, default_lake
 
 
@@ -33,13 +34,28 @@ class CtxlakeClickError(click.ClickException):
 
 class CtxlakeGroup(click.Group):
     """The one place where library errors become ``click.ClickException`` (message with
-    file/line and a hint, exit 1 for data errors, 2 for usage errors)."""
+    file/line and a hint, exit 1 for data errors, 2 for usage errors). Also the one place
+    where library warnings the user can act on (an ignore pattern dropped) are printed on
+    stderr as ``warning: ...``, each once per command."""
 
     def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except CtxlakeError as error:
-            raise CtxlakeClickError(error) from None
+        shown: set[str] = set()
+        original = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, IgnorePatternWarning):
+                return original(message, category, filename, lineno, file, line)
+            if str(message) not in shown:
+                shown.add(str(message))
+                click.echo(f"warning: {message}", err=True)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", IgnorePatternWarning)
+            warnings.showwarning = show
+            try:
+                return super().invoke(ctx)
+            except CtxlakeError as error:
+                raise CtxlakeClickError(error) from None
 
 
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -113,10 +113,14 @@ def test_ignored_sessions_are_left_out_and_counted_and_a_day_left_empty_is_remov
     assert sorted(p.name for p in (lake.summaries_dir / "recovery").iterdir()) == ["sess-a.md"]
 
 
-def test_an_invalid_ignore_pattern_is_a_config_error_naming_it(tmp_path):
+def test_an_invalid_ignore_pattern_is_dropped_with_a_warning_naming_it_and_the_others_apply(
+        tmp_path):
+    from pipeline.errors import IgnorePatternWarning
+
     lake = _day_sessions(tmp_path)
-    with pytest.raises(ConfigError, match=r"ignore_patterns\[1\].*invalid regex '\(oops'"):
-        summarize(lake, tz="UTC", ignore_patterns=["fine", "(oops"])
+    with pytest.warns(IgnorePatternWarning, match=r"ignore_patterns\[1\]: invalid regex '\(oops'"):
+        result = summarize(lake, tz="Asia/Tokyo", ignore_patterns=["^LATE NIGHT", "(oops"])
+    assert result.ignored_session_ids == ["sess-c"]
 
 
 def test_sub_agent_sessions_are_not_listed_and_undated_sessions_are_counted(tmp_path):
