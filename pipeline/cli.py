@@ -498,6 +498,7 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
 
     Logs go to <lake>/summaries/sessions/YYYY-MM-DD.md, recovery documents to
     <lake>/summaries/recovery/. Sessions matching ignore_patterns are left out and counted.
+    `session_logging = false` in the config writes no daily logs.
 
     \b
     Example:
@@ -507,10 +508,12 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
     from pipeline.config import load_config
     from pipeline.summarize import summarize
 
-    patterns = [*load_config(config_path).ignore_patterns, *extra_patterns]
+    config = load_config(config_path)
+    patterns = [*config.ignore_patterns, *extra_patterns]
     with render.step_progress("recovery documents") as progress:
         summary = summarize(obj.lake, tz=tz, ignore_patterns=patterns,
-                            sessions=list(sessions) or None, progress=progress)
+                            sessions=list(sessions) or None, progress=progress,
+                            session_logging=config.session_logging)
     _print_summarize(summary, as_json)
 
 

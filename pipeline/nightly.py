@@ -116,6 +116,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
         applied = {spec: _as_dict(apply_policy(lake, policy=spec, out=out_dir, progress=step("apply")))
                    for spec in policies}
         summarized = summarize(lake, tz=tz, ignore_patterns=config.ignore_patterns,
+                               session_logging=config.session_logging,
                                sessions=touched, progress=step("summarize"))
     return NightlySummary(
         lake=str(lake.root), ingest=ingested.to_dict(), correlate=_as_dict(correlated),
