@@ -72,7 +72,9 @@ import pyarrow.parquet as pq
 from pipeline import sqlfiles
 from pipeline.errors import ConfigError
 from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock
-from pipeline.recover import build_documents, meaningful_text, recovery_file_name
+from pipeline.recover import (
+    build_documents, lake_memory_ids, meaningful_text, recovery_file_name,
+)
 from pipeline.usage import resolve_timezone, use_model_prices
 
 TOPIC_CHARS = 120
@@ -280,9 +282,10 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress,
         wanted = sorted(s for s in (by_id if touched is None else touched)
                         if s in by_id and s not in ignored)
         expected_names = set()
+        memory_ids = lake_memory_ids(con) if wanted else {}
         for start in range(0, len(wanted), RECOVERY_BATCH):
             batch = wanted[start:start + RECOVERY_BATCH]
-            for session_id, document in build_documents(con, batch).items():
+            for session_id, document in build_documents(con, batch, memory_ids).items():
                 name = recovery_file_name(session_id)
                 expected_names.add(name)
                 if write_if_changed(recovery_dir / name, document.to_markdown()):
