@@ -204,8 +204,9 @@ def test_plan_and_suggest_commands(tmp_path):
     assert out.output == "[Compact? 7/5 calls | Task done | Clean state] Y/n/defer\n"
     out = runner.invoke(cli, ["--lake", str(lake.root), "suggest", "sess-strategic",
                               "--policy", "strategic(threshold=5)"], catch_exceptions=False)
-    assert "Boundary: Task done (1 todo items completed)" in out.output
-    assert "Why now: 7 weighted tool calls since the last compaction" in out.output
+    assert " Context Compaction Suggested\n" in out.output
+    assert "   Tool calls:     7 significant (threshold: 5)\n" in out.output
+    assert "marked complete (1 todo items completed)\n" in out.output
     data = json.loads(runner.invoke(cli, ["--lake", str(lake.root), "suggest", "sess-strategic",
                                           "--json"], catch_exceptions=False).output)
     assert data["suggestions"] == [] and data["suppressed"] == []    # 7 < 50
