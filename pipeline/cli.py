@@ -104,23 +104,29 @@ def _print_ingest(summary, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @click.option("--workers", type=int, default=None, help="Worker processes (default: all cores).")
 @click.option("--max-line-bytes", type=int, default=None, help="Quarantine longer lines (default 64 MiB).")
+@click.option("--quiet-minutes", type=float, default=None,
+              help="A file untouched this long is settled: its complete last line is read even "
+                   "without a newline (default 60; negative: always hold it back).")
 @pass_lake
-def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_bytes) -> None:
+def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_bytes,
+           quiet_minutes) -> None:
     """Ingest transcript files or folders into the lake (incremental).
 
     With no PATH, reads whichever of ~/.claude/projects, ~/.gemini/tmp and ~/.codex/sessions
-    exist.
+    exist. A last line without a newline is held back for the next run, unless the file has
+    not been modified for --quiet-minutes and that line is complete JSON.
 
     \b
     Example:
       ctxlake ingest ~/.claude/projects --json
     """
-    from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, ingest as run_ingest
+    from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, DEFAULT_QUIET_MINUTES, ingest as run_ingest
 
     with render.byte_progress("ingest") as progress:
         summary = run_ingest(list(paths), lake=obj.lake, format=fmt, workers=workers,
                              max_line_bytes=max_line_bytes or DEFAULT_MAX_LINE_BYTES,
-                             progress=progress)
+                             quiet_minutes=DEFAULT_QUIET_MINUTES if quiet_minutes is None
+                             else quiet_minutes, progress=progress)
     _print_ingest(summary, as_json)
     if strict and summary.quarantined_errors:
         sys.exit(1)

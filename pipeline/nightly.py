@@ -107,7 +107,8 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
     out_dir = Path(out) if out else lake.root / "out"
     step = progress or (lambda name: None)
     with lake.lock():
-        ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"))
+        ingested = ingest(paths, lake=lake, workers=workers, quiet_minutes=config.quiet_minutes,
+                          progress=step("ingest"))
         touched = touched_sessions(lake, ingested.run_id)
         ignored = flag_ignored_sessions(lake, config.ignore_patterns)
         correlated = correlate(lake, roots=config.memory_roots())
