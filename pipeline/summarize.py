@@ -75,6 +75,7 @@ from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock
 from pipeline.recover import (
     build_documents, lake_memory_ids, meaningful_text, recovery_file_name,
 )
+from pipeline.store import sync_filesystems
 from pipeline.usage import resolve_timezone, use_model_prices
 
 TOPIC_CHARS = 120
@@ -178,7 +179,7 @@ def write_if_changed(path: Path, text: str) -> bool:
             return False
     except FileNotFoundError:
         pass
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, data, fsync=False)   # one flush per run: see _summarize
     return True
 
 
@@ -320,6 +321,9 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                     summary.recovery_removed += 1
     finally:
         con.close()
+    if summary.days_written or summary.recovery_written:
+        # durability barrier for every file written above (one flush instead of one per file)
+        sync_filesystems([lake.summaries_dir])
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -282,3 +282,12 @@ def test_a_settled_files_oversized_last_payload_is_pruned_and_restored_byte_exac
     restored = tmp_path / "restored.jsonl"
     restore(pruned, store=lake.store_dir, out=restored)
     assert restored.read_bytes() == body
+
+
+def test_a_lake_path_that_looks_like_a_hive_partition_adds_no_column(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
+    plain, hive = Lake(tmp_path / "plain"), Lake(tmp_path / "window=10" / "lake")
+    run(plain, path)
+    run(hive, path)
+    columns = lambda lake: [r[0] for r in rows(lake, "DESCRIBE messages")]
+    assert columns(hive) == columns(plain) and "window" not in columns(hive)
