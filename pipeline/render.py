@@ -16,6 +16,7 @@ from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progre
                            TimeRemainingColumn, TransferSpeedColumn)
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 
 def _default(value: Any) -> Any:
@@ -68,11 +69,13 @@ def console(stderr: bool = False) -> Console:
 
 def table(columns: list[str], rows: list[tuple], *, title: str | None = None,
           max_width: int = 60) -> Table:
-    out = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD)
+    """A rich table of plain values: cells and headers are literal text, never console markup
+    (a value such as ``^\\[CRON\\]`` or ``a[b]c`` is shown exactly as stored)."""
+    out = Table(title=Text(title) if title is not None else None, show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD)
     for col in columns:
-        out.add_column(col, overflow="fold", max_width=max_width)
+        out.add_column(Text(str(col)), overflow="fold", max_width=max_width)
     for row in rows:
-        out.add_row(*["" if v is None else _cell(v) for v in row])
+        out.add_row(*[Text("" if v is None else _cell(v)) for v in row])
     return out
 
 
