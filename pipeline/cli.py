@@ -19,33 +19,102 @@ from pipeline.lake import Lake, default_lake
 
 
 class LakeContext:
-    def __init__(self, lake: Lake):
-        self.lake = lake
+    """What every command shares: the lake (resolved on first use, so ``--help`` never reads
+    a config), ``--quiet`` and the config that holds the defaults."""
+
+    def __init__(self, lake_dir: Path | None = None, quiet: bool = False):
+        self.lake_dir = lake_dir
+        self.quiet = quiet
+        self._lake: Lake | None = None
+
+    @property
+    def lake(self) -> Lake:
+        if self._lake is None:
+            configured = None
+            if self.lake_dir is None:
+                from pipeline.config import load_config
+
+                configured = load_config(None).lake
+            self._lake = Lake(self.lake_dir or default_lake(configured))
+        return self._lake
+
+    def config(self, path: Path | None = None):
+        from pipeline.config import load_config
+
+        return load_config(path)
 
 
 pass_lake = click.make_pass_decorator(LakeContext)
 
 
+class SessionParam(click.ParamType):
+    """A session id or a unique prefix, resolved against the lake by the one resolver
+    (:func:`pipeline.sessions.resolve_session`): ambiguous or unknown is a usage error
+    listing the candidates."""
+
+    name = "SESSION"
+
+    def convert(self, value, param, ctx):
+        from pipeline.sessions import resolve_session
+
+        if value is None or ctx is None or ctx.resilient_parsing:
+            return value
+        return resolve_session(ctx.find_object(LakeContext).lake, value)
+
+
+SESSION = SessionParam()
+
+
+def _error_json(message: str, *, kind: str, exit_code: int, path=None, line=None,
+                hint=None) -> str:
+    return render.to_json({"error": {"kind": kind, "message": message, "path": path,
+                                     "line": line, "hint": hint, "exit_code": exit_code}})
+
+
 class CtxlakeClickError(click.ClickException):
-    def __init__(self, error: CtxlakeError):
+    def __init__(self, error: CtxlakeError, as_json: bool = False):
         super().__init__(str(error))
         self.exit_code = error.exit_code
+        self.error = error
+        self.as_json = as_json
+
+    def show(self, file=None) -> None:
+        if not self.as_json:
+            return super().show(file)
+        e = self.error
+        click.echo(_error_json(e.message, kind=type(e).__name__, exit_code=e.exit_code,
+                               path=e.path, line=e.line, hint=e.hint), err=True)
+
+
+class JsonUsageError(click.ClickException):
+    """A click usage error (bad option, missing argument) under ``--json``: JSON on stderr."""
+
+    def __init__(self, error: click.ClickException):
+        super().__init__(error.format_message())
+        self.exit_code = error.exit_code
+
+    def show(self, file=None) -> None:
+        click.echo(_error_json(self.message, kind="UsageError", exit_code=self.exit_code),
+                   err=True)
 
 
 class CtxlakeGroup(click.Group):
     """The one place where library errors become ``click.ClickException`` (message with
-    file/line and a hint, exit 1 for data errors, 2 for usage errors). Also the one place
-    where library warnings the user can act on (an ignore pattern dropped) are printed on
-    stderr as ``warning: ...``, each once per command."""
+    file/line and a hint, exit 1 for data errors, 2 for usage errors; a JSON object on
+    stderr when the command was given ``--json``). Also the one place where library
+    warnings the user can act on (an ignore pattern dropped) are printed on stderr as
+    ``warning: ...``, each once per command (none under ``--quiet``)."""
 
     def invoke(self, ctx: click.Context):
         shown: set[str] = set()
         original = warnings.showwarning
+        as_json = "--json" in [*ctx._protected_args, *ctx.args]
 
         def show(message, category, filename, lineno, file=None, line=None):
             if not issubclass(category, IgnorePatternWarning):
                 return original(message, category, filename, lineno, file, line)
-            if str(message) not in shown:
+            obj = ctx.find_object(LakeContext)
+            if str(message) not in shown and not (obj and obj.quiet):
                 shown.add(str(message))
                 click.echo(f"warning: {message}", err=True)
 
@@ -55,23 +124,61 @@ class CtxlakeGroup(click.Group):
             try:
                 return super().invoke(ctx)
             except CtxlakeError as error:
-                raise CtxlakeClickError(error) from None
+                raise CtxlakeClickError(error, as_json) from None
+            except click.ClickException as error:
+                if as_json and not isinstance(error, (CtxlakeClickError, JsonUsageError)):
+                    raise JsonUsageError(error) from None
+                raise
+
+
+def _set_lake(ctx: click.Context, _param, value) -> None:
+    if value is not None:
+        ctx.ensure_object(LakeContext).lake_dir = value
+        ctx.find_object(LakeContext)._lake = None
+
+
+def _set_quiet(ctx: click.Context, _param, value) -> None:
+    if value:
+        ctx.ensure_object(LakeContext).quiet = True
+
+
+def _shared_options(group: click.Group) -> None:
+    """``--lake`` and ``--quiet`` after the subcommand too (``ctxlake sql --lake DIR ...``)."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _shared_options(command)
+            continue
+        names = {opt for p in command.params for opt in getattr(p, "opts", [])}
+        if "--lake" not in names:
+            command.params.append(click.Option(
+                ["--lake"], type=click.Path(file_okay=False, path_type=Path), default=None,
+                expose_value=False, callback=_set_lake, is_eager=True,
+                help="Lake directory (same as ctxlake --lake DIR)."))
+        if "--quiet" not in names:
+            command.params.append(click.Option(
+                ["--quiet", "-q"], is_flag=True, expose_value=False, callback=_set_quiet,
+                help="No progress, warnings or summary; errors and results only."))
 
 
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lake", "lake_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Lake directory (default: $CTXLAKE_HOME or ./data/lake).")
+              default=None, help="Lake directory (default: $CTXLAKE_HOME, else the config's "
+                                 "lake, else ~/.local/share/ctxlake).")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress bars, warnings or run summaries (for cron): errors still go to "
+                   "stderr and the exit code says what happened.")
 @click.version_option(package_name="ctxlake")
 @click.pass_context
-def cli(ctx: click.Context, lake_dir: Path | None) -> None:
+def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool) -> None:
     """ctxlake: ingest, analyse, compact and replay AI coding-agent transcripts.
 
     \b
     Example:
       ctxlake ingest ~/.claude/projects
       ctxlake sql "SELECT format, count(*) FROM sessions GROUP BY ALL"
+      ctxlake status            # where the lake is
     """
-    ctx.obj = LakeContext(Lake(lake_dir or default_lake()))
+    ctx.obj = LakeContext(lake_dir, quiet)
 
 
 def _print_ingest(summary, as_json: bool) -> None:
@@ -88,6 +195,8 @@ def _print_ingest(summary, as_json: bool) -> None:
         out.print(f"{summary.files_unrecognized} files not recognised as a transcript (skipped; "
                   "force a reader with --format): " + ", ".join(summary.unrecognized[:5])
                   + (" ..." if summary.files_unrecognized > 5 else ""))
+    for warning in summary.warnings:
+        out.print(f"[yellow]warning[/]: {warning}", highlight=False)
     shown = [p for p in summary.problems if p["severity"] == "error"]
     for problem in shown[:20]:
         where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
@@ -100,7 +209,8 @@ def _print_ingest(summary, as_json: bool) -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default=None, help="Force a format instead of auto-detection.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined.")
+@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined, or a file "
+                                             "named as PATH is not a transcript.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @click.option("--workers", type=int, default=None, help="Worker processes (default: all cores).")
 @click.option("--max-line-bytes", type=int, default=None, help="Quarantine longer lines (default 64 MiB).")
@@ -122,35 +232,54 @@ def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_byte
     """
     from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, DEFAULT_QUIET_MINUTES, ingest as run_ingest
 
+    paths = list(paths) or obj.config().archive_paths()
     with render.byte_progress("ingest") as progress:
-        summary = run_ingest(list(paths), lake=obj.lake, format=fmt, workers=workers,
+        summary = run_ingest(paths, lake=obj.lake, format=fmt, workers=workers,
                              max_line_bytes=max_line_bytes or DEFAULT_MAX_LINE_BYTES,
                              quiet_minutes=DEFAULT_QUIET_MINUTES if quiet_minutes is None
                              else quiet_minutes, progress=progress)
-    _print_ingest(summary, as_json)
-    if strict and summary.quarantined_errors:
+    if not (obj.quiet and not as_json):
+        _print_ingest(summary, as_json)
+    if strict and (summary.quarantined_errors or summary.unrecognized_named):
         sys.exit(1)
 
 
 @cli.command()
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option("-f", "--file", "query_file", type=click.File("r", encoding="utf-8"), default=None,
+              help="Read the query from this file ('-' for standard input).")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
+@click.option("--ndjson", "as_ndjson", is_flag=True, help="Print rows as JSON lines (one object a line).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print rows as a Markdown table.")
 @pass_lake
-def sql(obj: LakeContext, query: str, as_json: bool, as_csv: bool) -> None:
+def sql(obj: LakeContext, query: str | None, query_file, as_json: bool, as_ndjson: bool,
+        as_csv: bool, as_markdown: bool) -> None:
     """Run a SQL query over the lake's views.
 
     \b
     Example:
       ctxlake sql "SELECT role, count(*) FROM messages GROUP BY role ORDER BY role"
+      ctxlake sql -f weekly.sql --csv > weekly.csv
+      ctxlake sql "SELECT * FROM sessions LIMIT 3" --ndjson | jq .session_id
     """
     from pipeline.query import run_query
 
-    columns, rows = run_query(obj.lake, query)
+    chosen = [name for name, on in (("--json", as_json), ("--ndjson", as_ndjson),
+                                    ("--csv", as_csv), ("--markdown", as_markdown)) if on]
+    if len(chosen) > 1:
+        raise click.UsageError(f"choose one output format, not {' and '.join(chosen)}")
+    if (query is None) == (query_file is None):
+        raise click.UsageError("give the query as QUERY or with -f FILE (one of them)")
+    columns, rows = run_query(obj.lake, query if query is not None else query_file.read())
     if as_json:
         click.echo(render.to_json(render.rows_to_dicts(columns, rows)))
+    elif as_ndjson:
+        click.echo(render.to_ndjson(render.rows_to_dicts(columns, rows)), nl=False)
     elif as_csv:
         click.echo(render.to_csv(columns, rows), nl=False)
+    elif as_markdown:
+        click.echo(render.to_markdown(columns, rows), nl=False)
     else:
         render.console().print(render.table(columns, rows))
 
@@ -243,7 +372,8 @@ def _print_apply(summary, as_json: bool) -> None:
 @click.option("--policy", required=True, help="Policy (or chain) whose plan to apply.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Outputs folder (default: <lake>/out); files go to <out>/<policy>/.")
-@click.option("--session", "session_id", default=None, help="Only the files of this session.")
+@click.option("--session", "session_id", type=SESSION, default=None,
+              help="Only the files of this session (id or unique prefix).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @pass_lake
 def apply_command(obj: LakeContext, policy: str, out_dir: Path | None, session_id: str | None,
@@ -265,7 +395,8 @@ def apply_command(obj: LakeContext, policy: str, out_dir: Path | None, session_i
     with render.byte_progress(f"apply {policy}") as progress:
         summary = apply_policy(obj.lake, policy=policy, out=out_dir, session_id=session_id,
                                progress=progress)
-    _print_apply(summary, as_json)
+    if not (obj.quiet and not as_json):
+        _print_apply(summary, as_json)
     if summary.problems:
         sys.exit(1)
 
@@ -292,7 +423,7 @@ def restore_command(obj: LakeContext, pruned_file: Path, out_file: Path | None,
     result = restore(pruned_file, store=store_dir or obj.lake.store_dir, out=out_file)
     if out_file is None:
         click.echo(result.data, nl=False)
-    else:
+    elif not obj.quiet:
         click.echo(f"restored {out_file} ({result.original_size:,} bytes, sha256 "
                    f"{result.original_sha256}, {result.edits} values put back)")
 
@@ -315,6 +446,8 @@ def verify_command(obj: LakeContext, out_dir: Path | None, as_json: bool) -> Non
     from pipeline.restore import verify
 
     report = verify(obj.lake, out=out_dir)
+    if obj.quiet and not as_json:
+        sys.exit(1 if report.problems else 0)
     if as_json:
         click.echo(render.to_json(report.to_dict()))
     else:
@@ -399,6 +532,8 @@ def correlate_command(obj: LakeContext, config_path: Path | None, as_json: bool)
     from pipeline.correlate import correlate
 
     summary = correlate(obj.lake, roots=load_config(config_path).memory_roots())
+    if obj.quiet and not as_json:
+        return
     if as_json:
         click.echo(render.to_json(summary.to_dict()))
         return
@@ -470,7 +605,8 @@ def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: 
 
         with render.stage_progress() as stage:
             result = run_nightly([out_dir], lake=obj.lake, progress=stage)
-    _print_demo(archive, result, obj.lake, as_json)
+    if not (obj.quiet and not as_json):
+        _print_demo(archive, result, obj.lake, as_json)
 
 
 # -- summaries and usage reports (pipeline/summarize.py, recover.py, usage.py) ----------
@@ -491,8 +627,9 @@ def _print_summarize(summary, as_json: bool) -> None:
 
 @cli.command("summarize")
 @click.option("--tz", default=None, help="Time zone of the days (IANA name; default: this machine's).")
-@click.option("--session", "sessions", multiple=True,
-              help="Only rebuild what these sessions touch (repeatable; default: everything).")
+@click.option("--session", "sessions", multiple=True, type=SESSION,
+              help="Only rebuild what these sessions touch (id or unique prefix; repeatable; "
+                   "default: everything).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Config file with ignore_patterns (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
 @click.option("--ignore", "extra_patterns", multiple=True,
@@ -517,25 +654,28 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
     config = load_config(config_path)
     patterns = [*config.ignore_patterns, *extra_patterns]
     with render.step_progress("recovery documents") as progress:
-        summary = summarize(obj.lake, tz=tz, ignore_patterns=patterns,
+        summary = summarize(obj.lake, tz=tz or config.time_zone, ignore_patterns=patterns,
                             sessions=list(sessions) or None, progress=progress,
                             session_logging=config.session_logging)
-    _print_summarize(summary, as_json)
+    if not (obj.quiet and not as_json):
+        _print_summarize(summary, as_json)
 
 
 @cli.command("sessions")
 @click.argument("day", metavar="[DATE]", required=False)
+@click.option("--all", "show_all", is_flag=True, help="The whole day's log, not its last 50 lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the list or the log lines as JSON.")
 @pass_lake
-def sessions_command(obj: LakeContext, day: str | None, as_json: bool) -> None:
+def sessions_command(obj: LakeContext, day: str | None, show_all: bool, as_json: bool) -> None:
     """List the days with session logs, or show one day's log (its last 50 lines).
 
     \b
     Example:
       ctxlake sessions
       ctxlake sessions 2025-12-09
+      ctxlake sessions 2025-12-09 --all
     """
-    from pipeline.summarize import session_log_index, session_log_tail
+    from pipeline.summarize import TAIL_LINES, session_log_index, session_log_tail
 
     if day is None:
         index = session_log_index(obj.lake)
@@ -553,7 +693,7 @@ def sessions_command(obj: LakeContext, day: str | None, as_json: bool) -> None:
             click.echo(f"... and {index.more_days} more days")
         click.echo("View one day with: ctxlake sessions YYYY-MM-DD")
         return
-    tail = session_log_tail(obj.lake, day)
+    tail = session_log_tail(obj.lake, day, lines=None if show_all else TAIL_LINES)
     if as_json:
         click.echo(render.to_json(tail.to_dict()))
         return
@@ -564,7 +704,7 @@ def sessions_command(obj: LakeContext, day: str | None, as_json: bool) -> None:
 
 
 @cli.command("recover")
-@click.argument("session")
+@click.argument("session", type=SESSION)
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the document to this file instead of printing it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the document's fields as JSON.")
@@ -607,7 +747,8 @@ def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, 
                       as_json) -> None:
     from pipeline.usage import table_rows, usage_report
 
-    result = usage_report(obj.lake, period=period, tz=tz, since=since, until=until,
+    result = usage_report(obj.lake, period=period, tz=tz or obj.config().time_zone,
+                          since=since, until=until,
                           project=project, breakdown=breakdown)
     if as_json:
         click.echo(render.to_json(result.to_dict()))
@@ -679,7 +820,8 @@ def _print_plan(summaries, as_json: bool) -> None:
 @cli.command("plan")
 @click.option("--policy", "policies", multiple=True, required=True,
               help="Policy, NAME(key=value,...) or chain A+B (repeatable).")
-@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--session", "session_id", type=SESSION, default=None,
+              help="Only this session (id or unique prefix).")
 @click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
@@ -706,11 +848,12 @@ def plan_command(obj: LakeContext, policies, session_id, since, config_path, wor
         summaries = plan_many(obj.lake, policies=list(policies), config=config,
                               session_id=session_id, since=since, progress=progress,
                               workers=workers)
-    _print_plan(summaries, as_json)
+    if not (obj.quiet and not as_json):
+        _print_plan(summaries, as_json)
 
 
 @cli.command("suggest")
-@click.argument("session")
+@click.argument("session", type=SESSION)
 @click.option("--minimal", is_flag=True, help="One line per point: [Compact? 72/50 calls | ...].")
 @click.option("--policy", default="strategic", show_default=True,
               help="A strategic policy (e.g. 'strategic(scenario=\"docs\")').")
@@ -770,7 +913,8 @@ def _print_replay(result, as_json: bool) -> None:
               help="Policy, NAME(key=value,...) or chain A+B (repeatable); none is always added.")
 @click.option("--sweep", "sweeps", multiple=True,
               help="A sweep (list of policies) from the config's [sweeps] table (repeatable).")
-@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--session", "session_id", type=SESSION, default=None,
+              help="Only this session (id or unique prefix).")
 @click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
@@ -814,14 +958,16 @@ def replay_command(obj: LakeContext, policies, sweeps, session_id, since, config
                                      param_hint="--cache-ttl") from None
         if ttl < 0:
             raise click.BadParameter("must be >= 0", param_hint="--cache-ttl")
+    config = load_config(config_path)
     with render.step_progress("replay sessions") as progress:
         result = replay(obj.lake, policies=list(policies), sweeps=list(sweeps),
-                        config=load_config(config_path), session_id=session_id, since=since,
+                        config=config, session_id=session_id, since=since,
                         progress=progress, workers=workers,
                         cache_ttl_minutes=ttl,
-                        price_model=price_model, report_dir=report_dir,
+                        price_model=price_model or config.price_as, report_dir=report_dir,
                         chart_session=chart_session)
-    _print_replay(result, as_json)
+    if not (obj.quiet and not as_json):
+        _print_replay(result, as_json)
 
 
 # -- the nightly job (pipeline/nightly.py) -----------------------------------------------
@@ -843,6 +989,8 @@ def _print_nightly(summary, as_json: bool) -> None:
         out.print(f"  {len(ing['unrecognized'])} files not recognised as a transcript (skipped; "
                   "force a reader with ctxlake ingest --format): "
                   + ", ".join(ing["unrecognized"][:5]) + (" ..." if len(ing["unrecognized"]) > 5 else ""))
+    for warning in ing.get("warnings", []):
+        out.print(f"  [yellow]warning[/]: {warning}", highlight=False)
     out.print(render.table(["stage", "done", "up to date", "failed", "removed", "seconds", "status"],
                            [(s["stage"], s["done"], s["skipped"], s["failed"], s["removed"],
                              f"{s['seconds']:.2f}", s["status"]) for s in summary.stages]))
@@ -882,7 +1030,8 @@ def _print_nightly(summary, as_json: bool) -> None:
 @click.option("--tz", default=None, help="Time zone of the daily logs (default: this machine's).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where pruned transcripts go (default: <lake>/out).")
-@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined.")
+@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined, or a file "
+                                             "named as PATH is not a transcript.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @pass_lake
 def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, strict, as_json) -> None:
@@ -898,11 +1047,16 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
     """
     from pipeline.nightly import run_nightly
 
+    config = obj.config(config_path)
     with render.stage_progress() as stage:
-        summary = run_nightly(list(paths), lake=obj.lake, config_path=config_path,
-                              policies=tuple(policies) or None, tz=tz, out=out_dir, progress=stage)
-    _print_nightly(summary, as_json)
-    if summary.exit_code or (strict and summary.ingest["quarantined_errors"]):
+        summary = run_nightly(list(paths) or config.archive_paths(), lake=obj.lake,
+                              config_path=config_path,
+                              policies=tuple(policies) or config.default_policies or None,
+                              tz=tz or config.time_zone, out=out_dir, progress=stage)
+    if not (obj.quiet and not as_json):
+        _print_nightly(summary, as_json)
+    if summary.exit_code or (strict and (summary.ingest["quarantined_errors"]
+                                         or summary.ingest.get("unrecognized_named"))):
         sys.exit(1)
 
 
@@ -925,8 +1079,10 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
     """
     from pipeline.status import lake_status
 
-    status = lake_status(obj.lake, config_path=config_path, policies=tuple(policies) or None,
-                         tz=tz, runs=n_runs)
+    config = obj.config(config_path)
+    status = lake_status(obj.lake, config_path=config_path,
+                         policies=tuple(policies) or config.default_policies or None,
+                         tz=tz or config.time_zone, runs=n_runs)
     if as_json:
         click.echo(render.to_json(status.to_dict()))
         return
@@ -948,7 +1104,93 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
                             for name, p in status.pending.items()], title="pending"))
 
 
+# -- settings: the config file and the policies (pipeline/config.py) ---------------------
+@cli.group("config")
+def config_group() -> None:
+    """The config file that holds the defaults (lake, time zone, archives, policies, sweeps).
+
+    Looked up as --config FILE, $CTXLAKE_CONFIG, ./ctxlake.toml, then
+    ~/.config/ctxlake/ctxlake.toml. ctxlake.example.toml in the repository is an example.
+
+    \b
+    Example:
+      ctxlake config show
+    """
+
+
+@config_group.command("show")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Config file (default: $CTXLAKE_CONFIG, ./ctxlake.toml, "
+                                 "~/.config/ctxlake/ctxlake.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
+@pass_lake
+def config_show(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:
+    """Every setting in effect, with the file it came from (and the lake it points to).
+
+    \b
+    Example:
+      ctxlake config show
+      ctxlake config show --config ctxlake.example.toml --json
+    """
+    config = obj.config(config_path)
+    lake = obj.lake if obj.lake_dir or not config.lake else Lake(default_lake(config.lake))
+    settings = {**config.to_dict(), "lake_in_effect": str(lake.root)}
+    if as_json:
+        click.echo(render.to_json(settings))
+        return
+    click.echo(f"config: {settings['path'] or '(none: built-in defaults)'}")
+    click.echo(f"lake in effect: {settings['lake_in_effect']}")
+    for key in ("lake", "time_zone", "archives", "default_policies", "price_as", "log_details",
+                "session_logging", "quiet_minutes", "ignore_patterns", "memory", "policies",
+                "sweeps"):
+        value = settings[key]
+        shown = "(default)" if value in (None, [], {}) else render.compact_json(value)
+        click.echo(f"  {key:<17} {shown}")
+
+
+@cli.command("policies")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print the policies as JSON.")
+@pass_lake
+def policies_command(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:
+    """Every policy with its parameters, their defaults and the values the config sets.
+
+    \b
+    Example:
+      ctxlake policies
+      ctxlake plan --policy 'microcompact(keep_recent=3)'
+    """
+    from pipeline.config import policy_catalog
+
+    catalog = policy_catalog(obj.config(config_path))
+    if as_json:
+        click.echo(render.to_json(catalog))
+        return
+    rows = []
+    for policy in catalog["builtins"]:
+        rows.append((policy["policy"], "", "", "", policy["summary"]))
+        for param in policy["params"]:
+            rows.append(("", param["name"], param["type"], render.compact_json(param["default"]),
+                         f"set to {render.compact_json(param['value'])}" if param["overridden"]
+                         else ""))
+    out = render.console()
+    out.print(render.table(["policy", "parameter", "type", "default", "notes"], rows,
+                           title=f"policies (config: {catalog['config'] or 'none'})", max_width=70))
+    for named in catalog["named"]:
+        steps = " + ".join(f"{s['policy']}({', '.join(f'{k}={v!r}' for k, v in s['params'].items())})"
+                           for s in named["steps"])
+        out.print(f"{named['kind']} {named['policy']}: {steps}", markup=False, highlight=False)
+    for name, specs in catalog["sweeps"].items():
+        out.print(f"sweep {name}: {', '.join(specs)}", markup=False, highlight=False)
+    out.print("use: --policy NAME, --policy 'NAME(key=value, ...)', --policy A+B; "
+              "replay --sweep NAME", markup=False, highlight=False)
+
+
 # --- commands of later stages are added above this line -------------------------------
+
+
+_shared_options(cli)
 
 
 def main() -> None:

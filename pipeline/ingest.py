@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Iterator
 import orjson
 import pyarrow as pa
 
+from pipeline import sqlfiles
 from pipeline.batching import contiguous_runs
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
@@ -92,6 +93,8 @@ class FileTask:
 class Discovery:
     tasks: list[FileTask]
     superseded: list[str]
+    unrecognized: list[str] = dataclasses.field(default_factory=list)  # named, wrong suffix
+    named: set[str] = dataclasses.field(default_factory=set)           # files named as PATHs
 
 
 def superseded_by(path: str, fmt: str | None) -> str | None:
@@ -122,12 +125,16 @@ def _walk(root: Path) -> Iterable[tuple[Path, bool]]:
 def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
     tasks: list[FileTask] = []
     superseded: list[str] = []
+    unrecognized: list[str] = []
+    named: set[str] = set()
     seen: set[str] = set()
     for root in paths:
         if not root.exists() and not root.is_symlink():
             raise UsageError(f"no such file or folder: {root}",
                              hint="check the path, or run without PATH to read the standard locations")
         root_abs = Path(os.path.abspath(root))
+        if not root_abs.is_dir():
+            named.add(str(root_abs))
         root_real = Path(os.path.realpath(root))
         base_dir = root_abs if root_abs.is_dir() else root_abs.parent
         for path, is_link in _walk(root_abs):
@@ -149,6 +156,8 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                                                   f"(to {target}): not followed"))
                     continue
             if not abspath.endswith(CANDIDATE_SUFFIXES):
+                if abspath in named:   # named on the command line: said, not skipped silently
+                    unrecognized.append(abspath)
                 continue
             try:
                 st = path.stat()
@@ -166,7 +175,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 continue
             # fmt None: the worker sniffs the file (in parallel), see detect_task_format
             tasks.append(FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev))
-    return Discovery(tasks, superseded)
+    return Discovery(tasks, superseded, unrecognized, named)
 
 
 # ---------------------------------------------------------------------------------------
@@ -725,8 +734,13 @@ class IngestSummary:
     seconds: float = 0.0
     problems: list[dict] = dataclasses.field(default_factory=list)
     unrecognized: list[str] = dataclasses.field(default_factory=list)
+    # unrecognised files named on the command line (not found in a folder): --strict fails
+    unrecognized_named: list[str] = dataclasses.field(default_factory=list)
     superseded: list[str] = dataclasses.field(default_factory=list)
     removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
+    # things a person should know that are no line's fault (a forced --format that read
+    # records but no message, ...)
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -752,6 +766,36 @@ def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str
         bases.append((base, base.rstrip(os.sep) + os.sep))
     return sorted(path for path in previous if path not in found and any(
         path == base or path.startswith(prefix) for base, prefix in bases))
+
+
+def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) -> list[str]:
+    """A file read with a forced ``--format`` whose records gave no message at all is most
+    likely another format: one warning per such file, naming the format it looks like."""
+    if not results:
+        return []
+    ids = [r.source["source_id"] for r in results if r.records]
+    if not ids:
+        return []
+    con = lake.connect()
+    try:
+        with_messages = {row[0] for row in con.execute(
+            sqlfiles.load("select_sources_with_messages"), {"source_ids": ids}).fetchall()}
+    finally:
+        con.close()
+    out = []
+    for res in sorted(results, key=lambda r: r.path):
+        if not res.records or res.source["source_id"] in with_messages:
+            continue
+        try:
+            with open(res.path, "rb") as handle:
+                looks = detect(res.path, handle.read(SNIFF_BYTES))
+        except OSError:
+            looks = None
+        guess = f"it looks like {looks}" if looks and looks != format else \
+            "auto-detection does not recognise it either"
+        out.append(f"{res.path}: read as --format {format}: {res.records:,} records but no "
+                   f"message or session ({guess}; drop --format to auto-detect)")
+    return out
 
 
 def make_run_id(started: datetime) -> str:
@@ -794,6 +838,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
         found = discover(roots, format=format, known=previous)
         summary.superseded = found.superseded
+        summary.unrecognized.extend(found.unrecognized)
         todo: list[FileTask] = []
         results: list[FileResult] = []
         for task in found.tasks:
@@ -878,8 +923,12 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         lake.record_run(run)
         summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
         summary.unrecognized.sort()
+        summary.unrecognized_named = [p for p in summary.unrecognized if p in found.named]
         summary.superseded.sort()
         summary.files_unrecognized = len(summary.unrecognized)
+        if format is not None:
+            summary.warnings.extend(_forced_format_warnings(
+                lake, format, [r for r in results if r.mode in ("new", "appended", "reingested")]))
         summary.quarantined_errors = sum(1 for p in summary.problems if p["severity"] == "error")
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

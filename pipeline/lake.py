@@ -1,6 +1,8 @@
 """The lake: Parquet parts per table, a sources/runs commit point, DuckDB views from ``sql/``.
 
-Layout under the lake directory (``./data/lake`` or ``$CTXLAKE_HOME``)::
+Layout under the lake directory (:func:`default_lake`: ``$CTXLAKE_HOME``, else the config's
+``lake``, else the per-user data folder ``$XDG_DATA_HOME/ctxlake`` or
+``~/.local/share/ctxlake``; always held as an absolute path)::
 
     tables/<table>/<run_id>-<chunk>-<n>.parquet   rows written by ingest runs
     tables/<table>/_empty.parquet                 zero-row file fixing the schema
@@ -24,6 +26,7 @@ import hashlib
 import os
 import re
 import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -100,8 +103,39 @@ def holds_lake_lock(stage):
     return locked
 
 
-def default_lake() -> Path:
-    return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
+def user_data_dir() -> Path:
+    """The platform's per-user data folder for ctxlake: ``$XDG_DATA_HOME/ctxlake``, else
+    ``~/Library/Application Support/ctxlake`` on macOS, else ``~/.local/share/ctxlake``."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "ctxlake"
+    home = Path.home()
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "ctxlake"
+    return home / ".local" / "share" / "ctxlake"
+
+
+def default_lake(configured: str | Path | None = None) -> Path:
+    """Where the lake lives when ``--lake`` is not given, whatever the current folder:
+    ``$CTXLAKE_HOME``, else ``configured`` (the config file's ``lake``), else
+    :func:`user_data_dir`. Absolute."""
+    chosen = os.environ.get("CTXLAKE_HOME") or configured
+    if chosen:
+        return Path(os.path.abspath(os.path.expanduser(str(chosen))))
+    return user_data_dir()
+
+
+def notebook_lake(start: str | Path | None = None) -> Path:
+    """The lake a notebook reads: ``$CTXLAKE_HOME``; else the ``make demo`` lake
+    (``data/lake`` of the checkout holding ``start``, default the current folder, found by
+    walking up, as Jupyter starts in ``notebooks/``); else :func:`default_lake`."""
+    if os.environ.get("CTXLAKE_HOME"):
+        return default_lake()
+    here = Path(os.path.abspath(start or os.getcwd()))
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "data" / "lake" / "sources.parquet").is_file():
+            return folder / "data" / "lake"
+    return default_lake()
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = True) -> None:
@@ -186,7 +220,10 @@ def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
 
 class Lake:
     def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root is not None else default_lake()
+        # absolute: the views persisted in ctxlake.duckdb name their Parquet globs by it, so
+        # any DuckDB client opens them from any folder
+        self.root = Path(os.path.abspath(os.path.expanduser(str(root)))) if root is not None \
+            else default_lake()
 
     # -- paths ------------------------------------------------------------------------
     @property

@@ -76,8 +76,8 @@ from typing import Any, Iterable
 import orjson
 
 from pipeline import sqlfiles
-from pipeline.errors import UsageError
 from pipeline.lake import Lake, atomic_write_bytes
+from pipeline.sessions import resolve_session_id
 
 NONE = "(none)"
 OBJECTIVE_CHARS = 800
@@ -930,24 +930,6 @@ def _notes(evidence: dict, main_events: list[ToolEvent], messages: list[dict]) -
 # ---------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------
-def resolve_session_id(con, session: str) -> str:
-    """An exact session id, or the one id starting with ``session`` (a unique prefix)."""
-    rows = con.execute(sqlfiles.load("select_session_ids_like"), {"prefix": session}).fetchall()
-    ids = [r[0] for r in rows]
-    if session in ids:
-        return session
-    if len(ids) == 1:
-        return ids[0]
-    heads = [i for i in ids if all(other == i or other.startswith(i + "/") for other in ids)]
-    if len(heads) == 1:  # a session and its sub-agent sessions (``<id>/agent-...``)
-        return heads[0]
-    if not ids:
-        raise UsageError(f"no session '{session}' in the lake",
-                         hint="list sessions with: ctxlake sql \"SELECT session_id, started_at FROM sessions\"")
-    shown = ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else "")
-    raise UsageError(f"'{session}' matches {len(ids)} sessions: {shown}", hint="give more of the id")
-
-
 def build_documents(con, session_ids: list[str], memory_ids: dict[str, str] | None = None
                     ) -> dict[str, RecoveryDocument]:
     """Recovery documents of these sessions (ids that are not in the lake are skipped).

@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 
 from pipeline.apply import LOCATOR, OUTPUT_TEMP, encode_json_string
-from pipeline.errors import StoreError
+from pipeline.errors import LakeNotFoundError, StoreError
 from pipeline.lake import Lake, atomic_write_bytes
 from pipeline.store import (
     MANIFEST_DIR, MANIFEST_SUFFIX, PAYLOAD_SUFFIX, SHA256_NAME, TEMP_PREFIX, PayloadStore,
@@ -155,6 +155,9 @@ class VerifyReport:
 def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
     """Check every store file's hash, every manifest, and every output under ``out``
     (default ``<lake>/out``): a restore manifest, a byte-exact restore, resolving locators."""
+    if not lake.exists():
+        raise LakeNotFoundError("no lake here yet: nothing to verify", path=str(lake.root),
+                                hint="pass --lake DIR (or set CTXLAKE_HOME) for an existing lake")
     out_root = Path(out) if out is not None else lake.root / "out"
     report = VerifyReport(store=str(lake.store_dir), out=str(out_root))
 

@@ -443,8 +443,9 @@ def session_log_index(lake: Lake, *, limit: int = LIST_DAYS) -> LogIndex:
     return LogIndex(str(log_dir), days, len(names))
 
 
-def session_log_tail(lake: Lake, day: str, *, lines: int = TAIL_LINES) -> LogTail:
-    """The last ``lines`` lines of one day's log; a clear error when there is none."""
+def session_log_tail(lake: Lake, day: str, *, lines: int | None = TAIL_LINES) -> LogTail:
+    """The last ``lines`` lines of one day's log (None: all of it); a clear error when there
+    is none."""
     from datetime import date as _date
 
     from pipeline.errors import CtxlakeError, UsageError
@@ -460,5 +461,5 @@ def session_log_tail(lake: Lake, day: str, *, lines: int = TAIL_LINES) -> LogTai
                 if index.days else "no logs yet: run `ctxlake summarize` first")
         raise CtxlakeError(f"no session log for {day}", path=str(path), hint=hint)
     all_lines = path.read_text(encoding="utf-8").splitlines()
-    shown = all_lines[-lines:] if lines > 0 else []
+    shown = all_lines if lines is None else (all_lines[-lines:] if lines > 0 else [])
     return LogTail(day, str(path), shown, len(all_lines) - len(shown))

@@ -27,6 +27,20 @@ def _real_dir() -> Path:
 REAL = _real_dir()
 
 
+@pytest.fixture(autouse=True)
+def private_home(tmp_path_factory, monkeypatch) -> Path:
+    """No test reads or writes the real per-user folders: HOME, XDG_DATA_HOME and
+    XDG_CONFIG_HOME point into a fresh temporary folder, and CTXLAKE_HOME / CTXLAKE_CONFIG
+    are unset (a test sets them when it means to)."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("CTXLAKE_HOME", raising=False)
+    monkeypatch.delenv("CTXLAKE_CONFIG", raising=False)
+    return home
+
+
 @pytest.fixture
 def real_dir() -> Path:
     return REAL
