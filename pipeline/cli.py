@@ -1187,6 +1187,90 @@ def policies_command(obj: LakeContext, config_path: Path | None, as_json: bool) 
               "replay --sweep NAME", markup=False, highlight=False)
 
 
+# -- one session's transcript (pipeline/show.py) ------------------------------------------
+def _fold(text: str | None, width: int) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def _show_lines(view, full: bool) -> list[str]:
+    """The transcript as text lines: messages in full, tool calls and results folded to one
+    line (``--full`` unfolds them), each eviction on a line of its own."""
+    when = lambda t: t.strftime("%Y-%m-%d %H:%M:%S") if t else "-"  # noqa: E731
+    lines = [f"session {view.session_id} ({view.format}, {view.project or 'no project'}"
+             + (f", branch {view.git_branch}" if view.git_branch else "") + ")",
+             f"{when(view.started_at)} .. {when(view.ended_at)} UTC; {view.n_user} user / "
+             f"{view.n_assistant} assistant messages, {view.n_tool_calls} tool calls, "
+             f"~{view.est_tokens or 0:,} tokens; {view.evicted} blocks evicted by a plan"]
+    if view.parent_session_id:
+        lines.append(f"sub-agent of {view.parent_session_id}")
+    for block in view.blocks:
+        stamp = block.timestamp.strftime("%H:%M:%S") if block.timestamp else "--:--:--"
+        side = " (sidechain)" if block.is_sidechain else ""
+        if block.kind == "tool_use":
+            body = block.text if full else _fold(block.text, 100)
+            lines.append(f"[{stamp}] ▸ {block.tool_name or 'tool'}{side}: {body}")
+        elif block.kind == "tool_result":
+            status = "error" if block.is_error else "ok"
+            size = f"{block.payload_bytes:,} bytes" if block.payload_bytes is not None else "?"
+            state = f", {block.compaction_state}" if block.compaction_state else ""
+            body = block.text if full else _fold(block.text, 80)
+            lines.append(f"[{stamp}] ◂ result {status} ({size}{state}){side}: {body}")
+        else:
+            label = block.role or "?"
+            if block.kind not in ("text", None):
+                label += f" {block.kind}"
+            if block.is_meta and block.kind != "meta":
+                label += " (meta)"
+            text = block.text or ""
+            if not full and block.kind == "thinking":
+                text = _fold(text, 100)
+            first, *rest = text.splitlines() or [""]
+            lines.append(f"[{stamp}] {label}{side}: {first}")
+            lines.extend(f"    {line}" for line in rest)
+        for ev in block.evictions:
+            saved = ""
+            if ev.tokens_before is not None and ev.tokens_after is not None:
+                saved = f", ~{ev.tokens_before - ev.tokens_after:,} tokens"
+            lines.append(f"    ✂ {ev.action} by {ev.policy}"
+                         + (f" (step {ev.step})" if ev.step and ev.step != ev.policy else "")
+                         + f": {ev.reason or 'no reason given'}{saved}"
+                         + (f"; locator {ev.locator}" if ev.locator else ""))
+    return lines
+
+
+@cli.command("show")
+@click.argument("session", type=SESSION)
+@click.option("--policy", default=None, help="Only the evictions of this planned policy.")
+@click.option("--full", is_flag=True, help="Unfold tool calls, tool results and thinking.")
+@click.option("--json", "as_json", is_flag=True, help="Print the transcript as JSON.")
+@pass_lake
+def show_command(obj: LakeContext, session: str, policy: str | None, full: bool,
+                 as_json: bool) -> None:
+    """One session's transcript: messages, tool calls folded, evictions marked.
+
+    Each eviction a plan made shows its policy, reason and the compaction:// locator of the
+    stored payload. Paged when the output is a terminal.
+
+    \b
+    Example:
+      ctxlake show 7f2abd2d
+      ctxlake show 7f2abd2d --policy microcompact --full
+      ctxlake show 7f2abd2d --json
+    """
+    from pipeline.show import show_session
+
+    view = show_session(obj.lake, session, policy=policy)
+    if as_json:
+        click.echo(render.to_json(view.to_dict()))
+        return
+    text = "\n".join(_show_lines(view, full)) + "\n"
+    if sys.stdout.isatty():
+        click.echo_via_pager(text)
+    else:
+        click.echo(text, nl=False)
+
+
 # --- commands of later stages are added above this line -------------------------------
 
 

@@ -779,7 +779,7 @@ def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) 
     con = lake.connect()
     try:
         with_messages = {row[0] for row in con.execute(
-            sqlfiles.load("select_sources_with_messages"), {"source_ids": ids}).fetchall()}
+            sqlfiles.load("select_sources_with_content"), {"source_ids": ids}).fetchall()}
     finally:
         con.close()
     out = []
@@ -794,7 +794,7 @@ def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) 
         guess = f"it looks like {looks}" if looks and looks != format else \
             "auto-detection does not recognise it either"
         out.append(f"{res.path}: read as --format {format}: {res.records:,} records but no "
-                   f"message or session ({guess}; drop --format to auto-detect)")
+                   f"message ({guess}; drop --format to auto-detect)")
     return out
 
 
