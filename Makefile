@@ -20,11 +20,13 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2 tests
 
-# Debian's chromium for the HTML report's browser tests (tests/test_html_report.py), installed
-# when missing and we are root; otherwise those tests skip and say why.
+# Debian's chromium for the HTML report's browser tests (tests/test_html_report.py), with CJK
+# and emoji fonts for their screenshots; installed when missing and we are root, otherwise
+# those tests skip and say why.
 browser:
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-	  && { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	@command -v chromium >/dev/null 2>&1 && [ -d /usr/share/fonts/opentype/noto ] || { [ "$$(id -u)" = 0 ] \
+	  && command -v apt-get >/dev/null 2>&1 && { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-color-emoji >/dev/null; } \
 	  || echo "chromium is missing (install it as root: apt-get install chromium); the browser tests will skip"; }
 
 bench: $(STAMP)

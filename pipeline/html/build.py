@@ -521,8 +521,10 @@ def _session_pages(lake: Lake, info: dict, rows: list[dict], evictions: list[dic
             parts.append(_session_facts(info, topic, children, policy))
             recorded, pruned = _turn_points(rows, evictions)
             parts.append("<h2>Context per turn</h2>")
+            series = [("as recorded", recorded), (policy, pruned)] if pruned != recorded \
+                else [(f"as recorded (no eviction under {policy})", recorded)]
             parts.append('<div class="charts">' + svg.lines(
-                [("as recorded", recorded), (policy, pruned)],
+                series,
                 "Context sent per assistant turn (estimated tokens)", "turn", "tokens",
                 dashed_first=True) + "</div>")
             parts.append("<h2>Daily-log entry</h2>" + _log_entry(info, topic, zone, lake))
@@ -710,8 +712,10 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
             chosen |= {by_id[s]["parent_session_id"] for s in chosen
                        if by_id[s]["parent_session_id"] in by_id}
             wanted = sorted(chosen)
-        evictions = _fetch(con, "select_html_evictions",
-                           {"policy": policy, "session_ids": sorted(by_id)})
+        filtered = any(v is not None for v in bounds.values())
+        evictions = [e for e in _fetch(con, "select_html_evictions", {
+            "policy": policy, "session_ids": sorted(by_id) if filtered else None})
+            if e["session_id"] in by_id]
         sessions_dir = writer.folder("sessions")
         payload_dir = writer.folder("payloads")
         store = PayloadStore.for_lake(lake.root)

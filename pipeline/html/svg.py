@@ -41,13 +41,16 @@ def human(value: float) -> str:
     return f"{value:.2f}"
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high] (about ``count`` of them)."""
+def nice_ticks(low: float, high: float, count: int = 5, *, integer: bool = False) -> list[float]:
+    """Round tick values covering [low, high] (about ``count`` of them); ``integer``: whole
+    steps only (turn numbers)."""
     if high <= low:
         high = low + 1
     raw = (high - low) / max(1, count)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    if integer:
+        step = max(1, math.ceil(step))
     start = math.floor(low / step) * step
     ticks = []
     value = start
@@ -164,11 +167,11 @@ def lines(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], title: st
     points = [p for _name, pts in series for p in pts]
     if not points:
         return empty_chart(title)
-    left, top, plot_w, plot_h, legend_w = 64.0, 28.0, 520.0, 220.0, 190.0
+    left, top, plot_w, plot_h, legend_w = 64.0, 28.0, 520.0, 220.0, 300.0
     width, height = left + plot_w + legend_w, top + plot_h + 46
     x_max = max(x for x, _y in points)
     x_min = min(x for x, _y in points)
-    xticks = nice_ticks(x_min, x_max if x_max > x_min else x_min + 1)
+    xticks = nice_ticks(x_min, x_max if x_max > x_min else x_min + 1, integer=True)
     yticks = nice_ticks(0, max(y for _x, y in points))
     x_span = (xticks[-1] - xticks[0]) or 1
     y_span = yticks[-1] or 1
