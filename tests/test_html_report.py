@@ -218,6 +218,7 @@ def test_transcript_text_is_escaped_everywhere(injection_lake, tmp_path):
     assert "&quot;quotes&quot; &amp; &#x27;apostrophes&#x27;" in page
     listing = (out / "sessions.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in listing   # the topic column
+    assert "No replay in this lake yet" in (out / "policies.html").read_text(encoding="utf-8")
 
 
 def test_every_page_allows_only_its_own_inlined_script():
@@ -250,6 +251,25 @@ def test_long_sessions_are_paged_and_links_reach_the_right_page(real_lake, tmp_p
     summary = render_html(real_lake, out, policy=MASKING)
     assert sorted(p.name for p in folder.iterdir()) == ["index.html"]
     assert summary.pages_removed >= expected - 1
+
+
+def test_a_page_ends_before_it_holds_more_than_page_chars_of_text(real_lake, tmp_path,
+                                                                 monkeypatch):
+    monkeypatch.setattr(html_build, "PAGE_CHARS", 50_000)
+    out = tmp_path / "html"
+    render_html(real_lake, out)
+    con = real_lake.connect()
+    texts = [t or "" for (t,) in con.execute(
+        "SELECT text FROM _messages_current WHERE session_id = 'pvlib__pvlib-python-1606' "
+        "ORDER BY seq").fetchall()]
+    con.close()
+    expected, chars = 1, 0
+    for text in texts:
+        if chars and chars + len(text) > 50_000:
+            expected, chars = expected + 1, 0
+        chars += len(text)
+    folder = _session_page(out, "pvlib__pvlib-python-1606").parent
+    assert len(list(folder.glob("*.html"))) == expected > 1
 
 
 class _Links(HTMLParser):
@@ -312,6 +332,7 @@ def test_the_same_lake_gives_the_same_bytes_and_a_second_render_rewrites_nothing
     mode = (tmp_path / "a" / "index.html").stat().st_mode & 0o777
     assert mode == 0o600
     assert (tmp_path / "a" / "sessions").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o700
 
 
 def test_a_refresh_renders_only_the_given_sessions_and_deletes_pages_of_removed_ones(tmp_path):

@@ -102,6 +102,7 @@ class _Writer:
 
     def folder(self, *parts: str) -> Path:
         path = self.out.joinpath(*parts)
+        self.out.mkdir(mode=0o700, parents=True, exist_ok=True)
         current = self.out
         for part in parts:
             current = current / part
