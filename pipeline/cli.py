@@ -876,8 +876,9 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
 @click.option("--project", default=None, help="Only the sessions of this project (its cwd).")
 @click.option("--policy", default=None,
               help="Policy whose evictions the session pages show (default: payload_prune+microcompact).")
-@click.option("--tz", default="UTC", show_default=True,
-              help="Time zone of the daily-log entries shown (as given to `summarize`).")
+@click.option("--tz", default=None,
+              help="Time zone of the daily-log entries shown, as given to `summarize` "
+                   "(default: the machine's zone).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @pass_lake
 def report_html(obj: LakeContext, out_dir, since, until, project, policy, tz, as_json) -> None:

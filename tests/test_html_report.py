@@ -156,7 +156,8 @@ def test_the_report_over_the_real_samples_has_an_overview_a_list_policies_and_on
     assert rows[index + 1] == (parent, ' class="child"')
     overview = (out / "index.html").read_text(encoding="utf-8")
     assert "Tools that fill the context" in overview and "Latest runs" in overview
-    assert overview.count('<svg class="chart"') == 5   # per day, model, project, agent, tools
+    # tokens and cost per day, per model, project, agent, tools
+    assert overview.count('<svg class="chart"') == 6
     policies = (out / "policies.html").read_text(encoding="utf-8")
     assert MASKING in policies and "at-risk" in policies
     assert policies.count('<svg class="chart"') == 3
@@ -493,7 +494,7 @@ def test_every_page_type_loads_in_chromium_without_errors_and_draws_its_charts(
     con.close()
     with browser.tab() as tab:
         overview = _check_in_browser(tab, demo_out / "index.html", demo_out, "overview.png")
-        assert len(overview["charts"]) == 5 and all(overview["charts"])
+        assert len(overview["charts"]) == 6 and all(overview["charts"])
         listing = _check_in_browser(tab, demo_out / "sessions.html", demo_out, "sessions.png")
         assert listing["charts"] == []
         assert tab.evaluate("document.querySelectorAll('#sessions tbody tr').length") == 29

@@ -20,8 +20,11 @@ Decisions:
 - The eviction shown is that of one policy (``policy``, default the nightly job's
   ``payload_prune+microcompact``): each compaction point is a box before the message where it
   takes effect (``at_seq``) with the reason, tokens saved and locator; the evicted item links
-  to it. An item whose payload is in the store links to its payload page, rendered from the
-  store's bytes (content-addressed: an existing payload page is kept as it is).
+  to it and back. A pruned item (a ``compaction://`` locator) whose payload is in the store
+  links to its payload page, rendered from the store's bytes (content-addressed: an existing
+  payload page is kept as it is). A cleared item has no payload hash of its own (``apply``
+  stores the removed span of its source line), so its original is the item itself, folded in
+  the transcript, which the box links to.
 - Long sessions are paged (at most ``PAGE_ROWS`` rows or ``PAGE_CHARS`` characters of text
   per page); thinking, tool calls, tool results and injected meta text are folded
   (``<details>``), so a 20 MB session stays responsive.
@@ -35,7 +38,7 @@ Decisions:
 
 from __future__ import annotations
 
-import os
+import bisect
 import re
 import shutil
 import time
@@ -45,8 +48,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable
 from zoneinfo import ZoneInfo
-
-import pyarrow as pa
 
 from pipeline import sqlfiles
 from pipeline.errors import UsageError
@@ -219,8 +220,12 @@ def _overview(con, sessions: list[dict], tools: dict, runs: list[dict], filters:
     days = _group([r for r in usage if r["day"] is not None], "day")
     parts.append("<h2>Tokens and cost per day</h2>")
     series = [(label, [g[k] for g in days]) for k, label in KINDS]
+    cost_series = [("priced cost", [float(g["cost"]) for g in days])]
     parts.append('<div class="charts">' + svg.stacked_bars(
-        [g["name"] for g in days], series, "Recorded tokens per day (UTC), by kind") + "</div>")
+        [g["name"] for g in days], series, "Recorded tokens per day (UTC), by kind")
+        + svg.stacked_bars([g["name"] for g in days], cost_series,
+                           "Cost per day (UTC, USD; unpriced models not included)", "USD")
+        + "</div>")
     undated = [r for r in usage if r["day"] is None]
     if undated:
         parts.append(f'<p class="note">{sum(int(r["total_tokens"]) for r in undated):,} tokens '
@@ -507,7 +512,6 @@ def _session_pages(lake: Lake, info: dict, rows: list[dict], evictions: list[dic
     def page_for(seq: int) -> int:
         if seq in page_of:
             return page_of[seq]
-        import bisect
         index = bisect.bisect_left(seqs, seq)
         return page_of[seqs[min(index, len(seqs) - 1)]] if seqs else 0
 
@@ -532,7 +536,7 @@ def _session_pages(lake: Lake, info: dict, rows: list[dict], evictions: list[dic
             parts.append("<h2>Recovery document</h2>" + _recovery(lake, session_id))
             parts.append("<h2>Transcript</h2>")
         else:
-            parts.append(f'<p><a href="index.html">session facts, charts and documents</a></p>')
+            parts.append('<p><a href="index.html">session facts, charts and documents</a></p>')
         parts.append(_pager(len(chunks), index))
         placed: set[int] = set()
         for row in chunk:
@@ -653,11 +657,12 @@ def _rows_by_session(con, session_ids: list[str] | None) -> Iterable[tuple[str, 
 
 def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable[str] | None = None,
                 since: date | None = None, until: date | None = None, project: str | None = None,
-                policy: str | None = None, tz: str | None = "UTC") -> HtmlSummary:
+                policy: str | None = None, tz: str | None = None) -> HtmlSummary:
     """Render the report into ``out`` (default ``<lake>/html``); see the module docstring.
 
     ``sessions``: re-render only these sessions' pages (None: all); the overview, list and
-    policies pages are always rebuilt. Returns what was written."""
+    policies pages are always rebuilt. ``tz``: the zone of the daily-log entries shown, as
+    given to ``summarize`` (default: the machine's zone, as there). Returns what was written."""
     from pipeline.report_tools import _totals, tool_usage
     from pipeline.store import PayloadStore
     from pipeline.usage import resolve_timezone
