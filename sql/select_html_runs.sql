@@ -1,7 +1,7 @@
--- HTML report overview: the latest $limit committed ingest runs with their line accounting, newest first
+-- HTML report overview: the latest $limit runs (ingest or nightly) with their state, line accounting and sessions done/failed, newest first
 WITH ordered AS (
-    SELECT run_id, started_at, finished_at, files, files_skipped, lines, records, quarantined,
-           held_back
+    SELECT run_id, command, status, exit_code, started_at, finished_at, files, files_skipped,
+           lines, records, quarantined, held_back, sessions_done, sessions_failed, warnings
     FROM runs
 ),
 final AS (

@@ -156,6 +156,11 @@ def test_the_report_over_the_real_samples_has_an_overview_a_list_policies_and_on
     assert rows[index + 1] == (parent, ' class="child"')
     overview = (out / "index.html").read_text(encoding="utf-8")
     assert "Tools that fill the context" in overview and "Latest runs" in overview
+    con = real_lake.connect()
+    latest = con.execute("SELECT run_id, command, status FROM runs "
+                         "ORDER BY started_at DESC, run_id DESC LIMIT 1").fetchone()
+    con.close()
+    assert f"<tr><td>{latest[0]}</td><td>{latest[1]}</td><td>{latest[2]}" in overview
     # tokens and cost per day, per model, project, agent, tools
     assert overview.count('<svg class="chart"') == 6
     policies = (out / "policies.html").read_text(encoding="utf-8")

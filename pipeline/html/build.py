@@ -279,14 +279,21 @@ def _overview(con, sessions: list[dict], tools: dict, runs: list[dict], filters:
     parts.append("<h2>Latest runs</h2>")
     rows = []
     for run in runs:
-        status = "ok" if not run["quarantined"] else f"{run['quarantined']:,} lines quarantined"
+        notes = [run["status"] or "-"]
+        if run["quarantined"]:
+            notes.append(f"{run['quarantined']:,} lines quarantined")
         if run["held_back"]:
-            status += f", {run['held_back']:,} held back"
-        rows.append((run["run_id"], _ts(run["started_at"]), _ts(run["finished_at"]),
-                     _int(run["files"]), _int(run["files_skipped"]), _int(run["lines"]),
-                     _int(run["records"]), status))
-    parts.append(table(["run", "started", "finished", "files read", "files skipped", "lines",
-                        "records", "status"], rows, numeric=range(3, 7)))
+            notes.append(f"{run['held_back']:,} held back")
+        if run["sessions_failed"]:
+            notes.append(f"{run['sessions_failed']:,} sessions failed")
+        notes.extend(run["warnings"] or [])
+        rows.append((run["run_id"], run["command"] or "-", "; ".join(notes),
+                     _ts(run["started_at"]), _ts(run["finished_at"]), _int(run["files"]),
+                     _int(run["files_skipped"]), _int(run["lines"]), _int(run["records"]),
+                     _int(run["sessions_done"])))
+    parts.append(table(["run", "command", "status", "started", "finished", "files read",
+                        "files skipped", "lines", "records", "sessions done"], rows,
+                       numeric=range(5, 10)))
     return page("Overview", "\n".join(parts), current="index.html")
 
 
