@@ -102,15 +102,19 @@ def default_lake() -> Path:
     return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file)."""
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file).
+
+    ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
+    (:func:`pipeline.store.sync_filesystems`) before it records them as done."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

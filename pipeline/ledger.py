@@ -237,7 +237,8 @@ class Runner:
         for item in owed.removed:
             rows.pop(item, None)
         # an item that failed (or is missing) upstream is not done here until it is done there
-        blocked = {item for item in owed.todo for up in self.ledger.upstream_rows(stage)
+        upstream = self.ledger.upstream_rows(stage)
+        blocked = {item for item in owed.todo for up in upstream
                    if (up.get(item) or {}).get("status") != "done"}
         for item in sorted(blocked):
             rows[item] = {"stage": stage.name, "item": item, "input_fp": owed.inputs[item],

@@ -179,3 +179,12 @@ def test_lines_crossing_read_blocks_keep_their_bytes_offsets_and_hashes(tmp_path
     assert rows(lake, "SELECT byte_offset, byte_len, raw FROM records ORDER BY line_no") == offsets
     assert rows(lake, "SELECT watermark, watermark_sha256, sha256 FROM sources") == [
         (len(body), hashlib.sha256(body).hexdigest(), hashlib.sha256(body + tail).hexdigest())]
+
+
+def test_a_lake_path_that_looks_like_a_hive_partition_adds_no_column(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
+    plain, hive = Lake(tmp_path / "plain"), Lake(tmp_path / "window=10" / "lake")
+    run(plain, path)
+    run(hive, path)
+    columns = lambda lake: [r[0] for r in rows(lake, "DESCRIBE messages")]
+    assert columns(hive) == columns(plain) and "window" not in columns(hive)
