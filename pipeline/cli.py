@@ -906,6 +906,46 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
         sys.exit(1)
 
 
+@report.command("html")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Report folder (default: <lake>/html).")
+@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="First day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--until", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Last day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--project", default=None, help="Only the sessions of this project (its cwd).")
+@click.option("--policy", default=None,
+              help="Policy whose evictions the session pages show (default: payload_prune+microcompact).")
+@click.option("--tz", default=None,
+              help="Time zone of the daily-log entries shown, as given to `summarize` "
+                   "(default: the machine's zone).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@pass_lake
+def report_html(obj: LakeContext, out_dir, since, until, project, policy, tz, as_json) -> None:
+    """A static HTML report (overview, sessions, transcripts, policies) to open in a browser.
+
+    Self-contained pages: they open from file:// with no network. Only files whose bytes
+    change are rewritten.
+
+    \b
+    Example:
+      ctxlake report html
+      ctxlake report html --out /tmp/report --since 2026-11-01 --project /srv/app
+      xdg-open data/lake/html/index.html
+    """
+    from pipeline.html import render_html
+
+    summary = render_html(obj.lake, out_dir, since=since.date() if since else None,
+                          until=until.date() if until else None, project=project,
+                          policy=policy, tz=tz)
+    if as_json:
+        click.echo(render.to_json(summary.to_dict()))
+        return
+    click.echo(f"report: {Path(summary.out) / 'index.html'} ({summary.sessions:,} sessions; "
+               f"{summary.pages_written:,} pages written, {summary.pages_unchanged:,} unchanged, "
+               f"{summary.pages_removed:,} removed) in {summary.seconds:.2f}s")
+
+
 @cli.command("status")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Config file (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
