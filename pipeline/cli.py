@@ -861,6 +861,9 @@ def _print_nightly(summary, as_json: bool) -> None:
         out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
                   f"{summ.get('recovery_written', 0)} recovery documents, "
                   f"{summ.get('sessions_ignored', 0)} sessions ignored")
+    if summary.html:
+        out.print(f"[bold]html[/]      {summary.html['sessions_rendered']} session pages rendered, "
+                  f"{summary.html['pages_written']} pages written: {summary.html['out']}/index.html")
     for warning in summary.warnings:
         out.print(f"[yellow]warning[/]: {warning}")
     if summary.interrupted_runs:
