@@ -33,6 +33,9 @@ at the repository root is a commented example. Format::
     [sweeps]                       # policy lists for replay sweeps
     masking = ["observation_masking(window=5)", "observation_masking(window=10)"]
 
+    [report]                       # the nightly job also refreshes the HTML report
+    html = true                    # (<lake>/html; default false)
+
 Policy specs (CLI ``--policy``, chain steps, sweeps): ``name``, ``name(key=value, ...)`` with
 TOML values (``window=5``, ``exclude_tools=["Read"]``, ``scenario="docs"``), or steps joined
 with ``+`` (``payload_prune+microcompact(keep_recent=3)``). Unknown keys, wrong types, values
@@ -65,7 +68,9 @@ __all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec
 
 DEFAULT_CONFIG_NAME = "ctxlake.toml"
 TOP_KEYS = {"archives", "default_policies", "ignore_patterns", "lake", "log_details", "memory",
-            "policies", "price_as", "quiet_minutes", "session_logging", "sweeps", "time_zone"}
+            "policies", "price_as", "quiet_minutes", "report", "session_logging", "sweeps",
+            "time_zone"}
+REPORT_KEYS = ("html",)
 MEMORY_KEYS = ("project", "user", "team")
 # sweeps every install has (a config's [sweeps] table adds to them, or redefines one)
 BUILTIN_SWEEPS: dict[str, tuple[str, ...]] = {
@@ -124,6 +129,7 @@ class Config:
     sweeps: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(BUILTIN_SWEEPS))
     session_logging: bool = True
     quiet_minutes: float = 60.0
+    report_html: bool = False           # [report] html: the nightly job refreshes the HTML report
     lake: str | None = None
     time_zone: str | None = None
     archives: tuple[str, ...] = ()
@@ -131,7 +137,7 @@ class Config:
     price_as: str | None = None
     log_details: bool = False
 
-    # -- derived
+    # -- derived -------------------------------------------------------------------------
     def archive_paths(self) -> list[Path]:
         """``archives`` with ``~`` expanded (the default PATHs of ``run`` and ``ingest``)."""
         return [Path(os.path.expanduser(p)) for p in self.archives]
@@ -143,6 +149,7 @@ class Config:
             "archives": list(self.archives), "default_policies": list(self.default_policies),
             "price_as": self.price_as, "log_details": self.log_details,
             "session_logging": self.session_logging, "quiet_minutes": self.quiet_minutes,
+            "report": {"html": self.report_html},
             "ignore_patterns": list(self.ignore_patterns),
             "memory": {k: list(v) for k, v in sorted(self.memory.items())},
             "policies": {name: ({"chain": list(p.chain)} if p.chain else
@@ -151,7 +158,6 @@ class Config:
             "sweeps": {name: list(v) for name, v in sorted(self.sweeps.items())},
         }
 
-    # -- -------------------------------------------------------------------------
     def where(self) -> str | None:
         return str(self.path) if self.path else None
 
@@ -428,6 +434,17 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     session_logging = _check_value("session_logging", data.get("session_logging", True), bool,
                                    where)
     quiet_minutes = _check_value("quiet_minutes", data.get("quiet_minutes", 60.0), float, where)
+    report_raw = data.get("report", {})
+    if not isinstance(report_raw, dict):
+        raise ConfigError(f"report: expected a table, got {_type_name(report_raw)}", path=where)
+    for key in report_raw:
+        if key not in REPORT_KEYS:
+            raise ConfigError(f"report.{key}: unknown key", path=where,
+                              hint="keys: " + ", ".join(REPORT_KEYS))
+    report_html = report_raw.get("html", False)
+    if not isinstance(report_html, bool):
+        raise ConfigError(f"report.html: expected true or false, got {_type_name(report_html)}",
+                          path=where)
     defaults = {}
     for key, hint in (("lake", str), ("time_zone", str), ("price_as", str)):
         if key in data:
@@ -450,7 +467,7 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
             raise ConfigError(f"time_zone: {getattr(error, 'message', error)}",
                               path=where) from None
     config = Config(path, tuple(patterns), memory, policies, sweeps, session_logging,
-                    quiet_minutes, **defaults)
+                    quiet_minutes, report_html=report_html, **defaults)
     # every named chain and sweep must resolve now, not halfway through a run
     for name, named in policies.items():
         if named.chain:
