@@ -656,7 +656,8 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
     with render.step_progress("recovery documents") as progress:
         summary = summarize(obj.lake, tz=tz or config.time_zone, ignore_patterns=patterns,
                             sessions=list(sessions) or None, progress=progress,
-                            session_logging=config.session_logging)
+                            session_logging=config.session_logging,
+                            log_details=config.log_details)
     if not (obj.quiet and not as_json):
         _print_summarize(summary, as_json)
 
@@ -899,13 +900,19 @@ def _print_replay(result, as_json: bool) -> None:
     headers, rows = comparison_table(result.summary, keys=CLI_KEYS, short=True)
     out = render.console()
     ttl = "no expiry" if result.cache_ttl_minutes is None else f"TTL {result.cache_ttl_minutes:g} min"
+    prices = f"priced as {result.price_model}" if result.price_model else "recorded models' prices"
     out.print(render.table(headers, rows,
-                           title=f"{result.sessions} sessions replayed (cache {ttl})"))
+                           title=f"{result.sessions} sessions replayed (cache {ttl}, {prices}; "
+                                 f"replay {result.replay_id})"))
     if result.sessions_ignored:
         out.print(f"{result.sessions_ignored} sessions skipped by ignore_patterns")
     if result.report:
         out.print(f"report: {result.report['report']}")
-    out.print("rows: ctxlake sql \"SELECT * FROM policy_eval\" / \"SELECT * FROM replay_turns\"")
+        if result.report.get("charts_skipped"):
+            out.print(f"charts skipped: {result.report['charts_skipped']}", markup=False)
+    out.print(f"rows: ctxlake sql \"SELECT * FROM policy_eval WHERE replay_id = '{result.replay_id}'\" "
+              "(replay_turns alike; each policy and settings keep their latest replay)",
+              markup=False, highlight=False)
 
 
 @cli.command("replay")

@@ -229,7 +229,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                              upstream=(plan_name,), same_items=False), (plan_name,)))
 
     summarize_settings = {"time_zone": settings.tz, "flags": flags_settings, "layout": LAYOUT,
-                          "session_logging": config.session_logging, "version": __version__}
+                          "session_logging": config.session_logging, "version": __version__,
+                          **({"log_details": True} if config.log_details else {})}
 
     def summarize_work(owed: Owed, commit):
         days = set()
@@ -240,7 +241,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
         summary = summarize(lake, tz=settings.tz, ignore_patterns=patterns,
                             sessions=None if owed.full else owed.todo, days=days,
                             removed=owed.removed, progress=progress("summarize"),
-                            session_logging=config.session_logging)
+                            session_logging=config.session_logging,
+                            log_details=config.log_details)
         results["summaries"] = summary
         commit(_all_done(owed, lambda item: summary.placed.get(item)))
 

@@ -39,6 +39,9 @@
 
   ``session_logging = false`` in the config turns the daily logs off: none is written or
   removed (recovery documents are still written).
+  ``log_details = true`` adds, after each entry's specified lines, a follow-up line a person
+  can act on: ``- **Session:** `<id>` · <project> · $<cost> · recovery: <path>`` (the cost
+  includes its sub-agents'; an unpriced model is said, never $0).
 
 - ``recovery/<session id>.md``: the recovery document (:mod:`pipeline.recover`) of every
   top-level session the run touched (all of them when ``sessions`` is None).
@@ -63,6 +66,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Callable, Iterable
 from zoneinfo import ZoneInfo
@@ -95,6 +99,11 @@ class LogEntry:
     n_user: int
     n_assistant: int
     est_tokens: int
+    # the optional follow-up line (config ``log_details = true``), beside the specified ones
+    project: str | None = None
+    cost_usd: Decimal | None = None
+    unpriced: bool = False
+    recovery: str | None = None          # path of the session's recovery document
 
 
 @dataclass
@@ -150,14 +159,26 @@ def topic_of(messages: Iterable[str | None | tuple[str | None, bool]]) -> str:
     return NO_TOPIC
 
 
-def render_day(day: str, entries: list[LogEntry]) -> str:
-    """The text of one daily log (entries already in order)."""
+def detail_line(entry: LogEntry) -> str:
+    """The optional follow-up line of a log entry: session id, project, cost, recovery doc."""
+    if entry.cost_usd is None:
+        cost = "unpriced" if entry.unpriced else "no recorded usage"
+    else:
+        cost = f"${entry.cost_usd:.4f}" + (" + unpriced" if entry.unpriced else "")
+    return (f"- **Session:** `{entry.session_id}` · {entry.project or '(no project)'} · {cost}"
+            f" · recovery: {entry.recovery or '(none)'}")
+
+
+def render_day(day: str, entries: list[LogEntry], *, details: bool = False) -> str:
+    """The text of one daily log (entries already in order); ``details``: each entry also
+    gets :func:`detail_line` after the specified lines."""
     return f"# Session Log — {day}\n\n" + "".join(
         "\n".join([
             f"### {entry.local_time}",
             f"- **Topic:** {entry.topic}",
             f"- **Messages:** {entry.n_user} user / {entry.n_assistant} assistant",
             f"- **Est. tokens:** ~{entry.est_tokens}",
+            *([detail_line(entry)] if details else []),
             "",
         ]) for entry in entries)
 
@@ -191,20 +212,22 @@ def summarize(lake: Lake, *, tz: str | None = None, ignore_patterns: Iterable[st
               sessions: Iterable[str] | None = None,
               progress: Callable[[int, int], None] | None = None,
               days: Iterable[str] = (), removed: Iterable[str] = (),
-              session_logging: bool = True) -> SummarizeSummary:
+              session_logging: bool = True, log_details: bool = False) -> SummarizeSummary:
     """Write daily logs, recovery documents and model prices (see the module docstring).
 
     ``days``: more days to rebuild (where the nightly job's owed sessions were listed
     before); ``removed``: sessions gone from the lake, whose recovery documents go.
-    ``session_logging=False`` (the config's ``session_logging = false``) writes no daily log.
+    ``session_logging=False`` (the config's ``session_logging = false``) writes no daily log;
+    ``log_details=True`` (``log_details = true``) adds a follow-up line per entry.
     Holds the lake's lock (re-entrant: the nightly run already holds it)."""
     return _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
                       progress=progress, extra_days=set(days), removed=set(removed),
-                      session_logging=session_logging)
+                      session_logging=session_logging, log_details=log_details)
 
 
 def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_days=frozenset(),
-               removed=frozenset(), session_logging: bool = True) -> SummarizeSummary:
+               removed=frozenset(), session_logging: bool = True,
+               log_details: bool = False) -> SummarizeSummary:
     started = time.perf_counter()
     zone_name = resolve_timezone(tz)
     zone = ZoneInfo(zone_name)
@@ -269,7 +292,9 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
             per_day[day].append(LogEntry(
                 session_id, row["ended_at"] or row["started_at"], time_of[session_id],
                 topic_of(topics.get(session_id, [])), int(row["n_user"]),
-                int(row["n_assistant"]), int(row["est_tokens"] or 0)))
+                int(row["n_assistant"]), int(row["est_tokens"] or 0), row["project"],
+                row["cost_usd"], bool(row["unpriced"]),
+                str(recovery_dir / recovery_file_name(session_id))))
         for day in sorted(per_day):
             entries = sorted(per_day[day], key=lambda e: (e.logged_at, e.session_id))
             path = log_dir / f"{day}.md"
@@ -279,7 +304,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                     summary.days_removed += 1
                 continue
             summary.sessions_listed += len(entries)
-            if write_if_changed(path, render_day(day, entries)):
+            if write_if_changed(path, render_day(day, entries, details=log_details)):
                 summary.days_written += 1
             else:
                 summary.days_unchanged += 1

@@ -307,3 +307,113 @@ def test_policies_lists_every_policy_with_its_parameters_and_defaults(tmp_path):
     text = invoke("policies", "--config", str(config)).output
     assert "keep_recent" in text and "set to 2" in text
     assert "variant quick: observation_masking(window=3, tools=[])" in text
+
+
+# -- 4. replays do not mix ------------------------------------------------------------------
+def test_a_replay_priced_as_another_model_keeps_its_own_labelled_rows(real_lake):
+    lake = ["--lake", str(real_lake)]
+    first = json.loads(invoke(*lake, "replay", "--policy", "observation_masking(window=4)",
+                              "--json").output)
+    second = json.loads(invoke(*lake, "replay", "--policy", "observation_masking(window=4)",
+                               "--price-as", "qwen/qwen3-coder", "--json").output)
+    assert first["settings"] == "price_as=recorded cache_ttl=5"
+    assert second["settings"] == "price_as=qwen/qwen3-coder cache_ttl=5"
+    assert first["replay_id"] != second["replay_id"]
+    rows = invoke(*lake, "sql", "SELECT replay_id, replay_settings, price_as, count(*) AS n "
+                  "FROM policy_eval WHERE policy = 'observation_masking(window=4)' "
+                  "GROUP BY ALL ORDER BY 2", "--csv").output
+    assert rows == (f"replay_id,replay_settings,price_as,n\n"
+                    f"{second['replay_id']},price_as=qwen/qwen3-coder cache_ttl=5,qwen/qwen3-coder,12\n"
+                    f"{first['replay_id']},price_as=recorded cache_ttl=5,,12\n")
+    # the same replay again: the same id, its rows replaced (latest per key), not added
+    again = json.loads(invoke(*lake, "replay", "--policy", "observation_masking(window=4)",
+                              "--json").output)
+    assert again["replay_id"] == first["replay_id"]
+    count = invoke(*lake, "sql", "SELECT count(*) AS n FROM policy_eval WHERE policy = "
+                   "'observation_masking(window=4)'", "--csv").output
+    assert count == "n\n24\n"
+    text = invoke(*lake, "replay", "--policy", "observation_masking(window=4)", "--price-as",
+                  "qwen/qwen3-coder", "--session", "pvlib").output
+    assert "1 sessions replayed (cache TTL 5 min, priced as qwen/qwen3-coder; replay " in text
+
+
+def test_replay_report_without_the_charts_extra_still_writes_the_report(real_lake, tmp_path,
+                                                                         monkeypatch):
+    for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(__import__("sys").modules, module, None)
+    out = tmp_path / "replay"
+    result = invoke("--lake", str(real_lake), "replay", "--policy", "microcompact",
+                    "--session", "pvlib", "--report", str(out))
+    assert result.exit_code == 0
+    assert ("charts skipped: matplotlib is not installed (pip install 'ctxlake[reports]')"
+            in result.output)
+    report = (out / "report.md").read_text()
+    assert "Charts skipped: matplotlib is not installed (pip install 'ctxlake[reports]')." in report
+    assert "- Replay id: `" in report
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"]
+
+
+# -- 7. daily logs a person can follow up on ------------------------------------------------
+def test_log_details_adds_a_follow_up_line_with_session_project_cost_and_recovery(tmp_path):
+    archive = copy_real(tmp_path, CLAUDE)
+    lake = tmp_path / "lake"
+    config = tmp_path / "c.toml"
+    assert invoke("--lake", str(lake), "run", str(archive), "--tz", "UTC").exit_code == 0
+    plain = (lake / "summaries" / "sessions" / "2025-12-09.md").read_text()
+    assert "**Session:**" not in plain
+    config.write_text("log_details = true\n")
+    assert invoke("--lake", str(lake), "run", str(archive), "--tz", "UTC", "--config",
+                  str(config)).exit_code == 0
+    lines = (lake / "summaries" / "sessions" / "2025-12-09.md").read_text().splitlines()
+    recovery = lake / "summaries" / "recovery" / "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9.md"
+    assert lines[2:7] == [
+        "### 19:48",
+        "- **Topic:** add myapp directory and create myapp/hoge.py which shows result of print(1+1).",
+        "- **Messages:** 2 user / 6 assistant",
+        "- **Est. tokens:** ~122",
+        f"- **Session:** `7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9` · /Users/test_user/agent-sample"
+        f" · $0.0603 · recovery: {recovery}"]
+    assert recovery.is_file()
+
+
+# -- 8. show SESSION ------------------------------------------------------------------------
+def test_show_prints_the_transcript_with_tool_calls_folded_and_evictions_marked(tmp_path):
+    archive = copy_real(tmp_path, CLAUDE)
+    lake = ["--lake", str(tmp_path / "lake")]
+    assert invoke(*lake, "ingest", str(archive)).exit_code == 0
+    assert invoke(*lake, "plan", "--policy", "observation_masking(window=2)").exit_code == 0
+    lines = invoke(*lake, "show", "7f2abd2d").output.splitlines()
+    assert lines[0] == ("session 7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9 (claude_code, "
+                        "/Users/test_user/agent-sample, branch claude)")
+    assert lines[1].endswith("2 user / 13 assistant messages, 4 tool calls, ~842 tokens; "
+                             "1 blocks evicted by a plan")
+    assert "[19:47:42] user: add myapp directory and create myapp/hoge.py which shows result " \
+           "of print(1+1)." in lines
+    assert '[19:47:55] ▸ Bash: {"command":"mkdir -p myapp","description":"Create myapp directory"}' \
+        in lines
+    assert "[19:48:27] ◂ result error (35 bytes): error: target shim binary not found" in lines
+    write_result = lines.index("[19:48:08] ◂ result ok (73 bytes): File created successfully at: "
+                               "/Users/test_user/agent-sample/myapp/hoge.py")
+    assert lines[write_result + 1] == (
+        "    ✂ clear by observation_masking(window=2) (step observation_masking): window: older "
+        "than the last 2 turns (turn 5), ~8 tokens")
+    data = json.loads(invoke(*lake, "show", "7f2abd2d", "--json").output)
+    evicted = [b for b in data["blocks"] if b["evictions"]]
+    assert data["evicted"] == 1 and evicted[0]["call_id"] == "toolu_0154S2y9CNPch89dTHGJpmnx"
+    assert evicted[0]["evictions"][0]["policy"] == "observation_masking(window=2)"
+    assert evicted[0]["source"].endswith("claude_code/claude_session.jsonl:" +
+                                         str(evicted[0]["source"].rsplit(":", 1)[1]))
+    other = invoke(*lake, "show", "7f2abd2d", "--policy", "microcompact").output
+    assert "✂" not in other and "0 blocks evicted by a plan" in other
+
+
+def test_show_folds_long_tool_calls_unless_full(tmp_path):
+    archive = copy_real(tmp_path, CLAUDE)
+    lake = ["--lake", str(tmp_path / "lake")]
+    assert invoke(*lake, "ingest", str(archive)).exit_code == 0
+    folded = invoke(*lake, "show", "7f2abd2d").output
+    full = invoke(*lake, "show", "7f2abd2d", "--full").output
+    assert ('▸ Bash: {"command":"cd myapp && python3 hoge.py","description":"Change to myapp '
+            'directory and run hoge.py w…') in folded
+    assert ('▸ Bash: {"command":"cd myapp && python3 hoge.py","description":"Change to myapp '
+            'directory and run hoge.py with python3"}') in full
