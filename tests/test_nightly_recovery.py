@@ -381,3 +381,31 @@ def _hold(lake_root: str) -> None:
     with Lake(lake_root).lock():
         time.sleep(30)
     os._exit(0)
+
+
+def test_status_shows_the_lake_its_runs_and_what_each_stage_owes(tmp_path):
+    from click.testing import CliRunner
+    from pipeline.cli import cli
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    run_nightly([archive], lake=Lake(lake_root), workers=1, tz="UTC")
+    ingest([archive / "codex"], lake=Lake(lake_root), workers=1)   # nothing new: owes nothing
+    status = lambda: json.loads(CliRunner().invoke(
+        cli, ["--lake", str(lake_root), "status", "--tz", "UTC", "--json"],
+        catch_exceptions=False).output)
+    first = status()
+    assert first["lake"] == str(lake_root.resolve()) and first["sessions"] == 4
+    assert [r["command"] for r in first["runs"]] == ["ingest", "run"]
+    assert all(p["todo"] == 0 for p in first["pending"].values())
+    with open(archive / "codex" / "codex_session.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"timestamp": "2025-12-10T10:00:00.000Z", "type": "event_msg",
+                                 "payload": {"type": "user_message", "message": "thanks"}}) + "\n")
+    ingest([archive / "codex"], lake=Lake(lake_root), workers=1)
+    owed = {name: p["todo"] for name, p in status()["pending"].items()}
+    assert owed == {"flags": 1, "correlate": 1, "calibrate": 1,
+                    "plan:payload_prune+microcompact": 1, "apply:payload_prune+microcompact": 1,
+                    "summarize": 1}
+    later = json.loads(CliRunner().invoke(cli, ["--lake", str(lake_root), "status", "--tz",
+                                                "Asia/Tokyo", "--json"]).output)
+    assert later["pending"]["summarize"]["full"] is True
