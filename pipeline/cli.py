@@ -1139,6 +1139,8 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
     out = render.console()
     out.print(f"lake:     {status.lake} ({render.human_bytes(status.size_bytes)}, "
               f"{status.files:,} files, {status.sessions:,} sessions)")
+    out.print(f"config:   {config.where() or '(none: built-in defaults)'}", markup=False,
+              highlight=False)
     out.print(f"settings: time zone {status.settings['time_zone']}, policies "
               f"{', '.join(status.settings['policies'])}")
     if status.last_settings and status.last_settings != status.settings:

@@ -57,6 +57,7 @@ def test_a_run_in_one_folder_is_reported_from_another(tmp_path, monkeypatch, pri
     result = invoke("status")
     lake = private_home / ".local" / "share" / "ctxlake"
     assert f"lake:     {lake} (" in result.output
+    assert "config:   (none: built-in defaults)" in result.output
     assert invoke("sql", "SELECT count(*) AS n FROM sessions", "--csv").output == "n\n1\n"
 
 
@@ -125,6 +126,9 @@ def test_the_nightly_run_lists_the_files_it_did_not_recognise(tmp_path):
     result = invoke("--lake", str(tmp_path / "lake"), "run", str(archive), "--tz", "UTC")
     assert (f"1 files not recognised as a transcript (skipped; force a reader with ctxlake "
             f"ingest --format): {archive / 'readme.json'}") in result.output
+    named = invoke("--lake", str(tmp_path / "lake"), "run", str(archive / "readme.json"),
+                   "--tz", "UTC", "--strict")
+    assert named.exit_code == 1
 
 
 def test_forcing_a_wrong_format_warns_when_no_message_came_out(tmp_path):
