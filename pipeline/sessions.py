@@ -28,8 +28,7 @@ def resolve_session_id(con, session: str) -> str:
     if len(heads) == 1:  # a session and its sub-agent sessions (``<id>/agent-...``)
         return heads[0]
     if not ids:
-        near = [r[0] for r in con.execute(sqlfiles.load("select_session_candidates"),
-                                          {"text": session, "n": SHOWN}).fetchall()]
+        near = _candidates(con, session)
         listed = ("; candidates: " + ", ".join(near)) if near else "; the lake has no sessions"
         raise UsageError(f"no session '{session}' in the lake{listed}",
                          hint="give a session id or a unique prefix; list them with: ctxlake sql "
@@ -37,6 +36,33 @@ def resolve_session_id(con, session: str) -> str:
     shown = ", ".join(ids[:SHOWN]) + (f" ... ({len(ids) - SHOWN} more)" if len(ids) > SHOWN else "")
     raise UsageError(f"'{session}' matches {len(ids)} sessions: {shown}",
                      hint="give more of the id")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _candidates(con, session: str) -> list[str]:
+    """The ids to offer for an unknown ``session``: those sharing its longest prefix (4
+    characters at least: a typo at the end), else the closest by difflib, else the ids
+    containing it or the most recent (``select_session_candidates``)."""
+    import difflib
+
+    every = [r[0] for r in con.execute(sqlfiles.load("select_session_ids_like"),
+                                       {"prefix": ""}).fetchall()]
+    best = max((_common_prefix(session, i) for i in every), default=0)
+    if best >= 4:
+        return [i for i in every if _common_prefix(session, i) == best][:SHOWN]
+    close = difflib.get_close_matches(session, every, n=SHOWN, cutoff=0.6)
+    if close:
+        return close
+    return [r[0] for r in con.execute(sqlfiles.load("select_session_candidates"),
+                                      {"text": session, "n": SHOWN}).fetchall()]
 
 
 def resolve_session(lake: Lake, session: str) -> str:

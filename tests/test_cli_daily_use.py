@@ -168,8 +168,9 @@ def test_an_unknown_session_is_a_usage_error_listing_candidates_for_apply_and_su
                  ["summarize", "--session", "7f2abd2dx"], ["recover", "7f2abd2dx"]):
         result = invoke("--lake", str(real_lake), *args)
         assert result.exit_code == 2, args
-        assert "no session '7f2abd2dx' in the lake; candidates: " in result.output
-        assert "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9" in result.output
+        assert ("no session '7f2abd2dx' in the lake; candidates: "
+                "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9, "
+                "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9/agent-0c4c3cf8\n") in result.output
 
 
 def test_an_ambiguous_prefix_is_a_usage_error_listing_the_matches(real_lake):
@@ -178,6 +179,13 @@ def test_an_ambiguous_prefix_is_a_usage_error_listing_the_matches(real_lake):
     assert ("'5c0375b4-57a5-4f26-b12d-d022ee4e51b7/' matches 2 sessions: "
             "5c0375b4-57a5-4f26-b12d-d022ee4e51b7/sidechain-6340ddef, "
             "5c0375b4-57a5-4f26-b12d-d022ee4e51b7/sidechain-83e2917c") in result.output
+
+
+def test_an_unknown_session_offers_the_closest_ids(real_lake):
+    result = invoke("--lake", str(real_lake), "show", "pvlib_python")
+    assert result.exit_code == 2
+    assert "no session 'pvlib_python' in the lake; candidates: pvlib__pvlib-python-1606\n" \
+        in result.output
 
 
 def test_a_prefix_of_a_session_and_its_sub_agents_means_the_session(real_lake):
