@@ -931,11 +931,13 @@ class ReplayResult:
                 "summary": self.summary, "report": self.report}
 
 
-def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None) -> list[dict]:
+def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None,
+                 settings: str | None = None) -> list[dict]:
     """The comparison table (``sql/select_replay_summary.sql``): one dict per policy.
 
     ``evals``: a run's ``policy_eval`` rows; None reads the lake's ``policy_eval`` view
-    through ``con`` (a :meth:`Lake.connect` connection)."""
+    through ``con`` (a :meth:`Lake.connect` connection). ``settings``: only the rows of these
+    :func:`replay_settings` (the view may hold a policy priced two ways)."""
     own = con is None
     con = con or new_connection()
     try:
@@ -945,7 +947,7 @@ def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None) -
         else:
             source = sqlfiles.ident("policy_eval")
         cur = con.execute(sqlfiles.render("select_replay_summary", source=source),
-                          {"policies": list(policies)})
+                          {"policies": list(policies), "settings": settings})
         rows = sqlfiles.fetch_dicts(cur)
         if evals is not None:
             con.unregister("replay_eval")

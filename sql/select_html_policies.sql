@@ -12,6 +12,7 @@ names AS (
     WHERE replay_settings IS NOT DISTINCT FROM (SELECT replay_settings FROM settings)
 ),
 final AS (
-    SELECT policy FROM names ORDER BY policy <> 'none', policy
+    SELECT policy, (SELECT replay_settings FROM settings) AS replay_settings
+    FROM names ORDER BY policy <> 'none', policy
 )
 SELECT * FROM final

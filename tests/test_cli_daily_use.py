@@ -429,3 +429,19 @@ def test_show_folds_long_tool_calls_unless_full(tmp_path):
             'directory and run hoge.py w…') in folded
     assert ('▸ Bash: {"command":"cd myapp && python3 hoge.py","description":"Change to myapp '
             'directory and run hoge.py with python3"}') in full
+
+
+def test_the_html_policies_page_shows_one_replay_settings_not_a_mix(tmp_path):
+    from pipeline.html.build import render_html
+
+    archive = copy_real(tmp_path, CLAUDE, CODEX)
+    lake = ["--lake", str(tmp_path / "lake")]
+    assert invoke(*lake, "ingest", str(archive)).exit_code == 0
+    default = json.loads(invoke(*lake, "replay", "--policy", "microcompact", "--json").output)
+    invoke(*lake, "replay", "--policy", "microcompact", "--price-as", "qwen/qwen3-coder")
+    out = tmp_path / "html"
+    render_html(Lake(tmp_path / "lake"), out)
+    page = (out / "policies.html").read_text()
+    assert "settings <code>price_as=recorded cache_ttl=5</code>" in page
+    cost = next(r["cost_usd"] for r in default["summary"] if r["policy"] == "none")
+    assert f"{cost:,.4f}" in page
