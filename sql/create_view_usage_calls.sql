@@ -1,56 +1,39 @@
--- usage_calls: recorded usage once per API call (or per run), dated, with its cost from model_prices (NULL = unpriced)
+-- usage_calls: recorded usage once per API call across the whole lake (or per run), dated, with its cost from model_prices (NULL = unpriced)
 CREATE OR REPLACE VIEW usage_calls AS
-WITH current_usage AS (
-    -- rows that carry recorded usage, read from the current parts directly (not from the
-    -- messages view, whose dedup window runs over every message row: ~5x the work)
-    SELECT session_id, source_id, seq, api_call_id, usage_scope, model, "timestamp",
-           input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens,
-           reasoning_tokens, cost_usd_recorded
-    FROM _messages_current
-    WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL
-       OR cache_creation_tokens IS NOT NULL OR cache_read_tokens IS NOT NULL
-       OR cost_usd_recorded IS NOT NULL
+WITH call_rows AS (
+    -- per-session call rows: derived/usage_call_rows (refresh_usage), else usage_call_rows_live
+    SELECT * FROM usage_call_rows
+),
+session_order AS (
+    SELECT session_id, min(recorded_at) AS first_at FROM call_rows GROUP BY session_id
 ),
 ranked AS (
-    -- usage dedup rule, mirrored in create_view_messages.sql (ranked): change both together;
-    -- on these rows only (same partitions, so the same survivors): usage once per API call,
-    -- the row with the largest output_tokens (FORMATS.md)
+    -- one call once across the lake (Claude Code copies earlier calls into a resumed or
+    -- forked session's file, same message.id:requestId): kept in the session that recorded
+    -- it first (its own time, then the session's first call, then the file path, as ccusage
+    -- orders files); session rows and transcripts stay whole, only usage is deduplicated
     SELECT
-        *,
-        api_call_id IS NULL
-            OR input_tokens IS NULL
-            OR row_number() OVER (
-                PARTITION BY session_id, api_call_id, input_tokens IS NULL
-                ORDER BY output_tokens DESC NULLS LAST, seq DESC
-            ) = 1 AS usage_kept
-    FROM current_usage
+        call_rows.*,
+        call_key IS NULL OR row_number() OVER (
+            PARTITION BY call_key
+            ORDER BY recorded_at NULLS LAST, session_order.first_at NULLS LAST, source_path,
+                     session_id, seq
+        ) = 1 AS first_copy
+    FROM call_rows
+    JOIN session_order USING (session_id)
 ),
 usage_rows AS (
-    SELECT
-        session_id, source_id, seq, api_call_id, coalesce(usage_scope, 'call') AS usage_scope,
-        model, "timestamp" AS recorded_at,
-        CASE WHEN usage_kept THEN coalesce(input_tokens, 0) ELSE 0 END AS input_tokens,
-        CASE WHEN usage_kept THEN coalesce(output_tokens, 0) ELSE 0 END AS output_tokens,
-        CASE WHEN usage_kept THEN coalesce(cache_creation_tokens, 0) ELSE 0 END AS cache_write_tokens,
-        CASE WHEN usage_kept THEN coalesce(cache_read_tokens, 0) ELSE 0 END AS cache_read_tokens,
-        CASE WHEN usage_kept THEN coalesce(reasoning_tokens, 0) ELSE 0 END AS reasoning_tokens,
-        cost_usd_recorded
-    FROM ranked
-    WHERE usage_kept OR cost_usd_recorded IS NOT NULL
+    SELECT * EXCLUDE (first_copy) FROM ranked WHERE first_copy
 ),
-undated_sessions AS (
-    SELECT DISTINCT session_id FROM usage_rows WHERE recorded_at IS NULL
+recorded_sessions AS (
+    -- sessions that record their own cost: their computed cost is compared with it
+    SELECT DISTINCT session_id FROM usage_rows WHERE cost_usd_recorded IS NOT NULL
 ),
-last_seen AS (
-    SELECT session_id, max(recorded_at) AS last_at
-    FROM usage_rows SEMI JOIN undated_sessions USING (session_id)
-    GROUP BY session_id
-),
-dated AS (
-    -- a row without its own time (run-level totals) is dated at the session's last timed usage
-    SELECT usage_rows.*, coalesce(recorded_at, last_seen.last_at) AS "timestamp"
-    FROM usage_rows
-    LEFT JOIN last_seen USING (session_id)
+prices AS (
+    -- price tables written before the 1-hour cache-write price get it as NULL (the 5-minute price)
+    SELECT * FROM model_prices
+    UNION ALL BY NAME
+    SELECT CAST(NULL AS DECIMAL(38, 12)) AS cache_write_1h_usd_per_mtok WHERE false
 ),
 measured AS (
     SELECT
@@ -60,21 +43,22 @@ measured AS (
              ELSE input_tokens + cache_write_tokens + cache_read_tokens END AS tier_tokens,
         CAST(timezone('UTC', "timestamp") AS DATE) AS utc_day,
         CAST(timezone('UTC', "timestamp") AS TIME) AS utc_time
-    FROM dated
+    FROM usage_rows
 ),
 regimes AS (
     -- models with conditional prices (time windows, start dates) need the choice below
-    SELECT model, max(priority) > 0 AS conditional FROM model_prices GROUP BY model
+    SELECT model, max(priority) > 0 AS conditional FROM prices GROUP BY model
 ),
 candidates AS (
     -- the price row of each call's tier (tiers never overlap) whose condition holds;
     -- priority 0 (the first price) always qualifies, as genai-prices falls back to it
     SELECT measured.*, regimes.conditional, prices.priority, prices.priced_as,
            prices.request_usd, prices.input_usd_per_mtok, prices.cache_write_usd_per_mtok,
+           coalesce(prices.cache_write_1h_usd_per_mtok, prices.cache_write_usd_per_mtok) AS cache_write_1h_usd_per_mtok,
            prices.cache_read_usd_per_mtok, prices.output_usd_per_mtok
     FROM measured
     LEFT JOIN regimes ON regimes.model = measured.model
-    LEFT JOIN model_prices AS prices
+    LEFT JOIN prices
         ON prices.model = measured.model
        AND measured.tier_tokens > prices.input_above
        AND (prices.input_upto IS NULL OR measured.tier_tokens <= prices.input_upto)
@@ -94,18 +78,30 @@ matched AS (
     SELECT * FROM candidates WHERE conditional
     QUALIFY row_number() OVER (PARTITION BY source_id, seq ORDER BY priority DESC) = 1
 ),
-final AS (
+costed AS (
     SELECT
-        session_id, source_id, seq, api_call_id, usage_scope, model, "timestamp", recorded_at,
-        input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, reasoning_tokens,
-        input_tokens + output_tokens + cache_write_tokens + cache_read_tokens AS total_tokens,
-        priced_as,
+        *,
         request_usd
             + (input_tokens * input_usd_per_mtok
-               + cache_write_tokens * cache_write_usd_per_mtok
+               + (cache_write_tokens - cache_write_1h_tokens) * cache_write_usd_per_mtok
+               + cache_write_1h_tokens * cache_write_1h_usd_per_mtok
                + cache_read_tokens * cache_read_usd_per_mtok
-               + output_tokens * output_usd_per_mtok) * CAST(0.000001 AS DECIMAL(7, 6)) AS cost_usd,
-        CAST(cost_usd_recorded AS DECIMAL(38, 12)) AS recorded_cost_usd
+               + output_tokens * output_usd_per_mtok) * CAST(0.000001 AS DECIMAL(7, 6)) AS cost_usd
     FROM matched
+),
+final AS (
+    SELECT
+        session_id, source_id, seq, api_call_id, call_key, usage_scope, model, "timestamp",
+        recorded_at, input_tokens, output_tokens, cache_write_tokens, cache_write_1h_tokens,
+        cache_read_tokens, reasoning_tokens,
+        input_tokens + output_tokens + cache_write_tokens + cache_read_tokens AS total_tokens,
+        priced_as,
+        cost_usd,
+        CAST(cost_usd_recorded AS DECIMAL(38, 12)) AS recorded_cost_usd,
+        -- the computed cost of a session that records its own (to compare them), else NULL
+        CASE WHEN session_id IN (SELECT session_id FROM recorded_sessions) THEN cost_usd END AS compared_cost_usd,
+        session_id IN (SELECT session_id FROM recorded_sessions) AS cost_recorded,
+        project, format, parent_session_id, agent
+    FROM costed
 )
 SELECT * FROM final
