@@ -8,14 +8,13 @@ import io
 import sys
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
-from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress,
-                           TimeRemainingColumn, TransferSpeedColumn)
-from rich import box
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich is imported by the functions that draw (JSON output never loads it)
+    from rich.console import Console
+    from rich.table import Table
 
 
 def _default(value: Any) -> Any:
@@ -51,6 +50,8 @@ def to_csv(columns: list[str], rows: list[tuple]) -> str:
 
 def console(stderr: bool = False) -> Console:
     """A console for results; when output is not a terminal, wide enough not to fold tables."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 240
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
@@ -58,9 +59,28 @@ def console(stderr: bool = False) -> Console:
 
 def table(columns: list[str], rows: list[tuple], *, title: str | None = None,
           max_width: int = 60) -> Table:
+    from rich import box
+    from rich.table import Table
+
     out = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD)
     for col in columns:
         out.add_column(col, overflow="fold", max_width=max_width)
+    for row in rows:
+        out.add_row(*["" if v is None else _cell(v) for v in row])
+    return out
+
+
+def usage_table(columns: list[str], rows: list[tuple], *, compact: bool = False) -> Table:
+    """A usage report table: numbers right-aligned, and no cell ever wraps (numbers, dates,
+    model names; a cell with several models has one per line). ``compact``: narrow padding,
+    so the compact report fits 80 columns."""
+    from rich import box
+    from rich.table import Table
+
+    out = Table(show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD,
+                pad_edge=not compact, padding=(0, 1) if not compact else (0, 1, 0, 0))
+    for index, col in enumerate(columns):
+        out.add_column(col, no_wrap=True, justify="left" if index < 2 else "right")
     for row in rows:
         out.add_row(*["" if v is None else _cell(v) for v in row])
     return out
@@ -77,6 +97,10 @@ def _cell(value: Any) -> str:
 @contextlib.contextmanager
 def byte_progress(description: str) -> Iterator:
     """A progress callback ``(done, total)`` drawing a bar on stderr, quiet when not a TTY."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
+                               TransferSpeedColumn)
+
     if not sys.stderr.isatty():
         yield None
         return
@@ -94,6 +118,9 @@ def byte_progress(description: str) -> Iterator:
 @contextlib.contextmanager
 def step_progress(description: str) -> Iterator:
     """A progress callback ``(done, total)`` counting items, quiet when not a TTY."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     if not sys.stderr.isatty():
         yield None
         return
@@ -112,6 +139,9 @@ def step_progress(description: str) -> Iterator:
 def stage_progress() -> Iterator:
     """A factory ``stage(name) -> callback(done, total)``: one bar per pipeline stage on
     stderr, quiet (the factory returns None) when stderr is not a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     if not sys.stderr.isatty():
         yield lambda name: None
         return

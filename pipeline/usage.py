@@ -44,8 +44,8 @@ Decisions:
 - Prices: the lake's ``model_prices`` (written by ``summarize``) when it covers every model
   of the report at the installed genai-prices version; otherwise they are computed now, in
   memory (nothing is written by a report).
-- Speed: a report on a lake whose usage rows are materialised and current reads only
-  ``sources.parquet``, ``derived/usage_call_rows`` and ``derived/model_prices`` (no pyarrow,
+- Speed: a report on a lake whose usage is materialised and current reads only
+  ``sources.parquet``, ``derived/usage_call_sources`` and ``derived/usage_calls_priced`` (no pyarrow,
   no message parts); otherwise it opens the whole lake.
 """
 
@@ -75,6 +75,7 @@ MICRO = Decimal("0.000001")
 MISMATCH = Decimal("0.05")            # recorded vs computed cost: flagged above 5%
 CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session call rows
 CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources they cover
+PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
 BLOCK_HOURS = 5
 
 
@@ -153,11 +154,13 @@ class UsageRefresh:
 def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
     """Recompute the per-session usage call rows of ``sessions`` (ids; None = all) and store
     every session's rows as ``derived/usage_call_rows`` (rows of other sessions kept as they
-    are), plus the sources' state they cover (``derived/usage_call_sources``).
+    are), the sources' state they cover (``derived/usage_call_sources``), and the calls once
+    across the lake with their cost (``derived/usage_calls_priced``, what a report reads).
 
-    The rows are before the cross-lake dedup, which ``usage_calls`` applies over them, so a
-    session's rows depend on its own files only: the caller passes the sessions whose files
-    changed (every one of them: the coverage is recorded for all sources).
+    The call rows are before the cross-lake dedup, which ``usage_calls`` applies over them,
+    so a session's rows depend on its own files only: the caller passes the sessions whose
+    files changed (every one of them: the coverage is recorded for all sources). The priced
+    calls are recomputed whole (they are small).
     """
     if not lake.exists():
         raise LakeNotFoundError("no lake here yet", path=str(lake.root),
@@ -173,6 +176,17 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
             con.close()
         path = lake.write_derived(CALL_ROWS, "all", table)
         lake.write_derived(CALL_SOURCES, "all", covered)
+        con = lake.connect()   # the views now read the rows just written
+        try:
+            _base_prices(con, lake.root)
+            _custom_prices(con, None)
+            models = {row[0] for row in con.execute(sqlfiles.load("select_usage_models")).fetchall()}
+            _ensure_prices(con, models, None)
+            priced = con.sql(sqlfiles.load("select_usage_calls_to_store"),
+                             params={"price_source": price_source()}).to_arrow_table()
+        finally:
+            con.close()
+        lake.write_derived(PRICED_CALLS, "all", priced)
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
 
 
@@ -180,19 +194,22 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
 # The report's connection and prices
 # ---------------------------------------------------------------------------------------
 def _root(lake) -> Path:
-    return Path(lake.root if hasattr(lake, "root") else lake)
+    """The lake folder of a Lake or of a path (a Path's own ``.root`` is not a lake's)."""
+    return Path(lake) if isinstance(lake, (str, os.PathLike)) else Path(lake.root)
 
 
 def _has_parts(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob("*.parquet"))
 
 
-def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnection", bool]:
-    """A connection with ``usage_calls`` and its prices: ``(con, materialised)``.
+def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnection", str]:
+    """A connection with ``usage_calls`` and its prices: ``(con, mode)``.
 
-    Materialised (current ``derived/usage_call_rows``): only the small tables are opened.
-    Otherwise the whole lake's views, with the call rows computed from the messages.
-    ``overrides``: the config file's prices (model -> tiers) replacing the lake's.
+    ``mode`` says what the connection reads: ``stored`` (nothing changed since the last
+    :func:`refresh_usage` and no config prices: the stored priced calls, a few small files),
+    ``rows`` (the stored call rows, deduplicated and priced now) or ``messages`` (the whole
+    lake's views, the call rows computed from the messages). ``overrides``: the config
+    file's prices (model -> tiers) replacing the lake's.
     """
     import duckdb
 
@@ -206,15 +223,21 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
         con.execute("SET TimeZone = 'UTC'")
         con.execute(sqlfiles.render("create_view_sources",
                                     glob=sqlfiles.literal_path(root / "sources.parquet")))
-        for name in (CALL_ROWS, CALL_SOURCES):
-            con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
-                                        glob=sqlfiles.literal_path(derived / name / "*.parquet")))
+        for name in (CALL_ROWS, CALL_SOURCES, PRICED_CALLS):
+            if _has_parts(derived / name):
+                con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
+                                            glob=sqlfiles.literal_path(derived / name / "*.parquet")))
         changed = con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchone()[0]
         if changed == 0:
+            if not overrides and _has_parts(derived / PRICED_CALLS) and con.execute(
+                    sqlfiles.load("select_usage_calls_priced_stale"),
+                    {"price_source": price_source()}).fetchone()[0] == 0:
+                con.execute(sqlfiles.load("create_view_usage_calls_priced"))
+                return con, "stored"
             _base_prices(con, root)
             _custom_prices(con, overrides)
             con.execute(sqlfiles.load("create_view_usage_calls"))
-            return con, True
+            return con, "rows"
         con.close()
     from pipeline.lake import Lake
 
@@ -223,7 +246,7 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
     con.execute(sqlfiles.load("create_view_usage_call_rows_computed"))
     _base_prices(con, root)
     _custom_prices(con, overrides)
-    return con, False
+    return con, "messages"
 
 
 def _base_prices(con, root: Path) -> None:
@@ -405,7 +428,7 @@ class UsageReport:
     totals: UsageFigures
     order: str = "asc"
     rows_omitted: int = 0
-    materialised: bool = False
+    source: str = "messages"                 # what was read: stored | rows | messages
 
     @property
     def key(self) -> str:
@@ -424,7 +447,7 @@ class UsageReport:
             "report": REPORT_NAMES[self.period],
             "tz": self.tz, "since": _iso(self.since), "until": _iso(self.until),
             "project": self.project, "breakdown": self.breakdown, "order": self.order,
-            "rows_omitted": self.rows_omitted,
+            "rows_omitted": self.rows_omitted, "usage_source": self.source,
             "price_source": self.price_source, "rows": rows, "totals": totals,
             "unpriced_models": totals["unpriced_models"],
         }
@@ -486,16 +509,16 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
     overrides = _config_prices(config)
     params = {"tz": zone, "period": period, "since": since_day, "until": until_day,
               "project": project, "group": group or "model"}
-    con, materialised = usage_connection(lake, overrides=overrides)
+    con, source = usage_connection(lake, overrides=overrides)
     try:
         records = _report_records(con, params)
-        if _ensure_prices(con, {r["model"] for r in records}, overrides):
+        if source != "stored" and _ensure_prices(con, {r["model"] for r in records}, overrides):
             records = _report_records(con, params)
     finally:
         con.close()
     return _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
                      project=project, breakdown=group, price_source=_price_label(overrides),
-                     order=order, limit=limit, materialised=materialised)
+                     order=order, limit=limit, source=source)
 
 
 def _report_records(con, params: dict, name: str = "select_usage_report") -> list[dict]:
@@ -512,7 +535,7 @@ def _report_records(con, params: dict, name: str = "select_usage_report") -> lis
 
 
 def _assemble(records: list[dict], *, period: str, tz: str, since, until, project, breakdown,
-              price_source, order="asc", limit=None, materialised=False) -> UsageReport:
+              price_source, order="asc", limit=None, source="messages") -> UsageReport:
     """Period rows and the total from the (period, group, model) rows of ``select_usage_report``."""
     rows: dict[str | None, UsageRow] = {}
     groups: dict[tuple, UsageFigures] = {}
@@ -556,7 +579,7 @@ def _assemble(records: list[dict], *, period: str, tz: str, since, until, projec
     for row in ordered:
         totals.add(row.figures)
     return UsageReport(period, tz, since, until, project, breakdown, price_source, ordered,
-                       totals, order=order, rows_omitted=omitted, materialised=materialised)
+                       totals, order=order, rows_omitted=omitted, source=source)
 
 
 def _time(value: datetime | None) -> str | None:
@@ -639,11 +662,11 @@ def blocks_report(lake, *, tz: str | None = None, since=None, until=None, projec
     now = now or datetime.now(timezone.utc)
     if now.tzinfo is None:
         raise UsageError("'now' must carry a time zone")
-    con, _ = usage_connection(lake, overrides=overrides)
+    con, source = usage_connection(lake, overrides=overrides)
     try:
         params = {"project": project}
         calls = _report_records(con, params, "select_usage_block_calls")
-        if _ensure_prices(con, {c["model"] for c in calls}, overrides):
+        if source != "stored" and _ensure_prices(con, {c["model"] for c in calls}, overrides):
             calls = _report_records(con, params, "select_usage_block_calls")
     finally:
         con.close()
@@ -759,6 +782,11 @@ def short_model(name: str) -> str:
     return short
 
 
+def _short_models(names: list[str]) -> list[str]:
+    """Shortened model names, each once, in order."""
+    return list(dict.fromkeys(short_model(n) for n in names))
+
+
 def table_rows(report: UsageReport, *, compact: bool = False) -> tuple[list[str], list[tuple]]:
     """Column names and rows of the report's table (``compact``: under 80 columns: label,
     models, input, output, cost; models one per line, shortened)."""
@@ -776,7 +804,7 @@ def table_rows(report: UsageReport, *, compact: bool = False) -> tuple[list[str]
 
     def models_cell(figures: UsageFigures) -> str:
         names = sorted(figures.models)
-        return "\n".join(short_model(n) for n in names) if compact else ", ".join(names)
+        return "\n".join(_short_models(names)) if compact else ", ".join(names)
 
     def cells(first: str, second_cell: str, figures: UsageFigures) -> tuple:
         if compact:
@@ -825,7 +853,7 @@ def block_table_rows(report: BlocksReport, *, compact: bool = False) -> tuple[li
             else:
                 status = _duration(block.last_at - block.first_at)
             names = sorted(block.figures.models)
-            models = "\n".join(short_model(n) for n in names) if compact else ", ".join(names)
+            models = "\n".join(_short_models(names)) if compact else ", ".join(names)
             row = [start, status, models, f"{block.figures.total_tokens:,}", cost_cell(block.figures)]
         if not compact:
             if block.is_gap:

@@ -4,30 +4,24 @@ WITH call_rows AS (
     -- per-session call rows: derived/usage_call_rows (refresh_usage), else usage_call_rows_live
     SELECT * FROM usage_call_rows
 ),
-session_order AS (
-    SELECT session_id, min(recorded_at) AS first_at FROM call_rows GROUP BY session_id
+session_rows AS (
+    -- each row with its session's first call and whether the session records its own cost
+    SELECT
+        *,
+        min(recorded_at) OVER (PARTITION BY session_id) AS session_first_at,
+        bool_or(cost_usd_recorded IS NOT NULL) OVER (PARTITION BY session_id) AS cost_recorded
+    FROM call_rows
 ),
-ranked AS (
+usage_rows AS (
     -- one call once across the lake (Claude Code copies earlier calls into a resumed or
     -- forked session's file, same message.id:requestId): kept in the session that recorded
     -- it first (its own time, then the session's first call, then the file path, as ccusage
     -- orders files); session rows and transcripts stay whole, only usage is deduplicated
-    SELECT
-        call_rows.*,
-        call_key IS NULL OR row_number() OVER (
-            PARTITION BY call_key
-            ORDER BY recorded_at NULLS LAST, session_order.first_at NULLS LAST, source_path,
-                     session_id, seq
-        ) = 1 AS first_copy
-    FROM call_rows
-    JOIN session_order USING (session_id)
-),
-usage_rows AS (
-    SELECT * EXCLUDE (first_copy) FROM ranked WHERE first_copy
-),
-recorded_sessions AS (
-    -- sessions that record their own cost: their computed cost is compared with it
-    SELECT DISTINCT session_id FROM usage_rows WHERE cost_usd_recorded IS NOT NULL
+    SELECT * FROM session_rows
+    QUALIFY call_key IS NULL OR row_number() OVER (
+        PARTITION BY call_key
+        ORDER BY recorded_at NULLS LAST, session_first_at NULLS LAST, source_path, session_id, seq
+    ) = 1
 ),
 prices AS (
     -- price tables written before the 1-hour cache-write price get it as NULL (the 5-minute price)
@@ -45,19 +39,14 @@ measured AS (
         CAST(timezone('UTC', "timestamp") AS TIME) AS utc_time
     FROM usage_rows
 ),
-regimes AS (
-    -- models with conditional prices (time windows, start dates) need the choice below
-    SELECT model, max(priority) > 0 AS conditional FROM prices GROUP BY model
-),
 candidates AS (
     -- the price row of each call's tier (tiers never overlap) whose condition holds;
     -- priority 0 (the first price) always qualifies, as genai-prices falls back to it
-    SELECT measured.*, regimes.conditional, prices.priority, prices.priced_as,
+    SELECT measured.*, prices.priority, prices.priced_as,
            prices.request_usd, prices.input_usd_per_mtok, prices.cache_write_usd_per_mtok,
            coalesce(prices.cache_write_1h_usd_per_mtok, prices.cache_write_usd_per_mtok) AS cache_write_1h_usd_per_mtok,
            prices.cache_read_usd_per_mtok, prices.output_usd_per_mtok
     FROM measured
-    LEFT JOIN regimes ON regimes.model = measured.model
     LEFT JOIN prices
         ON prices.model = measured.model
        AND measured.tier_tokens > prices.input_above
@@ -71,12 +60,10 @@ candidates AS (
                  END)))
 ),
 matched AS (
-    -- one row per call: unconditional models have exactly one candidate (or none: unpriced)
-    SELECT * FROM candidates WHERE NOT coalesce(conditional, false)
-    UNION ALL
-    -- genai-prices: the last active conditional price wins
-    SELECT * FROM candidates WHERE conditional
-    QUALIFY row_number() OVER (PARTITION BY source_id, seq ORDER BY priority DESC) = 1
+    -- one row per call: an unconditional model has one candidate (or none: unpriced); with
+    -- conditional prices, the last active one wins (genai-prices)
+    SELECT * FROM candidates
+    QUALIFY row_number() OVER (PARTITION BY source_id, seq ORDER BY priority DESC NULLS LAST) = 1
 ),
 costed AS (
     SELECT
@@ -99,8 +86,8 @@ final AS (
         cost_usd,
         CAST(cost_usd_recorded AS DECIMAL(38, 12)) AS recorded_cost_usd,
         -- the computed cost of a session that records its own (to compare them), else NULL
-        CASE WHEN session_id IN (SELECT session_id FROM recorded_sessions) THEN cost_usd END AS compared_cost_usd,
-        session_id IN (SELECT session_id FROM recorded_sessions) AS cost_recorded,
+        CASE WHEN cost_recorded THEN cost_usd END AS compared_cost_usd,
+        cost_recorded,
         project, format, parent_session_id, agent
     FROM costed
 )
