@@ -432,13 +432,15 @@ TOKEN_COUNTS_SCHEMA = pa.schema([
 ])
 
 
-def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = False) -> list[int]:
+def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = False,
+                 merge: bool = False) -> list[int]:
     """The ``encoding`` token count of each text, remembered in ``derived/token_counts/
     <encoding>.parquet`` by the sha256 of the text: only texts not counted before go to the
     tokenizer (a real tokenizer counts ~6 MB/s here; the output of a 500 MB archive is ~20 MB,
     and the nightly job would count it all again each night). ``store`` (the calibrate stage,
     under the lake lock) rewrites the file with exactly these texts' counts, so it never holds
-    what the lake no longer has; a report only reads it."""
+    what the lake no longer has; with ``merge`` (the calibrate stage on some sessions) the new
+    counts are added to those already there. A report only reads it."""
     path = lake.derived_dir / TOKEN_COUNTS / f"{encoding}.parquet"
     known: dict[str, int] = {}
     if path.exists():
@@ -448,8 +450,8 @@ def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = F
     missing = {digest: text for digest, text in zip(digests, texts) if digest not in known}
     if missing:
         known.update(zip(missing, tokenizers.count_tokens_batch(list(missing.values()), encoding)))
-    if store:
-        current = sorted(set(digests))
+    if store and (missing or not merge):
+        current = sorted(set(known) if merge else set(digests))
         lake.write_derived(TOKEN_COUNTS, encoding, pa.table(
             [[encoding] * len(current), current, [known[d] for d in current]],
             schema=TOKEN_COUNTS_SCHEMA))
@@ -457,17 +459,31 @@ def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = F
 
 
 # -- the stored table ---------------------------------------------------------------------
-def load_calls(lake: Lake, *, store_counts: bool = False) -> list[dict]:
+CALIBRATION_CALLS = "calibration_calls"
+CALIBRATION_CALLS_ORDER = ["session_id", "first_seq", "call_key"]
+OUTPUT_COUNT_FIELDS = [("out_basis", pa.string()), ("out_tokens", pa.int64()),
+                       ("out_thinking_tokens", pa.int64())]
+
+
+def load_calls(lake: Lake, *, store_counts: bool = False,
+               sessions: Iterable[str] | None = None) -> list[dict]:
     """The rows of ``select_calibration_calls``, each with ``out_basis`` (:func:`output_basis`
     of its model); a call on a real basis also has ``out_tokens`` and ``out_thinking_tokens``,
     that tokenizer's count of the text of its visible assistant rows and of its thinking rows
     (``select_calibration_output_texts``, only for those models' calls; counted through
-    :func:`count_pieces`, which ``store_counts`` lets remember them)."""
+    :func:`count_pieces`, which ``store_counts`` lets remember them). ``sessions``: only the
+    calls of these sessions."""
+    return _calls_table(lake, store_counts=store_counts, sessions=sessions).to_pylist()
+
+
+def _calls_table(lake: Lake, *, store_counts: bool, sessions: Iterable[str] | None) -> pa.Table:
+    wanted = None if sessions is None else sorted(set(sessions))
     con = lake.connect()
     try:
-        con.execute(sqlfiles.load("create_table_calibration_rows"))
-        calls = sqlfiles.fetch_dicts(con.execute(sqlfiles.load("select_calibration_calls")))
-        basis_of = {model: output_basis(model) for model in sorted({c["model"] for c in calls})}
+        con.execute(sqlfiles.load("create_table_calibration_rows"), {"session_ids": wanted})
+        table = con.sql(sqlfiles.load("select_calibration_calls")).to_arrow_table()
+        models = table.column("model").to_pylist()
+        basis_of = {model: output_basis(model) for model in sorted(set(models))}
         real_models = [model for model, basis in basis_of.items() if basis != HEURISTIC]
         texts = []
         if real_models:
@@ -475,8 +491,9 @@ def load_calls(lake: Lake, *, store_counts: bool = False) -> list[dict]:
                                 {"models": real_models}).fetchall()
     finally:
         con.close()
-    encoding_of = {(c["session_id"], c["call_key"]): basis_of[c["model"]] for c in calls
-                   if basis_of[c["model"]] != HEURISTIC}
+    keys = list(zip(table.column("session_id").to_pylist(), table.column("call_key").to_pylist()))
+    encoding_of = {key: basis_of[model] for key, model in zip(keys, models)
+                   if basis_of[model] != HEURISTIC}
     written: dict[tuple[str, str], list[WrittenRow]] = defaultdict(list)
     # the pieces to count, by encoding: (call, 0 = what it wrote | 1 = thinking, text)
     pieces: dict[str, list[tuple[tuple[str, str], int, str]]] = defaultdict(list)
@@ -496,17 +513,20 @@ def load_calls(lake: Lake, *, store_counts: bool = False) -> list[dict]:
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for encoding, batch in pieces.items():
         for (key, slot, _text), n in zip(batch, count_pieces(
-                lake, encoding, [text for _key, _slot, text in batch], store=store_counts)):
+                lake, encoding, [text for _key, _slot, text in batch], store=store_counts,
+                merge=wanted is not None)):
             counts[key][slot] += n
-    if store_counts:   # an encoding no call is counted with any more: its counts go
+    if store_counts and wanted is None:   # an encoding no call is counted with any more goes
         for stale in sorted((lake.derived_dir / TOKEN_COUNTS).glob("*.parquet")):
             if stale.stem not in pieces:
                 stale.unlink()
-    for call in calls:
-        call["out_basis"] = basis_of[call["model"]]
-        if call["out_basis"] != HEURISTIC:
-            call["out_tokens"], call["out_thinking_tokens"] = counts[call["session_id"], call["call_key"]]
-    return calls
+    bases = [basis_of[model] for model in models]
+    real = [basis != HEURISTIC for basis in bases]
+    out = [counts[key][0] if is_real else None for key, is_real in zip(keys, real)]
+    thinking = [counts[key][1] if is_real else None for key, is_real in zip(keys, real)]
+    for (name, kind), values in zip(OUTPUT_COUNT_FIELDS, (bases, out, thinking)):
+        table = table.append_column(pa.field(name, kind), pa.array(values, kind))
+    return table
 
 
 def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict]) -> list[dict]:
@@ -547,9 +567,18 @@ def fit_table(calls: list[dict]) -> pa.Table:
 
 
 @holds_lake_lock
-def calibrate(lake: Lake) -> pa.Table:
-    """Fit the calibration on every recorded call in the lake and store ``token_calibration``."""
-    table = fit_table(load_calls(lake, store_counts=True))
+def calibrate(lake: Lake, *, sessions: Iterable[str] | None = None) -> pa.Table:
+    """Fit the calibration on every recorded call in the lake and store ``token_calibration``.
+
+    The per-call rows the fit reads are remembered in ``derived/calibration_calls`` (per
+    session bucket). ``sessions`` (the nightly job's owed sessions): only their calls are read
+    from the lake again; the fit runs on the remembered rows of every session."""
+    fresh = _calls_table(lake, store_counts=True, sessions=sessions)
+    lake.write_session_rows(CALIBRATION_CALLS, "all", fresh, sessions,
+                            sort_by=CALIBRATION_CALLS_ORDER)
+    calls = fresh if sessions is None else lake.read_derived(CALIBRATION_CALLS, "all", fresh.schema)
+    calls = calls.sort_by([(name, "ascending") for name in CALIBRATION_CALLS_ORDER])
+    table = fit_table(calls.to_pylist())
     lake.write_derived("token_calibration", "all", table)
     return table
 

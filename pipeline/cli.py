@@ -945,15 +945,20 @@ def _print_nightly(summary, as_json: bool) -> None:
     out = render.console()
     ing = summary.ingest
     out.print(f"[bold]ingest[/]    {ing['files']} files ({ing['files_new']} new, {ing['files_appended']} "
-              f"appended, {ing['files_reingested']} re-read, {ing['files_unchanged']} unchanged); "
+              f"appended, {ing['files_reingested']} re-read, {ing['files_unchanged']} unchanged, "
+              f"{len(ing.get('removed', []))} removed); "
               f"lines {ing['lines']:,} = records {ing['records']:,} + quarantined "
               f"{ing['quarantined']:,} + held back {ing['held_back']:,}")
     for problem in [p for p in ing["problems"] if p["severity"] == "error"][:10]:
         where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
         out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
-    cor = summary.correlate
-    out.print(f"[bold]correlate[/] {cor.get('calls', 0):,} calls, statuses {cor.get('statuses', {})}")
-    out.print(f"[bold]calibrate[/] {summary.calibration_rows} calibration rows")
+    if ing.get("unrecognized"):
+        out.print(f"  {len(ing['unrecognized'])} files not recognised as a transcript (skipped; "
+                  "force a reader with ctxlake ingest --format): "
+                  + ", ".join(ing["unrecognized"][:5]) + (" ..." if len(ing["unrecognized"]) > 5 else ""))
+    out.print(render.table(["stage", "done", "up to date", "failed", "removed", "seconds", "status"],
+                           [(s["stage"], s["done"], s["skipped"], s["failed"], s["removed"],
+                             f"{s['seconds']:.2f}", s["status"]) for s in summary.stages]))
     for plan in summary.plans:
         out.print(f"[bold]plan[/]      {plan['policy']}: {plan['sessions']:,} sessions "
                   f"({plan['sessions_ignored']} ignored), {plan['evictions']:,} evictions, "
@@ -962,13 +967,23 @@ def _print_nightly(summary, as_json: bool) -> None:
         out.print(f"[bold]apply[/]     {policy}: {applied.get('files_written', 0):,} files written, "
                   f"{applied.get('bytes_before', 0):,} -> {applied.get('bytes_after', 0):,} bytes, "
                   f"{len(applied.get('problems', []))} problems")
+        for problem in applied.get("problems", [])[:10]:
+            out.print(f"  [yellow]problem[/]: {problem['path']}: {problem['error']}")
     summ = summary.summaries
-    out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
-              f"{summ.get('recovery_written', 0)} recovery documents, "
-              f"{summ.get('sessions_ignored', 0)} sessions ignored")
-    out.print(f"done in {summary.seconds:.1f}s for {summary.touched_sessions} touched sessions")
-    out.print(f"lake:      {summary.lake}\nlogs:      {summ.get('log_dir', '')}\n"
-              f"recovery:  {summ.get('recovery_dir', '')}\npruned:    {summary.out_dir}")
+    if summ:
+        out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
+                  f"{summ.get('recovery_written', 0)} recovery documents, "
+                  f"{summ.get('sessions_ignored', 0)} sessions ignored")
+    for warning in summary.warnings:
+        out.print(f"[yellow]warning[/]: {warning}")
+    if summary.interrupted_runs:
+        out.print(f"finished what {len(summary.interrupted_runs)} interrupted run(s) left undone: "
+                  + ", ".join(summary.interrupted_runs))
+    out.print(f"{summary.status} in {summary.seconds:.1f}s ({summary.touched_sessions} sessions "
+              f"touched), run {summary.run_id}")
+    lake = Path(summary.lake)
+    out.print(f"lake:      {summary.lake}\nlogs:      {lake / 'summaries' / 'sessions'}\n"
+              f"recovery:  {lake / 'summaries' / 'recovery'}\npruned:    {summary.out_dir}")
 
 
 @cli.command("run")
@@ -1001,8 +1016,50 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
         summary = run_nightly(list(paths), lake=obj.lake, config_path=config_path,
                               policies=tuple(policies) or None, tz=tz, out=out_dir, progress=stage)
     _print_nightly(summary, as_json)
-    if strict and summary.ingest["quarantined_errors"]:
+    if summary.exit_code or (strict and summary.ingest["quarantined_errors"]):
         sys.exit(1)
+
+
+@cli.command("status")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Config file (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--policy", "policies", multiple=True,
+              help="Nightly policies to report pending work for (default payload_prune+microcompact).")
+@click.option("--tz", default=None, help="Time zone the next run would use (default: this machine's).")
+@click.option("--runs", "n_runs", default=5, show_default=True, help="How many recent runs to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@pass_lake
+def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json) -> None:
+    """Where the lake is, its size, the last runs, and what each stage owes.
+
+    \b
+    Example:
+      ctxlake status
+      ctxlake --lake /srv/lake status --json
+    """
+    from pipeline.status import lake_status
+
+    status = lake_status(obj.lake, config_path=config_path, policies=tuple(policies) or None,
+                         tz=tz, runs=n_runs)
+    if as_json:
+        click.echo(render.to_json(status.to_dict()))
+        return
+    out = render.console()
+    out.print(f"lake:     {status.lake} ({render.human_bytes(status.size_bytes)}, "
+              f"{status.files:,} files, {status.sessions:,} sessions)")
+    out.print(f"settings: time zone {status.settings['time_zone']}, policies "
+              f"{', '.join(status.settings['policies'])}")
+    if status.last_settings and status.last_settings != status.settings:
+        out.print("          [yellow]differs from the last run[/]: "
+                  + ", ".join(f"{k} {status.last_settings.get(k)!r}" for k in status.settings
+                              if status.last_settings.get(k) != status.settings[k]))
+    out.print(render.table(["run", "command", "status", "started", "seconds", "done", "failed"],
+                           [(r["run_id"], r["command"], r["status"], r["started_at"],
+                             r["seconds"], r["sessions_done"], r["sessions_failed"])
+                            for r in status.runs], title="last runs"))
+    out.print(render.table(["stage", "owed", "removed", "all (settings changed)"],
+                           [(name, p["todo"], p["removed"], "yes" if p["full"] else "")
+                            for name, p in status.pending.items()], title="pending"))
 
 
 # --- commands of later stages are added above this line -------------------------------

@@ -41,7 +41,9 @@ class ConfigError(UsageError):
 
 
 class LakeLockedError(CtxlakeError):
-    """Another run holds the lake's lock."""
+    """Another run holds the lake's lock (exit code 75, EX_TEMPFAIL: a scheduler retries later)."""
+
+    exit_code = 75
 
 
 class LakeNotFoundError(CtxlakeError):

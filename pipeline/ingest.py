@@ -37,9 +37,10 @@ from pipeline.batching import contiguous_runs
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
 from pipeline.formats.base import Emitter, SourceContext
-from pipeline.lake import Lake, new_connection, write_parquet_atomic
+from pipeline.lake import Lake, detach_forked_worker, new_connection, write_parquet_atomic
 from pipeline.tokens import text_counts
-from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
+from pipeline.schema import PART_TABLES, SOURCES, staged_schema
+from pipeline.crash import crash_point
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
@@ -664,7 +665,9 @@ def _init_worker() -> None:
     """Initializer of a forked ingest worker: freeze the objects inherited from the parent
     (the collector no longer walks them, nor copies their pages). glibc's heap is left to
     trim itself: keeping freed memory saved some page faults but let the peak grow with the
-    archive (1 GB vs 200 MB: x1.2 instead of x1.07)."""
+    archive (1 GB vs 200 MB: x1.2 instead of x1.07). The worker lets go of the parent's lake
+    lock and dies with the parent (:func:`pipeline.lake.detach_forked_worker`)."""
+    detach_forked_worker()
     gc.freeze()
 
 
@@ -692,6 +695,7 @@ class IngestSummary:
     problems: list[dict] = dataclasses.field(default_factory=list)
     unrecognized: list[str] = dataclasses.field(default_factory=list)
     superseded: list[str] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -709,6 +713,16 @@ def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
                            lambda remaining: max(min_bytes, min(chunk_bytes, remaining // (2 * workers))))
 
 
+def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str]) -> list[str]:
+    """Paths ingested before, below one of ``roots`` (or one of them), not found there now."""
+    bases = []
+    for root in roots:
+        base = os.path.abspath(root)
+        bases.append((base, base.rstrip(os.sep) + os.sep))
+    return sorted(path for path in previous if path not in found and any(
+        path == base or path.startswith(prefix) for base, prefix in bases))
+
+
 def make_run_id(started: datetime) -> str:
     return started.strftime("%Y%m%dT%H%M%S") + f"{started.microsecond:06d}"
 
@@ -716,8 +730,14 @@ def make_run_id(started: datetime) -> str:
 def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | None = None,
            workers: int | None = None, chunk_bytes: int = 32 * 1024 * 1024,
            batch_bytes: int = 32 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
-    """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``."""
+           progress: Callable[[int, int], None] | None = None,
+           run_id: str | None = None) -> IngestSummary:
+    """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``.
+
+    A file ingested before that is no longer below any of ``paths`` it was found under
+    (deleted, or now superseded) leaves ``sources``: its rows disappear from every view.
+    ``run_id``: the nightly run this ingest is part of (its run-log row is updated; by
+    default the ingest logs a run of its own)."""
     started = time.perf_counter()
     if format is not None and format not in READERS:
         reader_class(format)  # raises a UsageError naming the choices
@@ -727,7 +747,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                          "~/.codex/sessions exists here",
                          hint="pass the folders or files to read, e.g. ctxlake ingest ./transcripts")
     run_started = datetime.now(timezone.utc)
-    run_id = make_run_id(run_started)
+    standalone = run_id is None
+    run_id = run_id or make_run_id(run_started)
     summary = IngestSummary(run_id=run_id, lake=str(lake.root))
     with lake.lock():
         lake.init()
@@ -780,6 +801,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                 pool.shutdown()
         # commit: sources then runs (the run id listed in runs makes its parts visible for GC)
         new_sources = dict(previous)
+        for path in removed_sources(previous, roots, {t.path for t in found.tasks}):
+            del new_sources[path]
+            summary.removed.append(path)
         for res in results:
             if res.mode in ("unrecognized", "superseded"):
                 getattr(summary, res.mode).append(res.path)
@@ -797,15 +821,20 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                     "problem": "files_problem"}[res.mode]
             setattr(summary, attr, getattr(summary, attr) + 1)
         rows = sorted(new_sources.values(), key=lambda r: r["path"])
-        runs = lake.read_runs().to_pylist()
-        runs.append(dict(run_id=run_id, started_at=run_started, finished_at=datetime.now(timezone.utc),
-                         files=summary.files, files_skipped=summary.files_unchanged,
-                         lines=summary.lines, records=summary.records,
-                         quarantined=summary.quarantined, held_back=summary.held_back))
         # commit: sources.parquet is the commit point (its run ids keep this run's parts);
         # runs.parquet is the log, written after (a crash between the two loses a log line only)
         write_parquet_atomic(pa.Table.from_pylist(rows, schema=SOURCES), lake.sources_path)
-        write_parquet_atomic(pa.Table.from_pylist(runs, schema=RUNS), lake.runs_path)
+        crash_point("ingest:committed")
+        errors = sum(1 for p in summary.problems if p["severity"] == "error")
+        run = dict(run_id=run_id, files=summary.files, files_skipped=summary.files_unchanged,
+                   lines=summary.lines, records=summary.records,
+                   quarantined=summary.quarantined, held_back=summary.held_back,
+                   ingest_committed=True)
+        if standalone:
+            run.update(started_at=run_started, finished_at=datetime.now(timezone.utc),
+                       command="ingest", status="problems" if errors else "ok",
+                       exit_code=0, pid=os.getpid())
+        lake.record_run(run)
         summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
         summary.unrecognized.sort()
         summary.superseded.sort()

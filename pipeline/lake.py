@@ -17,16 +17,20 @@ Views keep, per source file, only the rows of its current ``generation``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import functools
 import hashlib
 import os
+import re
+import signal
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
@@ -47,6 +51,39 @@ EXTRA_VIEWS: list[str] = [
 
 # lakes whose lock this process holds (path -> depth): the lock is re-entrant in-process
 _HELD: dict[str, int] = {}
+# the open lock files behind _HELD (a forked worker lets go of its copies)
+_HANDLES: dict[str, object] = {}
+# derived tables written per session are split into this many files by session id
+DERIVED_BUCKETS = 16
+TEMP_NAME = re.compile(r"^\..+\.tmp$")
+
+
+def detach_forked_worker() -> None:
+    """Initializer of a forked worker process: let go of the lake locks inherited from the
+    parent and die with it.
+
+    A forked child shares the parent's lock file description, so a worker outliving a killed
+    parent would hold the lake's lock for ever. Its copies are pointed at /dev/null (the lock
+    stays the parent's alone), and on Linux the kernel kills the worker when the parent dies."""
+    for handle in _HANDLES.values():
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, handle.fileno())
+            os.close(null)
+    _HELD.clear()
+    _HANDLES.clear()
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:          # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def session_bucket(session_id: str | None) -> int:
+    """The derived-table file (0..DERIVED_BUCKETS-1) that holds a session's rows."""
+    digest = hashlib.blake2b((session_id or "").encode("utf-8", "surrogatepass"), digest_size=4)
+    return int.from_bytes(digest.digest(), "big") % DERIVED_BUCKETS
 
 
 def holds_lake_lock(stage):
@@ -88,6 +125,30 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the glob characters of pathlib's patterns taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A stored table in ``schema``'s column order and types (a Parquet round trip renames
+    list items; a column a later version added is NULL in older files)."""
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _rows_not_of(table: pa.Table, sessions: set[str], schema: pa.Schema) -> pa.Table:
+    table = _conform(table, schema)
+    keep = pc.invert(pc.is_in(table.column("session_id"),
+                              value_set=pa.array(sorted(sessions), pa.string())))
+    return table.filter(pc.fill_null(keep, True))
 
 
 def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
@@ -139,7 +200,56 @@ class Lake:
         """
         target = self.derived_dir / name / f"{key}.parquet"
         write_parquet_atomic(table, target)
+        for bucket in target.parent.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"):
+            bucket.unlink()
         return target
+
+    def write_session_rows(self, name: str, key: str, table: pa.Table,
+                           sessions: Iterable[str] | None, *, sort_by: list[str]) -> int:
+        """Replace the rows of ``sessions`` (None: of every session) in the derived table
+        ``name``, stored per session bucket as ``derived/<name>/<key>.b<NN>.parquet``.
+
+        ``table`` holds the new rows of exactly those sessions (a session with no rows now
+        loses its old ones). Only the buckets those sessions fall in are rewritten, each
+        atomically and sorted by ``sort_by``, so one changed session rewrites 1/16 of the
+        table and the bytes do not depend on the order work was done in. Returns the number
+        of files written."""
+        folder = self.derived_dir / name
+        folder.mkdir(parents=True, exist_ok=True)
+        legacy = folder / f"{key}.parquet"
+        if sessions is None:
+            buckets = set(range(DERIVED_BUCKETS))
+            wanted = None
+        else:
+            wanted = set(sessions)
+            buckets = {session_bucket(s) for s in wanted}
+            if legacy.exists():          # a whole-table file: every bucket is rewritten from it
+                table = pa.concat_tables([_rows_not_of(pq.read_table(legacy), wanted,
+                                                       table.schema), table])
+                buckets = set(range(DERIVED_BUCKETS))
+                wanted = None
+        of_row = [session_bucket(s) for s in table.column("session_id").to_pylist()]
+        by_bucket = pa.array(of_row, pa.int32())
+        for bucket in sorted(buckets):
+            path = folder / f"{key}.b{bucket:02d}.parquet"
+            new = table.filter(pc.equal(by_bucket, bucket))
+            if wanted is not None and path.exists():
+                new = pa.concat_tables([_rows_not_of(pq.read_table(path), wanted, table.schema),
+                                        new])
+            write_parquet_atomic(new.sort_by([(c, "ascending") for c in sort_by])
+                                 .combine_chunks(), path)
+        with contextlib.suppress(FileNotFoundError):
+            legacy.unlink()
+        return len(buckets)
+
+    def read_derived(self, name: str, key: str, schema: pa.Schema) -> pa.Table:
+        """Every row of derived table ``name`` under ``key`` (whole file or buckets)."""
+        folder = self.derived_dir / name
+        paths = sorted(folder.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"))
+        if (folder / f"{key}.parquet").exists():
+            paths = [folder / f"{key}.parquet"]
+        tables = [_conform(pq.read_table(p), schema) for p in paths]
+        return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
     def exists(self) -> bool:
@@ -229,10 +339,12 @@ class Lake:
             handle.write(f"pid {os.getpid()}")
             handle.flush()
             _HELD[key] = 1
+            _HANDLES[key] = handle
             try:
                 yield
             finally:
                 _HELD.pop(key, None)
+                _HANDLES.pop(key, None)
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle, fcntl.LOCK_UN)
@@ -245,12 +357,43 @@ class Lake:
         return pq.read_table(self.sources_path)
 
     def read_runs(self) -> pa.Table:
+        """The run log (an older lake's rows, which were all committed ingest runs, get the
+        columns added since)."""
         if not self.runs_path.exists():
             return RUNS.empty_table()
-        return pq.read_table(self.runs_path)
+        table = pq.read_table(self.runs_path)
+        if "ingest_committed" in table.column_names:
+            return _conform(table, RUNS)
+        n = table.num_rows
+        table = _conform(table, RUNS)
+        for name, value, kind in (("command", "ingest", pa.string()), ("status", "ok", pa.string()),
+                                  ("ingest_committed", True, pa.bool_())):
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pa.array([value] * n, kind))
+        return table
+
+    def record_run(self, run: dict) -> None:
+        """Insert or update (by ``run_id``) one row of the run log, atomically."""
+        rows = [r for r in self.read_runs().to_pylist() if r["run_id"] != run["run_id"]]
+        previous = next((r for r in self.read_runs().to_pylist()
+                         if r["run_id"] == run["run_id"]), {})
+        rows.append({**previous, **run})
+        rows.sort(key=lambda r: (r["started_at"] is None, r["started_at"], r["run_id"]))
+        write_parquet_atomic(pa.Table.from_pylist(rows, schema=RUNS), self.runs_path)
+
+    def mark_interrupted(self) -> list[str]:
+        """Runs logged as running when nobody holds the lock were killed: log them as
+        interrupted (called under the lock). Returns their ids."""
+        runs = self.read_runs()
+        stale = [r for r in runs.to_pylist() if r["status"] == "running"]
+        for run in stale:
+            self.record_run({**run, "status": "interrupted"})
+        return [r["run_id"] for r in stale]
 
     def committed_run_ids(self) -> set[str]:
-        return set(self.read_runs().column("run_id").to_pylist())
+        runs = self.read_runs()
+        committed = pc.fill_null(runs.column("ingest_committed"), False)
+        return set(runs.filter(committed).column("run_id").to_pylist())
 
     def gc_uncommitted(self) -> int:
         """Delete parts left by runs that never committed (a killed run). Returns the count.
@@ -258,8 +401,9 @@ class Lake:
         Committed = named in ``sources.parquet`` (the commit point) or logged in ``runs``."""
         committed = self.committed_run_ids() | set(self.read_sources().column("run_id").to_pylist())
         removed = 0
+        removed += self.remove_temps()
         if not self.tables_dir.exists():
-            return 0
+            return removed
         for table_dir in self.tables_dir.iterdir():
             for part in table_dir.iterdir():
                 name = part.name
@@ -269,6 +413,20 @@ class Lake:
                 if name.startswith(".") or run_id not in committed:
                     part.unlink()
                     removed += 1
+        return removed
+
+    def remove_temps(self) -> int:
+        """Delete the temporary files (``.<name>.<random>.tmp``) a killed run left anywhere in
+        the lake (the payload store and output folders collect their own). Returns the count."""
+        removed = 0
+        skip = {self.store_dir, self.root / "out"}
+        for dirpath, dirnames, names in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if Path(dirpath, d) not in skip]
+            for name in names:
+                if TEMP_NAME.match(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(dirpath, name))
+                        removed += 1
         return removed
 
     # -- querying ---------------------------------------------------------------------
@@ -285,6 +443,7 @@ class Lake:
         con.execute(sqlfiles.render("create_view_sources",
                                     glob=sqlfiles.literal_path(self.sources_path)))
         con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.literal_path(self.runs_path)))
+        con.execute(sqlfiles.load("create_view_committed_runs"))
         for table in PART_TABLES:
             name = "_messages_current" if table == "messages" else table
             con.execute(sqlfiles.render(

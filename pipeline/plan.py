@@ -41,7 +41,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 import pyarrow as pa
@@ -52,7 +52,7 @@ from pipeline import sqlfiles
 from pipeline.batching import contiguous_runs
 from pipeline.config import Config, ResolvedPolicy, load_config
 from pipeline.errors import UsageError
-from pipeline.lake import Lake, holds_lake_lock
+from pipeline.lake import Lake, detach_forked_worker, glob_escape, holds_lake_lock
 from pipeline.policies.base import (
     PolicyOutput, SessionInfo, SessionInput, slice_lists, table_lists,
 )
@@ -205,7 +205,7 @@ class SessionRow:
 
 
 def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str | None = None,
-                  since: Any = None) -> list[SessionRow]:
+                  since: Any = None, sessions: Iterable[str] | None = None) -> list[SessionRow]:
     """Sessions with messages (one, or started at/after ``since``), in session id order.
 
     ``info.first_user_text`` and ``ignored_by`` are filled by :func:`load_sessions` (the
@@ -213,7 +213,9 @@ def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str |
     con = lake.connect()
     try:
         rows = con.execute(sqlfiles.load("select_plan_sessions"),
-                           {"session_id": session_id, "since": _since_value(since)}).fetchall()
+                           {"session_id": session_id, "since": _since_value(since),
+                            "session_ids": None if sessions is None else sorted(sessions)}
+                           ).fetchall()
     finally:
         con.close()
     out = []
@@ -533,6 +535,7 @@ def _worker_chunk(index: int) -> Any:
 
 def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
                        session_id: str | None = None, since: Any = None,
+                       sessions: Iterable[str] | None = None,
                        batch_extra: Callable[[Any, list[SessionRow]], Any] | None = None,
                        progress: Callable[[int, int], None] | None = None,
                        workers: int | None = None) -> ChunkRun:
@@ -547,7 +550,7 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     ``workers`` (default: up to 2), so ``work``'s results must pickle. ``progress(done,
     total)`` counts sessions, ignored ones included.
     """
-    rows = list_sessions(lake, config, session_id=session_id, since=since)
+    rows = list_sessions(lake, config, session_id=session_id, since=since, sessions=sessions)
     if session_id is not None and not rows:
         raise _no_session(session_id)
     n_workers = workers or min(2, os.cpu_count() or 1)
@@ -562,7 +565,7 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         try:
             loaded = load_sessions(lake, batch, config, con=con,
                                    all_sessions=len(batches) == 1 and session_id is None
-                                   and since is None)
+                                   and since is None and sessions is None)
             extra = batch_extra(con, batch) if batch_extra is not None else None
         finally:
             con.close()
@@ -584,7 +587,8 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
         try:
             with ProcessPoolExecutor(max_workers=n_workers,
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                                     mp_context=multiprocessing.get_context("fork"),
+                                     initializer=detach_forked_worker) as pool:
                 for chunk, result in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
                     run.results.append(result)
                     done += len(chunk)
@@ -596,29 +600,8 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     return run
 
 
-def _sorted_plans(table: pa.Table) -> pa.Table:
-    return table.sort_by([("session_id", "ascending"), ("at_seq", "ascending"),
-                          ("step", "ascending"), ("plan_id", "ascending")])
-
-
-def _sorted_evictions(table: pa.Table) -> pa.Table:
-    return table.sort_by([("session_id", "ascending"), ("at_seq", "ascending"),
-                          ("seq", "ascending"), ("action", "ascending"),
-                          ("plan_id", "ascending")])
-
-
-def _read_as(path, schema: pa.Schema) -> pa.Table | None:
-    """An earlier run's file in ``schema`` (a Parquet round trip renames list items), or None
-    when its columns differ (an older layout: then it is replaced, not merged)."""
-    if not path.exists():
-        return None
-    table = pq.read_table(path)
-    if table.schema.names != schema.names:
-        return None
-    try:
-        return table.cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        return None
+PLAN_ORDER = ["session_id", "at_seq", "step", "plan_id"]
+EVICTION_ORDER = ["session_id", "at_seq", "seq", "action", "plan_id"]
 
 
 def kept_rows(old: pa.Table, config_hash: str, sessions: set[str]) -> pa.Table:
@@ -629,36 +612,40 @@ def kept_rows(old: pa.Table, config_hash: str, sessions: set[str]) -> pa.Table:
     return old.filter(keep)
 
 
-def _merge_existing(lake: Lake, key: str, policy: ResolvedPolicy, planned: set[str],
-                    plans: pa.Table, evictions: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """Keep other sessions' rows of an earlier run with the same config hash."""
-    old_plans = _read_as(lake.derived_dir / "plans" / f"{key}.parquet", PLANS_SCHEMA)
-    if old_plans is None:
-        return plans, evictions
-    old_plans = kept_rows(old_plans, policy.config_hash, planned)
-    plans = pa.concat_tables([old_plans, plans])
-    old_ev = _read_as(lake.derived_dir / "evictions" / f"{key}.parquet", EVICTIONS_SCHEMA)
-    if old_ev is not None:
-        old_ev = old_ev.filter(pc.is_in(old_ev.column("plan_id"),
-                                        old_plans.column("plan_id").combine_chunks()))
-        evictions = pa.concat_tables([old_ev, evictions])
-    return plans, evictions
+def _drop_other_configs(lake: Lake, policy: ResolvedPolicy) -> None:
+    """Rows a policy's earlier parameters planned are never mixed with the current ones:
+    when its stored plans carry another config hash, its plans and evictions all go (the
+    caller replans what it needs)."""
+    stored = lake.read_derived("plans", policy.key, PLANS_SCHEMA)
+    if not stored.num_rows or pc.all(pc.equal(stored.column("config_hash"),
+                                              policy.config_hash)).as_py():
+        return
+    for name in ("plans", "evictions"):
+        for path in (lake.derived_dir / name).glob(f"{glob_escape(policy.key)}*.parquet"):
+            if path.name == f"{policy.key}.parquet" or path.name[len(policy.key):].startswith(".b"):
+                path.unlink()
 
 
 @holds_lake_lock
 def plan_many(lake: Lake, *, policies: Sequence[str], config: Config | None = None,
               session_id: str | None = None, since: Any = None,
+              sessions: Iterable[str] | None = None,
               progress: Callable[[int, int], None] | None = None,
               workers: int | None = None, write: bool = True) -> list[PlanSummary]:
-    """Plan several policies in one pass over the sessions (each session loaded once)."""
+    """Plan several policies in one pass over the sessions (each session loaded once).
+
+    ``sessions`` (the nightly job's owed sessions): plan only these, and replace exactly
+    their rows (a session that has no messages any more, or is ignored, loses its plans).
+    Plans and evictions are stored per session bucket (``Lake.write_session_rows``), so
+    planning a few sessions rewrites a few files."""
     config = config or load_config(None)
     resolved = [config.resolve(p) for p in policies]
     names = [r.name for r in resolved]
     if len(set(names)) != len(names):
         raise UsageError("the same policy is requested twice")
     run = run_session_chunks(lake, config, functools.partial(_plan_chunk, policies=resolved),
-                             session_id=session_id, since=since, progress=progress,
-                             workers=workers)
+                             session_id=session_id, since=since, sessions=sessions,
+                             progress=progress, workers=workers)
     results: list[_BatchResult] = run.results
     todo, ignored = run.todo, run.ignored
     summaries = []
@@ -684,12 +671,13 @@ def plan_many(lake: Lake, *, policies: Sequence[str], config: Config | None = No
         summary.preserved = sum(r.stats[policy.name]["preserved"] for r in results)
         summary.suggestions = sum(r.stats[policy.name]["suggestions"] for r in results)
         if write:
-            if session_id is not None or since is not None:
-                plans, evictions = _merge_existing(lake, policy.key, policy, planned, plans,
-                                                   evictions)
-            lake.write_derived("plans", policy.key, _sorted_plans(plans).combine_chunks())
-            lake.write_derived("evictions", policy.key,
-                               _sorted_evictions(evictions).combine_chunks())
+            replaced = None
+            if session_id is not None or since is not None or sessions is not None:
+                replaced = planned | set(sessions or ())
+            _drop_other_configs(lake, policy)
+            lake.write_session_rows("plans", policy.key, plans, replaced, sort_by=PLAN_ORDER)
+            lake.write_session_rows("evictions", policy.key, evictions, replaced,
+                                    sort_by=EVICTION_ORDER)
         summaries.append(summary)
     return summaries
 

@@ -34,6 +34,16 @@ def to_json(value: Any) -> str:
                         | orjson.OPT_NON_STR_KEYS).decode("utf-8")
 
 
+def human_bytes(n: int) -> str:
+    """1234567 -> '1.2 MB' (decimal units, as the README's figures)."""
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
 def rows_to_dicts(columns: list[str], rows: list[tuple]) -> list[dict]:
     return [dict(zip(columns, row)) for row in rows]
 

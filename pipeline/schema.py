@@ -147,6 +147,19 @@ RUNS = pa.schema([
     ("records", pa.int64()),
     ("quarantined", pa.int64()),
     ("held_back", pa.int64()),
+    # which command (ingest | run), its state (running | ok | problems | failed |
+    # interrupted), and whether its ingest committed (its parts are visible)
+    ("command", pa.string()),
+    ("status", pa.string()),
+    ("ingest_committed", pa.bool_()),
+    ("exit_code", pa.int32()),
+    ("pid", pa.int64()),
+    ("sessions_done", pa.int64()),
+    ("sessions_skipped", pa.int64()),
+    ("sessions_failed", pa.int64()),
+    ("warnings", pa.list_(pa.string())),
+    ("stages_json", pa.string()),     # per stage: seconds, done, skipped, failed, removed
+    ("settings_json", pa.string()),   # the settings in force (time zone, policies, ...)
 ])
 
 

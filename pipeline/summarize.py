@@ -101,9 +101,13 @@ class SummarizeSummary:
     seconds: float = 0.0
     log_dir: str = ""
     recovery_dir: str = ""
+    # per session asked for: {"root", "day", "doc"} (where its log line and document are; the
+    # stage ledger keeps it to find them again), not part of the printed summary
+    placed: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()
+                if k != "placed"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,15 +162,19 @@ def write_if_changed(path: Path, text: str) -> bool:
 @holds_lake_lock
 def summarize(lake: Lake, *, tz: str | None = None, ignore_patterns: Iterable[str] = (),
               sessions: Iterable[str] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> SummarizeSummary:
+              progress: Callable[[int, int], None] | None = None,
+              days: Iterable[str] = (), removed: Iterable[str] = ()) -> SummarizeSummary:
     """Write daily logs, recovery documents and model prices (see the module docstring).
 
-    Holds the lake's lock (re-entrant: the nightly run already holds it)."""
+    ``days``: more days to rebuild (where the nightly job's owed sessions were listed
+    before); ``removed``: sessions gone from the lake, whose recovery documents go. Holds the
+    lake's lock (re-entrant: the nightly run already holds it)."""
     return _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
-                      progress=progress)
+                      progress=progress, extra_days=set(days), removed=set(removed))
 
 
-def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> SummarizeSummary:
+def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_days=frozenset(),
+               removed=frozenset()) -> SummarizeSummary:
     started = time.perf_counter()
     zone_name = resolve_timezone(tz)
     zone = ZoneInfo(zone_name)
@@ -180,7 +188,9 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
         summary.prices_written = _write_model_prices(lake, con)
         rows = _query(con, "select_session_log_rows", {})
         by_id = {row["session_id"]: row for row in rows}
-        touched = None if sessions is None else _roots(con, sorted(set(sessions)))
+        asked = None if sessions is None else sorted(set(sessions))
+        root_of = {} if asked is None else _root_map(con, asked)
+        touched = None if asked is None else set(root_of.values())
 
         day_of: dict[str, str | None] = {}
         time_of: dict[str, str] = {}
@@ -196,7 +206,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
             days = {d for d in day_of.values() if d is not None}
             considered = sorted(by_id)
         else:
-            days = {day_of[s] for s in touched if day_of.get(s)}
+            days = {day_of[s] for s in touched if day_of.get(s)} | set(extra_days)
             considered = sorted(s for s in by_id if s in touched or day_of.get(s) in days)
 
         prompts = _prompts(con, considered)
@@ -256,7 +266,14 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
                     summary.recovery_unchanged += 1
             if progress:
                 progress(min(start + RECOVERY_BATCH, len(wanted)), len(wanted))
-        stale = ({recovery_file_name(s) for s in ignored} if touched is not None else None)
+        stale = ({recovery_file_name(s) for s in ignored | set(removed)} - expected_names
+                 if touched is not None else None)
+        for session_id in (asked if asked is not None else sorted(by_id)):
+            root = root_of.get(session_id, session_id)
+            listed = root in by_id and root not in ignored
+            summary.placed[session_id] = {
+                "root": root, "day": day_of.get(root) if listed else None,
+                "doc": recovery_file_name(root) if listed else None}
         if recovery_dir.exists():
             for path in sorted(recovery_dir.glob("*.md")):
                 gone = path.name not in expected_names if stale is None else path.name in stale
@@ -274,12 +291,12 @@ def _query(con, name: str, params: dict) -> list[dict]:
     return sqlfiles.fetch_dicts(cursor)
 
 
-def _roots(con, session_ids: list[str]) -> set[str]:
-    """The top-level sessions of these sessions (a sub-agent stands for its parent)."""
+def _root_map(con, session_ids: list[str]) -> dict[str, str]:
+    """The top-level session of each of these sessions (a sub-agent stands for its parent)."""
     if not session_ids:
-        return set()
+        return {}
     rows = _query(con, "select_session_parents", {"sessions": session_ids})
-    return {row["root_session_id"] for row in rows}
+    return {row["session_id"]: row["root_session_id"] for row in rows}
 
 
 def _prompts(con, session_ids: list[str]) -> dict[str, list[str]]:

@@ -82,10 +82,30 @@ def test_parts_of_a_run_that_never_committed_are_removed_by_the_next_run(tmp_pat
     run(lake, path)
     orphan = lake.table_dir("messages") / "29990101T000000000000-00000-000.parquet"
     shutil.copy(next(p for p in lake.table_dir("messages").glob("2*.parquet")), orphan)
-    assert scalar(lake, "SELECT count(*) FROM messages") == 2  # the orphan is visible until GC
+    # a part of a run that never committed is invisible at once, and removed by the next run
+    assert scalar(lake, "SELECT count(*) FROM messages") == 1
     run(lake, path)
     assert not orphan.exists()
     assert scalar(lake, "SELECT count(*) FROM messages") == 1
+
+
+def test_rows_appended_by_a_run_killed_before_its_commit_stay_invisible(tmp_path):
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
+    lake = Lake(tmp_path / "lake")
+    run(lake, path)
+    committed = Lake(tmp_path / "copy")
+    # the appended line is read by a run whose parts are written but whose commit never happens
+    with open(path, "ab") as handle:
+        handle.write(claude_line(2))
+    shutil.copytree(lake.root, committed.root)
+    run(lake, path)
+    new_parts = set(p.name for p in lake.table_dir("messages").glob("2*.parquet")) - \
+        set(p.name for p in committed.table_dir("messages").glob("2*.parquet"))
+    assert len(new_parts) == 1
+    for part in new_parts:   # same generation as the committed rows: only the run id tells
+        shutil.copy(lake.table_dir("messages") / part, committed.table_dir("messages") / part)
+    assert scalar(lake, "SELECT count(*) FROM messages") == 2
+    assert scalar(committed, "SELECT count(*) FROM messages") == 1
 
 
 def test_parallel_workers_give_the_same_tables_as_one_worker(tmp_path):

@@ -4,6 +4,7 @@ session filters, and the `plan` / `suggest` commands."""
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from conftest import REAL, ingest_paths, rows
 from pipeline.cli import cli
 from pipeline.config import Config, config_from_dict
 from pipeline.errors import UsageError
+from pipeline.lake import DERIVED_BUCKETS, session_bucket
 from pipeline.policies.base import CONTEXT_EDIT_TEXT
 from pipeline.tokens import estimate_tokens
 from pipeline.plan import (
@@ -31,6 +33,9 @@ ALL = ["none", "microcompact", "payload_prune", "context_editing", "observation_
 def real_lake(tmp_path_factory):
     lake, _ = ingest_paths(tmp_path_factory.mktemp("real"), REAL)
     return lake
+
+
+KEY_SUFFIX = hashlib.sha256(b'observation_masking(window=10)').hexdigest()[:8]
 
 
 def file_hashes(lake) -> dict[str, str]:
@@ -51,14 +56,27 @@ def test_every_real_session_is_planned_and_sub_agents_are_their_own_sessions(rea
 def test_planning_twice_gives_byte_identical_files(real_lake):
     plan_many(real_lake, policies=ALL, config=Config())
     first = file_hashes(real_lake)
-    assert len(first) == 2 * len(ALL)
+    # one file per policy, table and session bucket
+    assert len(first) == 2 * len(ALL) * DERIVED_BUCKETS
     plan_many(real_lake, policies=ALL, config=Config(), workers=1)
     assert file_hashes(real_lake) == first
-    table = pq.read_table(real_lake.derived_dir / "plans" / "none.parquet")
+    table = pq.read_table(real_lake.derived_dir / "plans" / "none.b00.parquet")
     assert table.schema == PLANS_SCHEMA
-    ev = pq.read_table(real_lake.derived_dir / "evictions" / "payload_prune_microcompact-"
-                       f"{hashlib.sha256(b'payload_prune+microcompact').hexdigest()[:8]}.parquet")
+    key = f"payload_prune_microcompact-{hashlib.sha256(b'payload_prune+microcompact').hexdigest()[:8]}"
+    ev = pq.read_table(real_lake.derived_dir / "evictions" / f"{key}.b00.parquet")
     assert ev.schema == EVICTIONS_SCHEMA
+
+
+def test_replanning_one_session_rewrites_only_its_bucket(real_lake):
+    plan(real_lake, policy="observation_masking(window=10)", config=Config())
+    before = {name: os.stat(real_lake.derived_dir / name).st_mtime_ns for name in file_hashes(real_lake)}
+    plan(real_lake, policy="observation_masking(window=10)", config=Config(),
+         session_id="pvlib__pvlib-python-1606")
+    after = {name: os.stat(real_lake.derived_dir / name).st_mtime_ns for name in file_hashes(real_lake)}
+    bucket = f".b{session_bucket('pvlib__pvlib-python-1606'):02d}.parquet"
+    changed = sorted(name for name in after if after[name] != before.get(name))
+    assert changed == [f"evictions/observation_masking_window_10-{KEY_SUFFIX}{bucket}",
+                       f"plans/observation_masking_window_10-{KEY_SUFFIX}{bucket}"]
 
 
 def test_replanning_one_session_keeps_the_other_sessions_rows(real_lake):
