@@ -461,6 +461,8 @@ class Lake:
         con.execute(sqlfiles.load("create_view_sessions"))
         for view in EXTRA_VIEWS:
             con.execute(sqlfiles.load(view))
+        from pipeline.usage import use_current_usage_rows
+        use_current_usage_rows(con, self.root)  # stored usage rows only while they are current
 
     def _views_fingerprint(self) -> str:
         """Hash of everything the persisted views depend on: the SQL files and derived names."""

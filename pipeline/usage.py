@@ -241,12 +241,22 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
         con.close()
     from pipeline.lake import Lake
 
-    con = Lake(root).connect()
-    # materialised rows that are not current (sources changed since the refresh) are not used
-    con.execute(sqlfiles.load("create_view_usage_call_rows_computed"))
+    con = Lake(root).connect()   # usage_call_rows: computed (see use_current_usage_rows)
     _base_prices(con, root)
     _custom_prices(con, overrides)
     return con, "messages"
+
+
+def use_current_usage_rows(con, root: Path) -> bool:
+    """In a connection with the lake's views: keep ``usage_call_rows`` on the stored rows
+    only while they cover the lake's current sources; otherwise compute them from the
+    messages (``ctxlake sql``, summaries and reports never see stale usage). True if stored."""
+    derived = Path(root) / "derived"
+    if _has_parts(derived / CALL_ROWS) and _has_parts(derived / CALL_SOURCES):
+        if con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchone()[0] == 0:
+            return True
+    con.execute(sqlfiles.load("create_view_usage_call_rows_computed"))
+    return False
 
 
 def _base_prices(con, root: Path) -> None:
@@ -359,7 +369,7 @@ class UsageFigures:
 
     def add(self, other: "UsageFigures") -> None:
         """Add another row's figures (sessions counted once, unpriced models listed once)."""
-        self.session_ids = self.session_ids | other.session_ids
+        self.session_ids |= other.session_ids     # in place: totals grow, never copied
         self.sessions = len(self.session_ids)
         for key in COUNTED:
             setattr(self, key, getattr(self, key) + getattr(other, key))
