@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from pipeline import __version__
 from pipeline.errors import CtxlakeError
 
 
@@ -69,7 +70,7 @@ class CtxlakeGroup(click.Group):
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lake", "lake_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Lake directory (default: $CTXLAKE_HOME or ./data/lake).")
-@click.version_option(package_name="ctxlake")
+@click.version_option(version=__version__, package_name="ctxlake")  # no metadata scan
 @click.pass_context
 def cli(ctx: click.Context, lake_dir: Path | None) -> None:
     """ctxlake: ingest, analyse, compact and replay AI coding-agent transcripts.

@@ -352,25 +352,22 @@ class UsageFigures:
     compared_complete: bool = True            # ... every row of it priced
     unpriced_models: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
-    session_ids: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def from_record(cls, record: dict) -> "UsageFigures":
         """The figures of one (period, group, model) row of ``select_usage_report``."""
         model = record["model"] or "(unknown)"
         return cls(
-            sessions=len(record["session_ids"]),
+            sessions=int(record["sessions"]),
             **{key: int(record[key] or 0) for key in COUNTED},
             cost_usd=record["cost_usd"], recorded_cost_usd=record["recorded_cost_usd"],
             compared_cost_usd=record["compared_cost_usd"],
             compared_complete=not record["compared_unpriced_rows"],
-            unpriced_models=[model] if record["unpriced_rows"] else [], models=[model],
-            session_ids=set(record["session_ids"]))
+            unpriced_models=[model] if record["unpriced_rows"] else [], models=[model])
 
     def add(self, other: "UsageFigures") -> None:
-        """Add another row's figures (sessions counted once, unpriced models listed once)."""
-        self.session_ids |= other.session_ids     # in place: totals grow, never copied
-        self.sessions = len(self.session_ids)
+        """Add another row's figures (unpriced models listed once). Distinct sessions do not
+        add up: the caller sets ``sessions`` (the report's SQL counts them per level)."""
         for key in COUNTED:
             setattr(self, key, getattr(self, key) + getattr(other, key))
         for key in ("cost_usd", "recorded_cost_usd", "compared_cost_usd"):
@@ -524,11 +521,17 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
         records = _report_records(con, params)
         if source != "stored" and _ensure_prices(con, {r["model"] for r in records}, overrides):
             records = _report_records(con, params)
+
+        def sessions_of(periods: list[str]) -> int:
+            wanted = {k: v for k, v in params.items() if k != "group"}
+            found = _report_records(con, {**wanted, "periods": periods}, "select_usage_report_sessions")
+            return int(found[0]["sessions"])
+
+        return _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
+                         project=project, breakdown=group, price_source=_price_label(overrides),
+                         order=order, limit=limit, source=source, sessions_of=sessions_of)
     finally:
         con.close()
-    return _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
-                     project=project, breakdown=group, price_source=_price_label(overrides),
-                     order=order, limit=limit, source=source)
 
 
 def _report_records(con, params: dict, name: str = "select_usage_report") -> list[dict]:
@@ -545,11 +548,16 @@ def _report_records(con, params: dict, name: str = "select_usage_report") -> lis
 
 
 def _assemble(records: list[dict], *, period: str, tz: str, since, until, project, breakdown,
-              price_source, order="asc", limit=None, source="messages") -> UsageReport:
-    """Period rows and the total from the (period, group, model) rows of ``select_usage_report``."""
+              price_source, order="asc", limit=None, source="messages", sessions_of=None) -> UsageReport:
+    """Period rows and the total from the rows of ``select_usage_report``: the (period,
+    group, model) cells are summed; distinct sessions come from their own level's row."""
     rows: dict[str | None, UsageRow] = {}
     groups: dict[tuple, UsageFigures] = {}
+    sessions: dict[tuple, int] = {}
     for record in records:
+        if record["level"] != "cell":
+            sessions[(record["level"], record["period"], record["grp"])] = int(record["sessions"])
+            continue
         figures = UsageFigures.from_record(record)
         key = record["period"]
         row = rows.get(key)
@@ -569,8 +577,12 @@ def _assemble(records: list[dict], *, period: str, tz: str, since, until, projec
             groups[(key, name)] = UsageFigures()
             row.breakdown.append((name, groups[(key, name)]))
         groups[(key, name)].add(figures)
+    for (key, name), figures in groups.items():
+        figures.sessions = sessions.get(("group", key, None if name == "(unknown)" else name),
+                                        sessions.get(("group", key, name), 0))
     ordered = list(rows.values())
     for row in ordered:
+        row.figures.sessions = sessions.get(("period", row.period, None), 0)
         row.breakdown.sort(key=lambda item: item[0])
     if period == "session":
         ordered.sort(key=lambda r: (r.session["first_at"] is None, r.session["first_at"] or "",
@@ -588,6 +600,10 @@ def _assemble(records: list[dict], *, period: str, tz: str, since, until, projec
     totals = UsageFigures()
     for row in ordered:
         totals.add(row.figures)
+    if omitted and sessions_of is not None:
+        totals.sessions = sessions_of([r.period if r.period is not None else "(no date)" for r in ordered])
+    else:
+        totals.sessions = sessions.get(("total", None, None), 0)
     return UsageReport(period, tz, since, until, project, breakdown, price_source, ordered,
                        totals, order=order, rows_omitted=omitted, source=source)
 
@@ -621,6 +637,7 @@ class UsageBlock:
     is_active: bool = False
     burn_rate: dict | None = None
     projection: dict | None = None
+    session_ids: set[str] = field(default_factory=set, repr=False)
 
     def to_dict(self, zone: ZoneInfo) -> dict:
         local = lambda t: None if t is None else t.astimezone(zone).isoformat()  # noqa: E731
@@ -695,6 +712,7 @@ def blocks_report(lake, *, tz: str | None = None, since=None, until=None, projec
     totals = UsageFigures()
     for block in blocks:
         totals.add(block.figures)
+    totals.sessions = len(set().union(*(b.session_ids for b in blocks)))
     return BlocksReport(zone, since_day, until_day, project, now, _price_label(overrides), blocks,
                         totals, order=order, rows_omitted=omitted)
 
@@ -716,8 +734,8 @@ def _blocks(calls: list[dict], now: datetime) -> list[UsageBlock]:
             current = UsageBlock(start=start, end=start + window, first_at=at)
         current.last_at = at
         current.entries += 1
-        record = {"session_ids": [call["session_id"]],
-                  "api_calls": 1 if call["usage_scope"] == "call" else 0,
+        current.session_ids.add(call["session_id"])
+        record = {"sessions": 1, "api_calls": 1 if call["usage_scope"] == "call" else 0,
                   **{key: call[key] for key in (*TOKEN_KINDS, "total_tokens")},
                   "cache_write_1h_tokens": 0, "reasoning_tokens": 0,
                   "cost_usd": call["cost_usd"], "recorded_cost_usd": None,
@@ -727,6 +745,7 @@ def _blocks(calls: list[dict], now: datetime) -> list[UsageBlock]:
     if current is not None:
         blocks.append(current)
     for block in blocks:
+        block.figures.sessions = len(block.session_ids)
         if block.is_gap:
             continue
         block.is_active = now - block.last_at < window and now < block.end

@@ -1,4 +1,4 @@
--- Usage and cost per period ($period: day | week | month | session, days in time zone $tz), model and group ($group: model | agent | project | format), for `ctxlake report`
+-- Usage and cost per period ($period: day | week | month | session, days in time zone $tz), group ($group: model | agent | project | format) and model, with distinct sessions per level, for `ctxlake report`
 WITH calls AS (
     SELECT
         *,
@@ -27,14 +27,19 @@ in_range AS (
       AND (CAST($until AS DATE) IS NULL OR local_day <= CAST($until AS DATE))
 ),
 final AS (
-    -- one row per (period, group, model); periods, groups and the total are summed by the
-    -- caller (exact DECIMAL costs), distinct sessions from the session lists
+    -- one row per (period, group, model) cell, and the distinct sessions of each group, period
+    -- and the whole range (levels group, period, total); the caller sums the cells (exact
+    -- DECIMAL costs)
     SELECT
+        CASE WHEN grouping(period) = 1 THEN 'total'
+             WHEN grouping(grp) = 1 THEN 'period'
+             WHEN grouping(model) = 1 THEN 'group'
+             ELSE 'cell' END AS level,
         period,
         grp,
         model,
         any_value(priced_as) AS priced_as,
-        list_sort(list_distinct(list(session_id))) AS session_ids,
+        count(DISTINCT session_id) AS sessions,
         count(*) FILTER (WHERE usage_scope = 'call') AS api_calls,
         count(*) FILTER (WHERE usage_scope = 'run') AS run_rows,
         sum(input_tokens) AS input_tokens,
@@ -56,6 +61,6 @@ final AS (
         min("timestamp") AS first_at,
         max("timestamp") AS last_at
     FROM in_range
-    GROUP BY period, grp, model
+    GROUP BY GROUPING SETS ((period, grp, model), (period, grp), (period), ())
 )
-SELECT * FROM final ORDER BY period NULLS LAST, grp NULLS LAST, model NULLS LAST
+SELECT * FROM final ORDER BY level, period NULLS LAST, grp NULLS LAST, model NULLS LAST

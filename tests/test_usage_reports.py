@@ -288,6 +288,10 @@ def test_weeks_start_on_monday_and_order_and_limit_choose_the_rows(tmp_path):
     newest = usage_report(lake, period="day", tz="UTC", order="desc", limit=2).to_dict()
     assert [r["date"] for r in newest["rows"]] == ["2025-12-15", "2025-12-14"]
     assert (newest["rows_omitted"], newest["totals"]["api_calls"]) == (2, 2)
+    # one session on four days: each day counts it, the total counts it once
+    daily = usage_report(lake, period="day", tz="UTC").to_dict()
+    assert [r["sessions"] for r in daily["rows"]] == [1, 1, 1, 1] and daily["totals"]["sessions"] == 1
+    assert newest["totals"]["sessions"] == 1
 
 
 def _real_lake(tmp_path):
@@ -325,6 +329,7 @@ def test_every_breakdown_sums_to_its_period_and_names_its_groups(tmp_path):
         for row, base in zip(report["rows"], plain["rows"]):
             for key in keys:
                 assert sum(b[key] for b in row["breakdown"]) == row[key] == base[key]
+            assert row["sessions"] == base["sessions"] >= max(b["sessions"] for b in row["breakdown"])
     formats = usage_report(lake, period="day", tz="UTC", breakdown="format").to_dict()
     claude_days = {row["date"]: next(b for b in row["breakdown"] if b["format"] == "claude_code")
                    for row in formats["rows"] if any(b["format"] == "claude_code" for b in row["breakdown"])}
