@@ -132,13 +132,15 @@ def test_a_resumed_copy_of_a_real_session_leaves_daily_totals_and_cost_unchanged
                                                      + new["2025-09-03"]["input_tokens"])
 
 
-def test_copied_calls_stay_with_the_session_that_recorded_them_first_and_sessions_stay_whole(tmp_path):
+def test_copied_calls_stay_with_the_first_session_by_time_then_file_path_and_sessions_stay_whole(tmp_path):
     root, folder = _resumed_archive(tmp_path)
     lake, _ = ingest_paths(tmp_path, root)
     refresh_usage(lake)
     report = usage_report(lake, period="session", tz="UTC").to_dict()
     by_id = {row["session_id"]: row for row in report["rows"]}
     sample = _raw_calls([SAMPLE])
+    # the copies carry the original times, and so does the resumed file's first call: the
+    # file path decides, as ccusage 20 orders files ("1af7..." before "9d1e...")
     assert by_id[SAMPLE.stem]["api_calls"] == len(sample)
     assert by_id[SAMPLE.stem]["output_tokens"] == sum(c["usage"]["output_tokens"] for c in sample.values())
     assert by_id[RESUMED_ID]["api_calls"] == 1   # only its own new call
