@@ -1,6 +1,6 @@
 -- The recorded model names the lake's model_prices covers, with the price source they were computed from (a priced model needs its 1-hour cache-write price)
 WITH prices AS (
-    SELECT * FROM model_prices_base
+    SELECT * FROM model_prices
     UNION ALL BY NAME
     SELECT CAST(NULL AS DECIMAL(38, 12)) AS cache_write_1h_usd_per_mtok WHERE false
 ),
