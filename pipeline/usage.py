@@ -227,11 +227,11 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
             if _has_parts(derived / name):
                 con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
                                             glob=sqlfiles.literal_path(derived / name / "*.parquet")))
-        changed = con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchone()[0]
+        changed = con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchall()[0][0]
         if changed == 0:
             if not overrides and _has_parts(derived / PRICED_CALLS) and con.execute(
                     sqlfiles.load("select_usage_calls_priced_stale"),
-                    {"price_source": price_source()}).fetchone()[0] == 0:
+                    {"price_source": price_source()}).fetchall()[0][0] == 0:
                 con.execute(sqlfiles.load("create_view_usage_calls_priced"))
                 return con, "stored"
             _base_prices(con, root)
@@ -253,7 +253,7 @@ def use_current_usage_rows(con, root: Path) -> bool:
     messages (``ctxlake sql``, summaries and reports never see stale usage). True if stored."""
     derived = Path(root) / "derived"
     if _has_parts(derived / CALL_ROWS) and _has_parts(derived / CALL_SOURCES):
-        if con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchone()[0] == 0:
+        if con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchall()[0][0] == 0:
             return True
     con.execute(sqlfiles.load("create_view_usage_call_rows_computed"))
     return False
@@ -298,7 +298,7 @@ def use_model_prices(con: "duckdb.DuckDBPyConnection", table) -> None:
     with the config prices already loaded in the connection (if any) still on top."""
     con.register("model_prices_fresh", table)
     con.execute(sqlfiles.load("create_view_model_prices_fresh"))
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'price_overrides'").fetchone()[0]:
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'price_overrides'").fetchall()[0][0]:
         con.execute(sqlfiles.load("create_table_price_overrides"))
     con.execute(sqlfiles.load("create_view_model_prices_custom"))
 

@@ -192,6 +192,10 @@ def test_refreshing_only_the_changed_session_gives_what_a_full_computation_gives
     strip = lambda d: {k: v for k, v in d.items() if k != "usage_source"}  # noqa: E731
     assert strip(current) == strip(stale)
     assert [(r["session_id"], r["input_tokens"]) for r in current["rows"]] == [("sess-a", 100), ("sess-b", 500)]
+    # refreshing a session of a current lake keeps every other session's rows as stored
+    again = refresh_usage(lake, sessions=["sess-a"])
+    assert (again.sessions, again.rows) == (1, 3)
+    assert strip(usage_report(lake, period="session", tz="UTC").to_dict()) == strip(current)
 
 
 def test_a_report_on_a_refreshed_lake_imports_neither_pyarrow_nor_rich(tmp_path):
