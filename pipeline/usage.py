@@ -180,7 +180,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
         try:
             _base_prices(con, lake.root)
             _custom_prices(con, None)
-            models = {row[0] for row in con.execute(sqlfiles.load("select_usage_models")).fetchall()}
+            models = {row[0] for row in con.execute(sqlfiles.load("select_usage_call_models")).fetchall()}
             _ensure_prices(con, models, None)
             priced = con.sql(sqlfiles.load("select_usage_calls_to_store"),
                              params={"price_source": price_source()}).to_arrow_table()
