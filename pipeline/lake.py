@@ -44,7 +44,8 @@ MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_e
 EXTRA_VIEWS: list[str] = [
     "create_view_tool_paths_empty", "create_view_tool_links",  # correlate (pipeline/correlate.py)
     "create_view_model_prices_empty", "create_view_usage_call_rows_live",
-    "create_view_usage_call_rows_fallback", "create_view_usage_calls", "create_view_daily_usage",
+    "create_view_usage_call_rows_fallback", "create_view_usage_call_sources_empty",
+    "create_view_usage_call_rows_current", "create_view_usage_calls", "create_view_daily_usage",
     "create_view_session_summary",  # summaries and usage reports (pipeline/summarize.py, usage.py)
 ]
 
@@ -461,8 +462,6 @@ class Lake:
         con.execute(sqlfiles.load("create_view_sessions"))
         for view in EXTRA_VIEWS:
             con.execute(sqlfiles.load(view))
-        from pipeline.usage import use_current_usage_rows
-        use_current_usage_rows(con, self.root)  # stored usage rows only while they are current
 
     def _views_fingerprint(self) -> str:
         """Hash of everything the persisted views depend on: the SQL files and derived names."""

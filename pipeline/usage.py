@@ -236,34 +236,23 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
                 return con, "stored"
             _base_prices(con, root)
             _custom_prices(con, overrides)
+            con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
             con.execute(sqlfiles.load("create_view_usage_calls"))
             return con, "rows"
         con.close()
     from pipeline.lake import Lake
 
-    con = Lake(root).connect()   # usage_call_rows: computed (see use_current_usage_rows)
+    con = Lake(root).connect()   # usage_call_rows_current: computed (sources changed)
     _base_prices(con, root)
     _custom_prices(con, overrides)
     return con, "messages"
 
 
-def use_current_usage_rows(con, root: Path) -> bool:
-    """In a connection with the lake's views: keep ``usage_call_rows`` on the stored rows
-    only while they cover the lake's current sources; otherwise compute them from the
-    messages (``ctxlake sql``, summaries and reports never see stale usage). True if stored."""
-    derived = Path(root) / "derived"
-    if _has_parts(derived / CALL_ROWS) and _has_parts(derived / CALL_SOURCES):
-        if con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchall()[0][0] == 0:
-            return True
-    con.execute(sqlfiles.load("create_view_usage_call_rows_computed"))
-    return False
-
-
 def _base_prices(con, root: Path) -> None:
     """``model_prices_base``: the lake's ``derived/model_prices``, else an empty table."""
-    folder = root / "derived" / "model_prices"
+    folder = Path(root) / "derived" / "model_prices"
     if _has_parts(folder):
-        con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident("model_prices_base"),
+        con.execute(sqlfiles.render("create_view_model_prices_base",
                                     glob=sqlfiles.literal_path(folder / "*.parquet")))
     else:
         con.execute(sqlfiles.load("create_view_model_prices_base_empty"))
@@ -298,7 +287,7 @@ def use_model_prices(con: "duckdb.DuckDBPyConnection", table) -> None:
     with the config prices already loaded in the connection (if any) still on top."""
     con.register("model_prices_fresh", table)
     con.execute(sqlfiles.load("create_view_model_prices_fresh"))
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'price_overrides'").fetchall()[0][0]:
+    if not con.execute(sqlfiles.load("select_price_overrides_present")).fetchall()[0][0]:
         con.execute(sqlfiles.load("create_table_price_overrides"))
     con.execute(sqlfiles.load("create_view_model_prices_custom"))
 

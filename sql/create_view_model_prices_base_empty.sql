@@ -1,5 +1,5 @@
 -- model_prices_base for a report: empty and typed when the lake has no derived/model_prices yet
-CREATE OR REPLACE VIEW model_prices_base AS
+CREATE OR REPLACE TEMP VIEW model_prices_base AS
 WITH final AS (
     SELECT
         CAST(NULL AS VARCHAR) AS model,

@@ -1,5 +1,5 @@
 -- model_prices for a report: the base prices (lake or computed now), with the config file's prices replacing those of the models it names
-CREATE OR REPLACE VIEW model_prices AS
+CREATE OR REPLACE TEMP VIEW model_prices AS
 WITH base AS (
     SELECT * FROM model_prices_base
     UNION ALL BY NAME

@@ -1,8 +1,8 @@
 -- usage_calls: recorded usage once per API call across the whole lake (or per run), dated, with its cost from model_prices (NULL = unpriced)
 CREATE OR REPLACE VIEW usage_calls AS
 WITH call_rows AS (
-    -- per-session call rows: derived/usage_call_rows (refresh_usage), else usage_call_rows_live
-    SELECT * FROM usage_call_rows
+    -- per-session call rows: derived/usage_call_rows (refresh_usage) while current, else computed
+    SELECT * FROM usage_call_rows_current
 ),
 session_rows AS (
     -- each row with its session's first call and whether the session records its own cost

@@ -1,6 +1,6 @@
 -- The per-session usage call rows after a refresh: kept rows of other sessions plus the rows of $sessions recomputed (all when $sessions is NULL)
 WITH kept AS (
-    SELECT * FROM usage_call_rows
+    SELECT * FROM usage_call_rows_current
     WHERE CAST($sessions AS VARCHAR[]) IS NOT NULL
       AND NOT list_contains(CAST($sessions AS VARCHAR[]), session_id)
 ),
