@@ -610,7 +610,7 @@ def _usage_options(command, *, breakdown: bool = True):
         click.option("--limit", type=click.IntRange(min=1), default=None,
                      help="Show only the first N rows of that order (the total covers them)."),
         click.option("--compact", is_flag=True,
-                     help="The narrow layout (under 80 columns; automatic on a terminal under 100)."),
+                     help="The narrow layout (fits 80 columns; automatic when the wide one does not fit the terminal)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
                      default=None, help="Config file with [prices] (default: $CTXLAKE_CONFIG or ./ctxlake.toml)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
@@ -628,13 +628,17 @@ def _price_config(config_path: Path | None):
     return load_config(config_path)
 
 
-def _compact(requested: bool) -> bool:
-    if requested:
-        return True
-    if not sys.stdout.isatty():
-        return False
-    import shutil
-    return shutil.get_terminal_size().columns < 100
+def _usage_layout(requested_compact: bool, build, *, text_columns: int = 2):
+    """(console, table): the wide table when it fits the terminal (or output is not a
+    terminal), else the compact one; ``--compact`` forces it. ``build(compact)`` returns the
+    (columns, rows) of a layout."""
+    out = render.console()
+    if not requested_compact:
+        table = render.usage_table(*build(False), text_columns=text_columns)
+        needed = out.measure(table, options=out.options.update(max_width=10_000)).maximum
+        if not sys.stdout.isatty() or needed <= out.width:
+            return out, table
+    return out, render.usage_table(*build(True), compact=True, text_columns=text_columns)
 
 
 def _usage_footer(out, result) -> None:
@@ -656,10 +660,8 @@ def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, 
     if as_json:
         click.echo(render.to_json(result.to_dict()))
         return
-    narrow = _compact(compact)
-    columns, rows = table_rows(result, compact=narrow)
-    out = render.console()
-    out.print(render.usage_table(columns, rows, compact=narrow))
+    out, table = _usage_layout(compact, lambda narrow: table_rows(result, compact=narrow))
+    out.print(table)
     flagged = [row.period for row in result.rows if row.figures.cost_mismatch]
     if flagged:
         out.print("!: the recorded cost differs from the computed cost by more than 5% ("
@@ -755,10 +757,9 @@ def report_blocks(obj: LakeContext, active_only, since, until, tz, project, orde
     if as_json:
         click.echo(render.to_json(result.to_dict()))
         return
-    narrow = _compact(compact)
-    columns, rows = block_table_rows(result, compact=narrow)
-    out = render.console()
-    out.print(render.usage_table(columns, rows, compact=narrow))
+    out, table = _usage_layout(compact, lambda narrow: block_table_rows(result, compact=narrow),
+                               text_columns=3)
+    out.print(table)
     active = result.active
     if active is None:
         out.print("no active block (no call in the last 5 hours)")

@@ -80,17 +80,18 @@ def table(columns: list[str], rows: list[tuple], *, title: str | None = None,
     return out
 
 
-def usage_table(columns: list[str], rows: list[tuple], *, compact: bool = False) -> Table:
+def usage_table(columns: list[str], rows: list[tuple], *, compact: bool = False,
+                text_columns: int = 2) -> Table:
     """A usage report table: numbers right-aligned, and no cell ever wraps (numbers, dates,
     model names; a cell with several models has one per line). ``compact``: narrow padding,
-    so the compact report fits 80 columns."""
+    so the compact report fits 80 columns. The first ``text_columns`` are left-aligned."""
     from rich import box
     from rich.table import Table
 
     out = Table(show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD,
                 pad_edge=not compact, padding=(0, 1) if not compact else (0, 1, 0, 0))
     for index, col in enumerate(columns):
-        out.add_column(col, no_wrap=True, justify="left" if index < 2 else "right")
+        out.add_column(col, no_wrap=True, justify="left" if index < text_columns else "right")
     for row in rows:
         out.add_row(*["" if v is None else _cell(v) for v in row])
     return out

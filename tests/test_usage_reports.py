@@ -369,6 +369,13 @@ def test_the_compact_layout_fits_80_columns_without_wrapping_numbers_dates_or_mo
     for name in ("sonnet-4-5", "gemini-3-pro-preview", "gpt-5.1-codex-max", "deepseek-chat", "gpt-4o"):
         assert any(name in line.split() for line in lines)
     assert "…" not in texts[("day", None)] and "…" not in texts[("day", "model")]
+    from pipeline.usage import block_table_rows
+    blocks = blocks_report(lake, tz="UTC", now=datetime(2026, 4, 15, 5, tzinfo=timezone.utc))
+    out = io.StringIO()
+    Console(file=out, width=80, highlight=False).print(
+        render.usage_table(*block_table_rows(blocks, compact=True), compact=True, text_columns=3))
+    assert max(len(line) for line in out.getvalue().splitlines()) <= 80
+    assert "ACTIVE" in out.getvalue() and "2026-04-15 04:00" in out.getvalue()
     res = CliRunner().invoke(cli, ["--lake", str(lake.root), "report", "daily", "--tz", "UTC", "--compact"],
                              catch_exceptions=False)
     table_lines = res.output.split("!:")[0].split("UNPRICED:")[0].splitlines()
