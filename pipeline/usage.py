@@ -45,8 +45,11 @@ Decisions:
   of the report at the installed genai-prices version; otherwise they are computed now, in
   memory (nothing is written by a report).
 - Speed: a report on a lake whose usage is materialised and current reads only
-  ``sources.parquet``, ``derived/usage_call_sources`` and ``derived/usage_calls_priced`` (no pyarrow,
-  no message parts); otherwise it opens the whole lake.
+  ``sources.parquet``, ``derived/usage_call_sources`` and ``derived/usage_buckets`` (the calls'
+  sums per 15-minute UTC bucket, session, model and group keys: every time zone's days are
+  whole buckets, as today's zone offsets are multiples of 15 minutes), or
+  ``derived/usage_calls_priced`` for blocks; no pyarrow, no message parts. Otherwise it opens
+  the whole lake.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ MISMATCH = Decimal("0.05")            # recorded vs computed cost: flagged above
 CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session call rows
 CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources they cover
 PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
+BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
 BLOCK_HOURS = 5
 
 
@@ -184,9 +188,13 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
             _ensure_prices(con, models, None)
             priced = con.sql(sqlfiles.load("select_usage_calls_to_store"),
                              params={"price_source": price_source()}).to_arrow_table()
+            con.execute(sqlfiles.load("create_view_usage_report_rows"))
+            buckets = con.sql(sqlfiles.load("select_usage_buckets_to_store"),
+                              params={"price_source": price_source()}).to_arrow_table()
         finally:
             con.close()
         lake.write_derived(PRICED_CALLS, "all", priced)
+        lake.write_derived(BUCKETS, "all", buckets)
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
 
 
@@ -223,7 +231,7 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
         con.execute("SET TimeZone = 'UTC'")
         con.execute(sqlfiles.render("create_view_sources",
                                     glob=sqlfiles.literal_path(root / "sources.parquet")))
-        for name in (CALL_ROWS, CALL_SOURCES, PRICED_CALLS):
+        for name in (CALL_ROWS, CALL_SOURCES, PRICED_CALLS, BUCKETS):
             if _has_parts(derived / name):
                 con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
                                             glob=sqlfiles.literal_path(derived / name / "*.parquet")))
@@ -233,11 +241,17 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
                     sqlfiles.load("select_usage_calls_priced_stale"),
                     {"price_source": price_source()}).fetchall()[0][0] == 0:
                 con.execute(sqlfiles.load("create_view_usage_calls_priced"))
+                buckets = _has_parts(derived / BUCKETS) and con.execute(
+                    sqlfiles.load("select_usage_buckets_stale"),
+                    {"price_source": price_source()}).fetchall()[0][0] == 0
+                con.execute(sqlfiles.load("create_view_usage_report_rows_stored" if buckets
+                                          else "create_view_usage_report_rows"))
                 return con, "stored"
             _base_prices(con, root)
             _custom_prices(con, overrides)
             con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
             con.execute(sqlfiles.load("create_view_usage_calls"))
+            con.execute(sqlfiles.load("create_view_usage_report_rows"))
             return con, "rows"
         con.close()
     from pipeline.lake import Lake
@@ -245,6 +259,7 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
     con = Lake(root).connect()   # usage_call_rows_current: computed (sources changed)
     _base_prices(con, root)
     _custom_prices(con, overrides)
+    con.execute(sqlfiles.load("create_view_usage_report_rows"))
     return con, "messages"
 
 

@@ -1,9 +1,10 @@
 -- Usage and cost per period ($period: day | week | month | session, days in time zone $tz), group ($group: model | agent | project | format) and model, with distinct sessions per level, for `ctxlake report`
 WITH calls AS (
+    -- calls, or their stored 15-minute sums (usage_report_rows): every zone's days are whole buckets
     SELECT
         *,
-        CAST(timezone(CAST($tz AS VARCHAR), "timestamp") AS DATE) AS local_day
-    FROM usage_calls
+        CAST(timezone(CAST($tz AS VARCHAR), bucket) AS DATE) AS local_day
+    FROM usage_report_rows
     WHERE CAST($project AS VARCHAR) IS NULL OR contains(project, CAST($project AS VARCHAR))
 ),
 in_range AS (
@@ -40,8 +41,8 @@ final AS (
         model,
         any_value(priced_as) AS priced_as,
         count(DISTINCT session_id) AS sessions,
-        count(*) FILTER (WHERE usage_scope = 'call') AS api_calls,
-        count(*) FILTER (WHERE usage_scope = 'run') AS run_rows,
+        sum(api_calls) AS api_calls,
+        sum(run_rows) AS run_rows,
         sum(input_tokens) AS input_tokens,
         sum(output_tokens) AS output_tokens,
         sum(cache_write_tokens) AS cache_write_tokens,
@@ -49,17 +50,17 @@ final AS (
         sum(cache_read_tokens) AS cache_read_tokens,
         sum(reasoning_tokens) AS reasoning_tokens,
         sum(total_tokens) AS total_tokens,
-        count(*) - count(cost_usd) AS unpriced_rows,
+        sum(unpriced_rows) AS unpriced_rows,
         sum(cost_usd) AS cost_usd,
         sum(recorded_cost_usd) AS recorded_cost_usd,
         -- the computed cost of the sessions that record their own, and whether all of it is priced
         sum(compared_cost_usd) AS compared_cost_usd,
-        count(*) FILTER (WHERE cost_recorded AND cost_usd IS NULL) AS compared_unpriced_rows,
+        sum(compared_unpriced_rows) AS compared_unpriced_rows,
         any_value(project) AS project,
         any_value(format) AS format,
         any_value(parent_session_id) AS parent_session_id,
-        min("timestamp") AS first_at,
-        max("timestamp") AS last_at
+        min(first_at) AS first_at,
+        max(last_at) AS last_at
     FROM in_range
     GROUP BY GROUPING SETS ((period, grp, model), (period, grp), (period), ())
 )

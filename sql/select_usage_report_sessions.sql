@@ -1,7 +1,7 @@
 -- Distinct sessions of some periods of a report ($periods; same $period, $tz, $since, $until, $project as select_usage_report): the total of the rows --limit keeps
 WITH calls AS (
-    SELECT session_id, CAST(timezone(CAST($tz AS VARCHAR), "timestamp") AS DATE) AS local_day
-    FROM usage_calls
+    SELECT session_id, CAST(timezone(CAST($tz AS VARCHAR), bucket) AS DATE) AS local_day
+    FROM usage_report_rows
     WHERE CAST($project AS VARCHAR) IS NULL OR contains(project, CAST($project AS VARCHAR))
 ),
 in_range AS (

@@ -198,6 +198,22 @@ def test_refreshing_only_the_changed_session_gives_what_a_full_computation_gives
     assert strip(usage_report(lake, period="session", tz="UTC").to_dict()) == strip(current)
 
 
+def test_stored_15_minute_sums_give_every_time_zone_the_same_days_as_the_calls(tmp_path):
+    # 18:14 and 18:16 UTC fall on both sides of midnight in Kathmandu (+05:45)
+    lake = _timed_lake(tmp_path, ["2025-12-09T18:14:00", "2025-12-09T18:16:00", "2025-12-09T18:29:59",
+                                  "2025-12-10T23:59:00", "2025-12-11T00:01:00"])
+    zones = ("Asia/Kathmandu", "Asia/Kolkata", "America/St_Johns", "UTC")
+    computed = {(z, p): usage_report(lake, period=p, tz=z).to_dict() for z in zones for p in ("day", "session")}
+    refresh_usage(lake)
+    for (zone, period), expected in computed.items():
+        stored = usage_report(lake, period=period, tz=zone).to_dict()
+        assert (stored.pop("usage_source"), expected.pop("usage_source")) == ("stored", "messages")
+        assert stored == expected
+    kathmandu = computed[("Asia/Kathmandu", "day")]
+    assert [(r["date"], r["api_calls"]) for r in kathmandu["rows"]] == [
+        ("2025-12-09", 1), ("2025-12-10", 2), ("2025-12-11", 2)]
+
+
 def test_a_report_on_a_refreshed_lake_imports_neither_pyarrow_nor_rich(tmp_path):
     lake, _ = ingest_paths(tmp_path, CLAUDE)
     summarize(lake, tz="UTC")
