@@ -173,6 +173,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
     with lake.lock():
         con = lake.connect()
         try:
+            con.execute("SET enable_progress_bar = false")   # a nightly stage: no bar on stdout
             table = con.sql(sqlfiles.load("select_usage_call_rows_refreshed"),
                             params={"sessions": wanted}).to_arrow_table()
             covered = con.sql(sqlfiles.load("select_usage_call_sources")).to_arrow_table()
@@ -182,6 +183,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
         lake.write_derived(CALL_SOURCES, "all", covered)
         con = lake.connect()   # the views now read the rows just written
         try:
+            con.execute("SET enable_progress_bar = false")
             _base_prices(con, lake.root)
             _custom_prices(con, None)
             models = {row[0] for row in con.execute(sqlfiles.load("select_usage_call_models")).fetchall()}
