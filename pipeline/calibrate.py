@@ -389,20 +389,43 @@ def fit_factors(observations: list[Observation], direction: str = "prompt", *,
     prior = default_prior if prior is None else prior
     weights = pooled_weights if weights is None else weights
     n = len(prior)
-    xtx = [[weights[i] if i == j else 0.0 for j in range(n)] for i in range(n)]
-    xty = [w * p for w, p in zip(weights, prior)]
-    for x, y in _centred(observations, with_overhead):
-        for i in range(n):
-            xty[i] += x[i] * y
-            for j in range(n):
-                xtx[i][j] += x[i] * x[j]
-    return tuple(min(high, max(low, f)) for f, (low, high) in zip(_solve(xtx, xty), bounds))
+    x, y = _centred_arrays(observations, with_overhead, n)
+    xtx = x.T @ x + np.diag(np.asarray(weights, dtype=float))
+    xty = x.T @ y + np.asarray(weights, dtype=float) * np.asarray(prior, dtype=float)
+    solved = np.linalg.solve(xtx, xty)
+    return tuple(min(high, max(low, float(f))) for f, (low, high) in zip(solved, bounds))
+
+
+def _centred_arrays(observations: list[Observation], with_overhead: bool,
+                    width: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_centred` as arrays (rows in the same order), for the least squares."""
+    if not observations:
+        return np.zeros((0, width)), np.zeros(0)
+    x = np.asarray([o.x for o in observations], dtype=float).reshape(len(observations), width)
+    y = np.asarray([o.y for o in observations], dtype=float)
+    if not with_overhead:
+        return x, y
+    groups: dict[str, int] = {}
+    codes = np.fromiter((groups.setdefault(o.thread_id, len(groups)) for o in observations),
+                        dtype=np.int64, count=len(observations))
+    counts = np.bincount(codes)
+    keep = counts[codes] >= 2
+    sums_x = np.zeros((len(groups), width))
+    np.add.at(sums_x, codes, x)
+    sums_y = np.bincount(codes, weights=y)
+    x = x - sums_x[codes] / counts[codes][:, None]
+    y = y - sums_y[codes] / counts[codes]
+    # threads in first-seen order, each thread's rows together (as _centred lists them)
+    order = np.argsort(codes[keep], kind="stable")
+    return x[keep][order], y[keep][order]
 
 
 def fit_model_factors(observations: list[Observation], model: str, direction: str = "prompt", *,
-                      with_overhead: bool) -> Factors:
-    """A model's factors: its own calls, pulled towards the factors pooled over all models."""
-    pooled = fit_factors(observations, direction, with_overhead=with_overhead)
+                      with_overhead: bool, pooled: Factors | None = None) -> Factors:
+    """A model's factors: its own calls, pulled towards the factors pooled over all models
+    (``pooled``: those, when the caller has them already)."""
+    if pooled is None:
+        pooled = fit_factors(observations, direction, with_overhead=with_overhead)
     if model == ALL_MODELS:
         return pooled
     # the framing of a tool call is the model's own syntax: not borrowed from other models
@@ -529,13 +552,20 @@ def _calls_table(lake: Lake, *, store_counts: bool, sessions: Iterable[str] | No
     return table
 
 
-def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict]) -> list[dict]:
-    """The ``token_calibration`` rows of one model (or ``*``) and one fit (see _fit_key)."""
+def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict],
+                pooled: dict | None = None) -> list[dict]:
+    """The ``token_calibration`` rows of one model (or ``*``) and one fit (see _fit_key).
+    ``pooled``: a cache, per fit, of its observations and pooled factors (the same for every
+    model of one table)."""
     direction, _, basis = key.partition(":")
     prompt = direction == "prompt"
-    everything = _observations(data, key)
+    pooled = {} if pooled is None else pooled
+    if key not in pooled:
+        observed = _observations(data, key)
+        pooled[key] = (observed, fit_factors(observed, key, with_overhead=True))
+    everything, pooled_factors = pooled[key]
     observations = [o for o in everything if model == ALL_MODELS or o.model == model]
-    factors = fit_model_factors(everything, model, key, with_overhead=True)
+    factors = fit_model_factors(everything, model, key, with_overhead=True, pooled=pooled_factors)
     intercept = fit_intercept(observations, factors)
     fitted = _centred(observations, prompt)
     until = max((c["timestamp"] for c in model_calls if c["timestamp"] is not None), default=None)
@@ -557,12 +587,13 @@ def fit_table(calls: list[dict]) -> pa.Table:
     data = build_dataset(calls)
     models = sorted({c["model"] for c in calls})
     rows: list[dict[str, Any]] = []
+    pooled: dict = {}
     for model in models + [ALL_MODELS]:
         model_calls = [c for c in calls if model == ALL_MODELS or c["model"] == model]
         bases = (sorted(set(data.output_basis.values())) if model == ALL_MODELS
                  else [data.output_basis[model]] if model in data.output_basis else [])
         for key in [*DIRECTIONS, *(_fit_key("output", basis) for basis in bases)]:
-            rows += _table_rows(data, key, model, model_calls)
+            rows += _table_rows(data, key, model, model_calls, pooled)
     return pa.Table.from_pylist(rows, schema=TOKEN_CALIBRATION)
 
 

@@ -11,12 +11,13 @@ import functools
 import importlib
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
 from pipeline import __version__
-from pipeline.errors import CtxlakeError
+from pipeline.errors import CtxlakeError, IgnorePatternWarning
 
 
 class _Lazy:
@@ -58,13 +59,28 @@ class CtxlakeClickError(click.ClickException):
 
 class CtxlakeGroup(click.Group):
     """The one place where library errors become ``click.ClickException`` (message with
-    file/line and a hint, exit 1 for data errors, 2 for usage errors)."""
+    file/line and a hint, exit 1 for data errors, 2 for usage errors). Also the one place
+    where library warnings the user can act on (an ignore pattern dropped) are printed on
+    stderr as ``warning: ...``, each once per command."""
 
     def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except CtxlakeError as error:
-            raise CtxlakeClickError(error) from None
+        shown: set[str] = set()
+        original = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, IgnorePatternWarning):
+                return original(message, category, filename, lineno, file, line)
+            if str(message) not in shown:
+                shown.add(str(message))
+                click.echo(f"warning: {message}", err=True)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", IgnorePatternWarning)
+            warnings.showwarning = show
+            try:
+                return super().invoke(ctx)
+            except CtxlakeError as error:
+                raise CtxlakeClickError(error) from None
 
 
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -114,24 +130,31 @@ def _print_ingest(summary, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @click.option("--workers", type=int, default=None, help="Worker processes (default: all cores).")
 @click.option("--max-line-bytes", type=int, default=None, help="Quarantine longer lines (default 64 MiB).")
+@click.option("--quiet-minutes", type=float, default=None,
+              help="A file untouched this long is settled: its complete last line is read even "
+                   "without a newline (default 60; negative: always hold it back).")
 @pass_lake
-def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_bytes) -> None:
+def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_bytes,
+           quiet_minutes) -> None:
     """Ingest transcript files or folders into the lake (incremental).
 
     With no PATH, reads whichever standard folders exist: $CLAUDE_CONFIG_DIR (a
     comma-separated list) or ~/.config/claude/projects and ~/.claude/projects,
-    $CODEX_HOME/sessions or ~/.codex/sessions, and ~/.gemini/tmp.
+    $CODEX_HOME/sessions or ~/.codex/sessions, and ~/.gemini/tmp. A last line without a
+    newline is held back for the next run, unless the file has not been modified for
+    --quiet-minutes and that line is complete JSON.
 
     \b
     Example:
       ctxlake ingest ~/.claude/projects --json
     """
-    from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, ingest as run_ingest
+    from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, DEFAULT_QUIET_MINUTES, ingest as run_ingest
 
     with render.byte_progress("ingest") as progress:
         summary = run_ingest(list(paths), lake=obj.lake, format=fmt, workers=workers,
                              max_line_bytes=max_line_bytes or DEFAULT_MAX_LINE_BYTES,
-                             progress=progress)
+                             quiet_minutes=DEFAULT_QUIET_MINUTES if quiet_minutes is None
+                             else quiet_minutes, progress=progress)
     _print_ingest(summary, as_json)
     if strict and summary.quarantined_errors:
         sys.exit(1)
@@ -509,6 +532,7 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
 
     Logs go to <lake>/summaries/sessions/YYYY-MM-DD.md, recovery documents to
     <lake>/summaries/recovery/. Sessions matching ignore_patterns are left out and counted.
+    `session_logging = false` in the config writes no daily logs.
 
     \b
     Example:
@@ -518,10 +542,12 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
     from pipeline.config import load_config
     from pipeline.summarize import summarize
 
-    patterns = [*load_config(config_path).ignore_patterns, *extra_patterns]
+    config = load_config(config_path)
+    patterns = [*config.ignore_patterns, *extra_patterns]
     with render.step_progress("recovery documents") as progress:
         summary = summarize(obj.lake, tz=tz, ignore_patterns=patterns,
-                            sessions=list(sessions) or None, progress=progress)
+                            sessions=list(sessions) or None, progress=progress,
+                            session_logging=config.session_logging)
     _print_summarize(summary, as_json)
 
 
@@ -1069,3 +1095,7 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
 
 def main() -> None:
     cli(prog_name="ctxlake")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,7 +3,9 @@
 Where: the path given (``--config``), else ``$CTXLAKE_CONFIG``, else ``./ctxlake.toml`` when it
 exists, else the built-in defaults (the numbers of POLICIES.md). Format::
 
-    ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive regexes
+    ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive JavaScript regexes
+    session_logging = true                             # false: no daily session logs
+    quiet_minutes = 60                                 # ingest: a file untouched this long is settled
 
     [memory]                       # extra managed-memory roots (pipeline.memory syntax)
     project = ["docs/agent-notes/"]
@@ -72,7 +74,8 @@ __all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec
            "DEFAULT_CONFIG_NAME"]
 
 DEFAULT_CONFIG_NAME = "ctxlake.toml"
-TOP_KEYS = {"ignore_patterns", "memory", "policies", "sweeps", "prices"}
+TOP_KEYS = {"ignore_patterns", "memory", "policies", "prices", "quiet_minutes", "session_logging",
+            "sweeps"}
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read", "request")
 MEMORY_KEYS = ("project", "user", "team")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -139,6 +142,8 @@ class Config:
     memory: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     policies: Mapping[str, NamedPolicy] = field(default_factory=dict)
     sweeps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    session_logging: bool = True
+    quiet_minutes: float = 60.0
     prices: Mapping[str, tuple[PriceTier, ...]] = field(default_factory=dict)  # model -> tiers
 
     # -- derived -------------------------------------------------------------------------
@@ -414,8 +419,12 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
         raise ConfigError(f"sweeps: expected a table, got {_type_name(sweeps_raw)}", path=where)
     sweeps = {name: _check_value(f"sweeps.{name}", value, tuple[str, ...], where)
               for name, value in sweeps_raw.items()}
+    session_logging = _check_value("session_logging", data.get("session_logging", True), bool,
+                                   where)
+    quiet_minutes = _check_value("quiet_minutes", data.get("quiet_minutes", 60.0), float, where)
     prices = _parse_prices(data.get("prices", {}), where)
-    config = Config(path, tuple(patterns), memory, policies, sweeps, prices)
+    config = Config(path, tuple(patterns), memory, policies, sweeps, session_logging,
+                    quiet_minutes, prices)
     # every named chain and sweep must resolve now, not halfway through a run
     for name, named in policies.items():
         if named.chain:

@@ -60,3 +60,8 @@ class StoreError(CtxlakeError):
 
 class TokenizerUnavailableError(CtxlakeError):
     """A real tokenizer was asked for but the optional ``tokenizers`` extra is not installed."""
+
+
+class IgnorePatternWarning(UserWarning):
+    """An ``ignore_patterns`` entry is not a valid (JavaScript) regex: it is dropped, the other
+    patterns still apply and the run goes on. The CLI prints it as ``warning: ...``."""

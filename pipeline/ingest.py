@@ -8,6 +8,11 @@ Contract:
   read from its last complete line (append-safe formats); anything else is re-read whole
   under a new ``generation`` (views keep only the current one).
 - A last line without a newline is a file still being written: held back for the next run.
+  Unless the file has settled: not modified for ``quiet_minutes`` (60; ``--quiet-minutes``,
+  the config's ``quiet_minutes``) before the run started AND the last line is complete JSON
+  (an object): then it is read like any line (a file untouched for days would otherwise keep
+  its last record out of the lake, and its payload unpruned, forever). A fresh file or an
+  incomplete line is still held back; a settled file held back earlier is read again.
 - Every line ends up exactly once in ``records`` or ``quarantine`` (or held back):
   ``records + quarantined + held_back == lines``, per file and per run.
 - A bad line becomes a quarantine row (file, line, byte offset, a reason a person
@@ -417,7 +422,26 @@ def _empty_pending() -> dict[str, list[dict] | RecordColumns]:
     return {t: RecordColumns() if t == "records" else [] for t in PART_TABLES}
 
 
-def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int) -> FileResult:
+DEFAULT_QUIET_MINUTES = 60.0
+
+
+def settled_tail(tail: bytes, mtime_ns: int, settled_before_ns: int | None) -> bool:
+    """Is an unterminated last line to be read now: its file was last modified at or before
+    ``settled_before_ns`` (the run's start minus the quiet period) and it is a complete JSON
+    object?"""
+    if settled_before_ns is None or mtime_ns > settled_before_ns:
+        return False
+    content = tail.rstrip(b"\r")
+    if content.startswith(BOM):
+        content = content[len(BOM):]
+    try:
+        return isinstance(orjson.loads(content), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int,
+              settled_before_ns: int | None = None) -> FileResult:
     handle = None
     if not task.problem:
         try:
@@ -527,12 +551,17 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             handle.seek(start)
             pending_bytes = 0
             for data, begin_pos, end_pos in _complete_lines(handle, hasher, st.st_size - start):
+                terminator = 1
                 if end_pos < 0:  # an unterminated last line: held back, hashed afterwards
                     tail = data[begin_pos:]
-                    held_back = 1
-                    bytes_read += len(tail)
-                    break
-                line_len = end_pos + 1 - begin_pos
+                    if not settled_tail(bytes(tail), st.st_mtime_ns, settled_before_ns):
+                        held_back = 1
+                        bytes_read += len(tail)
+                        break
+                    # a settled file's complete last line: read now (and hashed as a line)
+                    hasher.update(tail)
+                    end_pos, terminator = len(data), 0
+                line_len = end_pos + terminator - begin_pos
                 bytes_read += line_len
                 line_no += 1
                 run_lines += 1
@@ -639,10 +668,11 @@ def _last_session(out: Emitter, reader) -> str | None:
 
 
 def process_chunk(args: tuple) -> list[FileResult]:
-    lake_root, run_id, chunk_no, tasks, batch_bytes, max_line_bytes = args
+    lake_root, run_id, chunk_no, tasks, batch_bytes, max_line_bytes, settled_before_ns = args
     with _rare_gc():
         writer = PartWriter(Lake(lake_root), run_id, chunk_no, batch_bytes)
-        results = [read_file(task, writer, run_id, max_line_bytes) for task in tasks]
+        results = [read_file(task, writer, run_id, max_line_bytes, settled_before_ns)
+                   for task in tasks]
         writer.close()
     return results
 
@@ -730,6 +760,7 @@ def make_run_id(started: datetime) -> str:
 def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | None = None,
            workers: int | None = None, chunk_bytes: int = 32 * 1024 * 1024,
            batch_bytes: int = 32 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+           quiet_minutes: float = DEFAULT_QUIET_MINUTES,
            progress: Callable[[int, int], None] | None = None,
            run_id: str | None = None) -> IngestSummary:
     """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``.
@@ -737,7 +768,11 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     A file ingested before that is no longer below any of ``paths`` it was found under
     (deleted, or now superseded) leaves ``sources``: its rows disappear from every view.
     ``run_id``: the nightly run this ingest is part of (its run-log row is updated; by
-    default the ingest logs a run of its own)."""
+    default the ingest logs a run of its own).
+    ``quiet_minutes``: a file not modified for this long before the run is settled, and its
+    complete last line is read even without a newline (negative: always hold it back)."""
+    if quiet_minutes != quiet_minutes:   # NaN
+        raise UsageError("quiet_minutes must be a number")
     started = time.perf_counter()
     if format is not None and format not in READERS:
         reader_class(format)  # raises a UsageError naming the choices
@@ -749,6 +784,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     run_started = datetime.now(timezone.utc)
     standalone = run_id is None
     run_id = run_id or make_run_id(run_started)
+    settled_before_ns = None if quiet_minutes < 0 else \
+        int(run_started.timestamp() * 1e9) - int(quiet_minutes * 60e9)
     summary = IngestSummary(run_id=run_id, lake=str(lake.root))
     with lake.lock():
         lake.init()
@@ -760,16 +797,19 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         results: list[FileResult] = []
         for task in found.tasks:
             prev = task.prev
-            # same size, mtime and format (a problem file has none, before and now): not read
+            # same size, mtime and format (a problem file has none, before and now): not read,
+            # unless its held-back last line may be read now that the file has settled
+            settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
+                and task.mtime_ns <= settled_before_ns
             if prev and prev["size_bytes"] == task.size and prev["mtime_ns"] == task.mtime_ns \
-                    and prev.get("format") == task.format:
+                    and prev.get("format") == task.format and not settling:
                 results.append(FileResult(task.path, prev, "unchanged"))
             else:
                 todo.append(task)
         total_bytes = sum(t.size for t in todo)
         n_workers = workers or os.cpu_count() or 1
         chunks = _chunks(todo, chunk_bytes, n_workers)
-        jobs = [(str(lake.root), run_id, i, chunk, batch_bytes, max_line_bytes)
+        jobs = [(str(lake.root), run_id, i, chunk, batch_bytes, max_line_bytes, settled_before_ns)
                 for i, chunk in enumerate(chunks)]
         done_bytes = 0
         if progress:

@@ -50,6 +50,8 @@ EXTRA_VIEWS: list[str] = [
 ]
 
 
+# per lake root: (views key, the in-memory database holding the lake's views)
+_VIEWS: dict[str, tuple[tuple, duckdb.DuckDBPyConnection]] = {}
 # lakes whose lock this process holds (path -> depth): the lock is re-entrant in-process
 _HELD: dict[str, int] = {}
 # the open lock files behind _HELD (a forked worker lets go of its copies)
@@ -104,15 +106,19 @@ def default_lake() -> Path:
     return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file)."""
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file).
+
+    ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
+    (:func:`pipeline.store.sync_filesystems`) before it records them as done."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -126,6 +132,25 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+_READ_CACHE: dict[str, tuple[tuple[int, int, int], pa.Table]] = {}
+
+
+def read_parquet_cached(path: Path, empty: pa.Schema) -> pa.Table:
+    """A small Parquet file of the lake's own bookkeeping, read once per version of the file
+    (its inode, size and mtime): the nightly job's stages ask for it many times."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return empty.empty_table()
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _READ_CACHE.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    table = pq.read_table(path)
+    _READ_CACHE[str(path)] = (key, table)
+    return table
 
 
 def glob_escape(text: str) -> str:
@@ -353,16 +378,15 @@ class Lake:
 
     # -- state ------------------------------------------------------------------------
     def read_sources(self) -> pa.Table:
-        if not self.sources_path.exists():
-            return SOURCES.empty_table()
-        return pq.read_table(self.sources_path)
+        """``sources.parquet`` (read again only when the file changed: every stage asks)."""
+        return read_parquet_cached(self.sources_path, SOURCES)
 
     def read_runs(self) -> pa.Table:
         """The run log (an older lake's rows, which were all committed ingest runs, get the
         columns added since)."""
         if not self.runs_path.exists():
             return RUNS.empty_table()
-        table = pq.read_table(self.runs_path)
+        table = read_parquet_cached(self.runs_path, RUNS)
         if "ingest_committed" in table.column_names:
             return _conform(table, RUNS)
         n = table.num_rows
@@ -375,9 +399,9 @@ class Lake:
 
     def record_run(self, run: dict) -> None:
         """Insert or update (by ``run_id``) one row of the run log, atomically."""
-        rows = [r for r in self.read_runs().to_pylist() if r["run_id"] != run["run_id"]]
-        previous = next((r for r in self.read_runs().to_pylist()
-                         if r["run_id"] == run["run_id"]), {})
+        log = self.read_runs().to_pylist()
+        rows = [r for r in log if r["run_id"] != run["run_id"]]
+        previous = next((r for r in log if r["run_id"] == run["run_id"]), {})
         rows.append({**previous, **run})
         rows.sort(key=lambda r: (r["started_at"] is None, r["started_at"], r["run_id"]))
         write_parquet_atomic(pa.Table.from_pylist(rows, schema=RUNS), self.runs_path)
@@ -432,13 +456,33 @@ class Lake:
 
     # -- querying ---------------------------------------------------------------------
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB connection with the lake's views (created fresh, cheap)."""
+        """A DuckDB connection with the lake's views: a cursor of one in-memory database per
+        lake and process, whose views are made once (binding them reads every part's schema:
+        ~0.1 s on a large lake) and again only when a derived table appears. Temp views,
+        temp tables and registered Arrow tables stay the cursor's own."""
         if not self.exists():
             raise LakeNotFoundError("no lake here yet", path=str(self.root),
                                     hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
-        con = new_connection()
-        self.create_views(con)
+        key = self._views_key()
+        cached = _VIEWS.get(str(self.root))
+        if cached is None or cached[0] != key:
+            base = new_connection()
+            self.create_views(base)
+            if cached is not None:
+                cached[1].close()
+            _VIEWS[str(self.root)] = cached = (key, base)
+        con = cached[1].cursor()
+        con.execute("SET TimeZone = 'UTC'")
         return con
+
+    def _views_key(self) -> tuple:
+        """What the set of views depends on: the derived tables present (a view over a glob
+        finds new files by itself at each query)."""
+        derived = ()
+        if self.derived_dir.exists():
+            derived = tuple(sorted(p.name for p in self.derived_dir.iterdir()
+                                   if p.is_dir() and any(p.glob("*.parquet"))))
+        return (os.getpid(), derived)
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sqlfiles.render("create_view_sources",

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.crash import crash_point
-from pipeline.lake import Lake, write_parquet_atomic
+from pipeline.lake import Lake, read_parquet_cached, write_parquet_atomic
 
 LEDGER = pa.schema([
     ("stage", pa.string()),
@@ -54,13 +54,22 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
+_STATES: dict[int, tuple[pa.Table, str]] = {}
+
+
 def lake_state(lake: Lake) -> str:
     """A fingerprint of what the lake holds: its sources, their generations and lengths."""
-    sources = lake.read_sources().select(["source_id", "generation", "lines", "sha256"])
+    table = lake.read_sources()
+    cached = _STATES.get(id(table))
+    if cached is not None and cached[0] is table:
+        return cached[1]
+    sources = table.select(["source_id", "generation", "lines", "sha256"])
     digest = hashlib.sha256()
     for row in zip(*(sources.column(i).to_pylist() for i in range(sources.num_columns))):
         digest.update(repr(row).encode())
-    return digest.hexdigest()[:24]
+    _STATES.clear()
+    _STATES[id(table)] = (table, digest.hexdigest()[:24])
+    return _STATES[id(table)][1]
 
 
 @dataclasses.dataclass
@@ -142,10 +151,8 @@ class Ledger:
         return self.root / f"{safe}-{hashlib.sha256(stage.encode()).hexdigest()[:8]}.parquet"
 
     def read(self, stage: str) -> dict[str, dict]:
-        path = self.path(stage)
-        if not path.exists():
-            return {}
-        return {row["item"]: row for row in pq.read_table(path).to_pylist()}
+        table = read_parquet_cached(self.path(stage), LEDGER)
+        return {item: row for item, row in zip(table.column("item").to_pylist(), table.to_pylist())}
 
     def write(self, stage: str, rows: dict[str, dict]) -> None:
         ordered = [rows[item] for item in sorted(rows)]
@@ -237,7 +244,8 @@ class Runner:
         for item in owed.removed:
             rows.pop(item, None)
         # an item that failed (or is missing) upstream is not done here until it is done there
-        blocked = {item for item in owed.todo for up in self.ledger.upstream_rows(stage)
+        upstream = self.ledger.upstream_rows(stage)
+        blocked = {item for item in owed.todo for up in upstream
                    if (up.get(item) or {}).get("status") != "done"}
         for item in sorted(blocked):
             rows[item] = {"stage": stage.name, "item": item, "input_fp": owed.inputs[item],

@@ -228,7 +228,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                              upstream=(plan_name,), same_items=False), (plan_name,)))
 
     summarize_settings = {"time_zone": settings.tz, "flags": flags_settings, "layout": LAYOUT,
-                          "version": __version__}
+                          "session_logging": config.session_logging, "version": __version__}
 
     def summarize_work(owed: Owed, commit):
         days = set()
@@ -238,7 +238,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                 days.add(detail["day"])
         summary = summarize(lake, tz=settings.tz, ignore_patterns=patterns,
                             sessions=None if owed.full else owed.todo, days=days,
-                            removed=owed.removed, progress=progress("summarize"))
+                            removed=owed.removed, progress=progress("summarize"),
+                            session_logging=config.session_logging)
         results["summaries"] = summary
         commit(_all_done(owed, lambda item: summary.placed.get(item)))
 
@@ -365,7 +366,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                          "settings_json": json.dumps(described, sort_keys=True)})
         try:
             ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
-                              run_id=run_id)
+                              run_id=run_id, quiet_minutes=config.quiet_minutes)
             runner = Runner(lake, run_id)
             results: dict = {}
             inputs = LakeInputs(lake)

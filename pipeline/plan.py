@@ -17,10 +17,13 @@ What is planned
   cleared, not counted in context tokens, no turns). A call id is still "ambiguous" for the
   memory-preservation rule when a sidechain call shares it (``id_calls`` counts them).
 
-Request-side paths and memory classes are computed here (the only filesystem access):
-:func:`pipeline.paths.request_path_entries` per read-family call and
-:class:`pipeline.memory.Classifier` on the un-normalised path (so ``..`` escapes are seen) with
-the session cwd, against the config's memory roots.
+Request-side paths and memory classes are correlate's answer, read from ``tool_paths`` (the
+``tool_links`` view shows the same classes): plan, apply, replay and the reports never classify
+a path again, so a Gemini read of ``/home/bob/proj/GEMINI.md`` (no cwd recorded) that
+``tool_links`` calls ``project`` is preserved by planning too. Only a read-family call that
+correlate has not seen yet (a lake ingested but not correlated) is classified here, with
+correlate's own function (:func:`pipeline.correlate.tool_paths_rows`) and the config's
+memory roots.
 
 Chains: each step sees the previous steps' output (their evictions as prior state): an item
 already cleared/pruned is never processed again; ``tail_protect`` protects for later steps.
@@ -46,7 +49,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.batching import contiguous_runs
@@ -235,6 +237,7 @@ class LoadedSessions:
     calls: pa.Table
     results: pa.Table
     slices: dict[str, dict[str, tuple[int, int]]]
+    read_paths: dict[str, list[tuple]] = field(default_factory=dict)
 
 
 def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None = None, *,
@@ -253,6 +256,9 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
             _as_table(con.sql(sqlfiles.load(name), params=params).to_arrow_table())
             for name in ("select_session_messages", "select_session_tool_calls",
                          "select_session_tool_results"))
+        read_paths: dict[str, list[tuple]] = {}
+        for row in con.execute(sqlfiles.load("select_session_read_paths"), params).fetchall():
+            read_paths.setdefault(row[0], []).append(row)
     finally:
         if own:
             con.close()
@@ -285,34 +291,44 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
                                matching_pattern(text, compiled)))
     return LoadedSessions(kept, messages, calls, results,
                           {"messages": _slices(messages), "calls": _slices(calls),
-                           "results": _slices(results)})
+                           "results": _slices(results)}, read_paths)
 
 
-def _call_paths_lists(calls: dict[str, list], offsets: dict[str, tuple[int, int]],
-                      infos: dict[str, SessionInfo], classifier) -> dict[str, dict[str, list]]:
+def _call_paths_lists(read_paths: dict[str, list[tuple]], calls: dict[str, list],
+                      offsets: dict[str, tuple[int, int]], classifier) -> dict[str, dict[str, list]]:
     """Per session: paths and memory classes of its read-family calls (the preservation
-    rule's input), as column lists (``seq``, ``call_id``, ``path``, ``memory_class``)."""
-    from pipeline.memory import home_for_cwd
-    from pipeline.paths import request_path_entries
+    rule's input) as correlate classified them (``select_session_read_paths``), as column
+    lists (``seq``, ``call_id``, ``path``, ``memory_class``; a call naming no path has one
+    row with None). Calls left out of the session tables (inline sidechain rows) are skipped;
+    a call correlate has not seen yet is classified by correlate's own function."""
+    from pipeline.correlate import tool_paths_rows
 
     out: dict[str, dict[str, list]] = {}
-    family, seqs, ids = calls.get("tool_family", []), calls.get("seq", []), calls.get("call_id", [])
-    names, inputs, cwds = calls.get("tool_name", []), calls.get("input_json", []), calls.get("cwd", [])
+    seqs = calls.get("seq", [])
     for sid, (start, length) in offsets.items():
+        kept = set(seqs[start:start + length])
+        rows = [r for r in read_paths.get(sid, []) if r[1] in kept]
+        unknown = [r for r in rows if not r[9]]
+        fresh: dict[tuple, list[tuple]] = {}
+        if unknown:
+            found = tool_paths_rows(pa.table({
+                "session_id": [r[0] for r in unknown], "call_id": [r[2] for r in unknown],
+                "seq": pa.array([r[1] for r in unknown], pa.int64()),
+                "tool_name": [r[3] for r in unknown], "input_json": [r[4] for r in unknown],
+                "cwd": pa.array([r[5] for r in unknown], pa.string())}), classifier)
+            for seq, call_id, path, cls in zip(found.column("seq").to_pylist(),
+                                               found.column("call_id").to_pylist(),
+                                               found.column("path").to_pylist(),
+                                               found.column("memory_class").to_pylist()):
+                fresh.setdefault((seq, call_id), []).append((path, cls))
         cols = {"seq": [], "call_id": [], "path": [], "memory_class": []}
-        info = infos.get(sid)
-        for j in range(start, start + length):
-            if family[j] != "read":
-                continue
-            cwd = cwds[j] or (info.project if info else None)
-            home = home_for_cwd(cwd)
-            entries = request_path_entries(names[j], inputs[j], cwd, home=home)
-            for entry in entries or [None]:
-                cols["seq"].append(seqs[j])
-                cols["call_id"].append(ids[j])
-                cols["path"].append(entry.path if entry else None)
-                cols["memory_class"].append(
-                    classifier.classify(entry.raw, cwd=cwd, home=home) if entry else None)
+        for r in rows:
+            entries = [(r[7], r[8])] if r[9] else (fresh.get((r[1], r[2])) or [(None, None)])
+            for path, cls in entries:
+                cols["seq"].append(r[1])
+                cols["call_id"].append(r[2])
+                cols["path"].append(path)
+                cols["memory_class"].append(cls if path is not None else None)
         cols["__len__"] = [len(cols["seq"])]
         out[sid] = cols
     return out
@@ -334,8 +350,7 @@ def session_inputs(loaded: LoadedSessions, rows: Sequence[SessionRow], classifie
         local[kind] = {r.session_id: (loaded.slices[kind][r.session_id][0] - lo,
                                       loaded.slices[kind][r.session_id][1])
                        for r in rows if r.session_id in loaded.slices[kind]}
-    infos = {r.session_id: r.info for r in rows}
-    paths = _call_paths_lists(lists["calls"], local["calls"], infos, classifier)
+    paths = _call_paths_lists(loaded.read_paths, lists["calls"], local["calls"], classifier)
     out = []
     empty_calls = {name: [] for name in lists["calls"]} | {"__len__": [0]}
     empty_results = {name: [] for name in lists["results"]} | {"__len__": [0]}

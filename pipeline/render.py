@@ -69,14 +69,17 @@ def console(stderr: bool = False) -> Console:
 
 def table(columns: list[str], rows: list[tuple], *, title: str | None = None,
           max_width: int = 60) -> Table:
+    """A rich table of plain values: cells and headers are literal text, never console markup
+    (a value such as ``^\\[CRON\\]`` or ``a[b]c`` is shown exactly as stored)."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    out = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD)
+    out = Table(title=Text(title) if title is not None else None, show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD)
     for col in columns:
-        out.add_column(col, overflow="fold", max_width=max_width)
+        out.add_column(Text(str(col)), overflow="fold", max_width=max_width)
     for row in rows:
-        out.add_row(*["" if v is None else _cell(v) for v in row])
+        out.add_row(*[Text("" if v is None else _cell(v)) for v in row])
     return out
 
 
@@ -87,13 +90,14 @@ def usage_table(columns: list[str], rows: list[tuple], *, compact: bool = False,
     so the compact report fits 80 columns. The first ``text_columns`` are left-aligned."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     out = Table(show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD,
                 pad_edge=not compact, padding=(0, 1) if not compact else (0, 1, 0, 0))
     for index, col in enumerate(columns):
-        out.add_column(col, no_wrap=True, justify="left" if index < text_columns else "right")
-    for row in rows:
-        out.add_row(*["" if v is None else _cell(v) for v in row])
+        out.add_column(Text(str(col)), no_wrap=True, justify="left" if index < text_columns else "right")
+    for row in rows:   # literal text, never console markup (a model name may hold brackets)
+        out.add_row(*[Text("" if v is None else _cell(v)) for v in row])
     return out
 
 

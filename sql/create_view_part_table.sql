@@ -1,7 +1,7 @@
 -- A part table's current rows: parts of committed ingest runs only, kept for each source's current generation
 CREATE OR REPLACE VIEW {name} AS
 WITH parts AS (
-    SELECT * FROM read_parquet({glob}, union_by_name = true, filename = true)
+    SELECT * FROM read_parquet({glob}, union_by_name = true, filename = true, hive_partitioning = false)
 ),
 final AS (
     -- a part is named <run id>-<chunk>-<n>.parquet: a run that never committed (killed before

@@ -47,10 +47,13 @@ def file_hashes(lake) -> dict[str, str]:
 def test_every_real_session_is_planned_and_sub_agents_are_their_own_sessions(real_lake):
     summary = plan(real_lake, policy="none", config=Config())
     # SOURCES.md: 4 Claude Code files (one a sub-agent of claude_session), 1 Codex, 1 Gemini,
-    # 2 SWE-agent and 2 mini-SWE-agent trajectories, one session each
-    assert (summary.sessions, summary.sessions_ignored, summary.plans) == (10, 0, 10)
+    # 2 SWE-agent and 2 mini-SWE-agent trajectories, one session each, plus the two inline
+    # sidechain threads of the 1.0.108 file (sub-agent sessions of their own)
+    assert (summary.sessions, summary.sessions_ignored, summary.plans) == (12, 0, 12)
     planned = {r[0] for r in rows(real_lake, "SELECT session_id FROM plans WHERE policy = 'none'")}
     assert "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9/agent-0c4c3cf8" in planned
+    assert {"5c0375b4-57a5-4f26-b12d-d022ee4e51b7/sidechain-6340ddef",
+            "5c0375b4-57a5-4f26-b12d-d022ee4e51b7/sidechain-83e2917c"} <= planned
 
 
 def test_planning_twice_gives_byte_identical_files(real_lake):
@@ -147,14 +150,14 @@ def test_ignored_sessions_are_skipped_and_counted(real_lake, tmp_path):
     # first prompt is "Warmup"
     config = config_from_dict({"ignore_patterns": ["^ADD MYAPP directory", "^warmup$"]})
     summary = plan(real_lake, policy="none", config=config)
-    assert (summary.sessions, summary.sessions_ignored) == (6, 4)
+    assert (summary.sessions, summary.sessions_ignored) == (8, 4)
     planned = {r[0] for r in rows(real_lake, "SELECT session_id FROM plans WHERE policy = 'none'")}
     assert not planned & {"019b04ae-b1c6-7c72-a134-a4c2de66058c",
                           "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9",
                           "f0a689a6-b0ac-407f-afcc-4fafa9e14e8a",
                           "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9/agent-0c4c3cf8"}
-    assert len(list(iter_session_inputs(real_lake, config))) == 6
-    assert len(list(iter_session_inputs(real_lake, config, include_ignored=True))) == 10
+    assert len(list(iter_session_inputs(real_lake, config))) == 8
+    assert len(list(iter_session_inputs(real_lake, config, include_ignored=True))) == 12
     plan(real_lake, policy="none", config=Config())     # restore for the other tests
 
 
@@ -222,8 +225,9 @@ def test_plan_and_suggest_commands(tmp_path):
     assert out.output == "[Compact? 7/5 calls | Task done | Clean state] Y/n/defer\n"
     out = runner.invoke(cli, ["--lake", str(lake.root), "suggest", "sess-strategic",
                               "--policy", "strategic(threshold=5)"], catch_exceptions=False)
-    assert "Boundary: Task done (1 todo items completed)" in out.output
-    assert "Why now: 7 weighted tool calls since the last compaction" in out.output
+    assert " Context Compaction Suggested\n" in out.output
+    assert "   Tool calls:     7 significant (threshold: 5)\n" in out.output
+    assert "marked complete (1 todo items completed)\n" in out.output
     data = json.loads(runner.invoke(cli, ["--lake", str(lake.root), "suggest", "sess-strategic",
                                           "--json"], catch_exceptions=False).output)
     assert data["suggestions"] == [] and data["suppressed"] == []    # 7 < 50
