@@ -54,6 +54,7 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -135,11 +136,22 @@ def parse_day(value: str | date | None, option: str) -> date | None:
         raise UsageError(f"{option} must be a date YYYY-MM-DD, got '{value}'") from None
 
 
+@functools.cache
 def price_source() -> str:
     """The bundled price table's name (what :data:`pipeline.prices.PRICE_SOURCE` says),
-    without importing the price machinery."""
-    from importlib.metadata import version
-    return f"genai-prices {version('genai-prices')} (bundled snapshot)"
+    without importing the price machinery: the version is read from the installed package's
+    ``dist-info`` folder name beside it (a metadata scan costs ~25 ms), else from metadata."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("genai_prices")
+    if spec is not None and spec.origin:
+        site = Path(spec.origin).parent.parent
+        found = sorted(site.glob("genai_prices-*.dist-info"))
+        if len(found) == 1:
+            version = found[0].name[len("genai_prices-"):-len(".dist-info")]
+            return f"genai-prices {version} (bundled snapshot)"
+    from importlib.metadata import version as installed
+    return f"genai-prices {installed('genai-prices')} (bundled snapshot)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -212,14 +224,15 @@ def _has_parts(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob("*.parquet"))
 
 
-def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnection", str]:
-    """A connection with ``usage_calls`` and its prices: ``(con, mode)``.
+def usage_connection(lake, *, overrides=None, need: str = "calls") -> tuple["duckdb.DuckDBPyConnection", str]:
+    """A connection with ``usage_calls`` (``need="calls"``: blocks) or ``usage_report_rows``
+    (``need="rows"``: the period reports) and its prices: ``(con, mode)``.
 
     ``mode`` says what the connection reads: ``stored`` (nothing changed since the last
-    :func:`refresh_usage` and no config prices: the stored priced calls, a few small files),
-    ``rows`` (the stored call rows, deduplicated and priced now) or ``messages`` (the whole
-    lake's views, the call rows computed from the messages). ``overrides``: the config
-    file's prices (model -> tiers) replacing the lake's.
+    :func:`refresh_usage` and no config prices: the stored priced calls or their 15-minute
+    sums, a few small files), ``rows`` (the stored call rows, deduplicated and priced now)
+    or ``messages`` (the whole lake's views, the call rows computed from the messages).
+    ``overrides``: the config file's prices (model -> tiers) replacing the lake's.
     """
     import duckdb
 
@@ -228,27 +241,31 @@ def usage_connection(lake, *, overrides=None) -> tuple["duckdb.DuckDBPyConnectio
         raise LakeNotFoundError("no lake here yet", path=str(root),
                                 hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
     derived = root / "derived"
+    stored = BUCKETS if need == "rows" else PRICED_CALLS
+    parts = lambda name: sqlfiles.literal_path(derived / name / "*.parquet")  # noqa: E731
+    if not overrides and _has_parts(derived / CALL_SOURCES) and _has_parts(derived / stored):
+        con = duckdb.connect()
+        con.execute("SET TimeZone = 'UTC'")
+        changed, stale = con.execute(sqlfiles.render(
+            "select_usage_stored_state", sources=sqlfiles.literal_path(root / "sources.parquet"),
+            covered=parts(CALL_SOURCES), stored=parts(stored)),
+            {"price_source": price_source()}).fetchall()[0]
+        if changed == 0 and stale == 0:
+            con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(stored),
+                                        glob=parts(stored)))
+            con.execute(sqlfiles.load("create_view_usage_report_rows_stored" if need == "rows"
+                                      else "create_view_usage_calls_priced"))
+            return con, "stored"
+        con.close()
     if _has_parts(derived / CALL_ROWS) and _has_parts(derived / CALL_SOURCES):
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
         con.execute(sqlfiles.render("create_view_sources",
                                     glob=sqlfiles.literal_path(root / "sources.parquet")))
-        for name in (CALL_ROWS, CALL_SOURCES, PRICED_CALLS, BUCKETS):
-            if _has_parts(derived / name):
-                con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
-                                            glob=sqlfiles.literal_path(derived / name / "*.parquet")))
-        changed = con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchall()[0][0]
-        if changed == 0:
-            if not overrides and _has_parts(derived / PRICED_CALLS) and con.execute(
-                    sqlfiles.load("select_usage_calls_priced_stale"),
-                    {"price_source": price_source()}).fetchall()[0][0] == 0:
-                con.execute(sqlfiles.load("create_view_usage_calls_priced"))
-                buckets = _has_parts(derived / BUCKETS) and con.execute(
-                    sqlfiles.load("select_usage_buckets_stale"),
-                    {"price_source": price_source()}).fetchall()[0][0] == 0
-                con.execute(sqlfiles.load("create_view_usage_report_rows_stored" if buckets
-                                          else "create_view_usage_report_rows"))
-                return con, "stored"
+        for name in (CALL_ROWS, CALL_SOURCES):
+            con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
+                                        glob=parts(name)))
+        if con.execute(sqlfiles.load("select_usage_call_sources_changed")).fetchall()[0][0] == 0:
             _base_prices(con, root)
             _custom_prices(con, overrides)
             con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
@@ -522,7 +539,7 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
     overrides = _config_prices(config)
     params = {"tz": zone, "period": period, "since": since_day, "until": until_day,
               "project": project, "group": group or "model"}
-    con, source = usage_connection(lake, overrides=overrides)
+    con, source = usage_connection(lake, overrides=overrides, need="rows")
     try:
         records = _report_records(con, params)
         if source != "stored" and _ensure_prices(con, {r["model"] for r in records}, overrides):
