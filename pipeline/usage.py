@@ -381,7 +381,7 @@ class UsageFigures:
         """The figures of one (period, group, model) row of ``select_usage_report``."""
         model = record["model"] or "(unknown)"
         return cls(
-            sessions=int(record["sessions"]),
+            sessions=int(record.get("sessions") or 0),
             **{key: int(record[key] or 0) for key in COUNTED},
             cost_usd=record["cost_usd"], recorded_cost_usd=record["recorded_cost_usd"],
             compared_cost_usd=record["compared_cost_usd"],

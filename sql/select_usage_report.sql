@@ -27,20 +27,14 @@ in_range AS (
     WHERE (CAST($since AS DATE) IS NULL OR local_day >= CAST($since AS DATE))
       AND (CAST($until AS DATE) IS NULL OR local_day <= CAST($until AS DATE))
 ),
-final AS (
-    -- one row per (period, group, model) cell, and the distinct sessions of each group, period
-    -- and the whole range (levels group, period, total); the caller sums the cells (exact
-    -- DECIMAL costs)
+cells AS (
+    -- one row per (period, group, model): the caller sums them (exact DECIMAL costs)
     SELECT
-        CASE WHEN grouping(period) = 1 THEN 'total'
-             WHEN grouping(grp) = 1 THEN 'period'
-             WHEN grouping(model) = 1 THEN 'group'
-             ELSE 'cell' END AS level,
+        'cell' AS level,
         period,
         grp,
         model,
         any_value(priced_as) AS priced_as,
-        count(DISTINCT session_id) AS sessions,
         sum(api_calls) AS api_calls,
         sum(run_rows) AS run_rows,
         sum(input_tokens) AS input_tokens,
@@ -62,6 +56,23 @@ final AS (
         min(first_at) AS first_at,
         max(last_at) AS last_at
     FROM in_range
-    GROUP BY GROUPING SETS ((period, grp, model), (period, grp), (period), ())
+    GROUP BY period, grp, model
+),
+session_counts AS (
+    -- distinct sessions do not add up: counted per group, period and the whole range
+    SELECT
+        CASE WHEN grouping(period) = 1 THEN 'total'
+             WHEN grouping(grp) = 1 THEN 'period'
+             ELSE 'group' END AS level,
+        period,
+        grp,
+        count(DISTINCT session_id) AS sessions
+    FROM in_range
+    GROUP BY GROUPING SETS ((period, grp), (period), ())
+),
+final AS (
+    SELECT * FROM cells
+    UNION ALL BY NAME
+    SELECT * FROM session_counts
 )
 SELECT * FROM final ORDER BY level, period NULLS LAST, grp NULLS LAST, model NULLS LAST
