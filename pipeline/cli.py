@@ -1002,6 +1002,9 @@ def _print_nightly(summary, as_json: bool) -> None:
         out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
                   f"{summ.get('recovery_written', 0)} recovery documents, "
                   f"{summ.get('sessions_ignored', 0)} sessions ignored")
+    if summary.html:
+        out.print(f"[bold]html[/]      {summary.html['sessions_rendered']} session pages rendered, "
+                  f"{summary.html['pages_written']} pages written: {summary.html['out']}/index.html")
     for warning in summary.warnings:
         out.print(f"[yellow]warning[/]: {warning}")
     if summary.interrupted_runs:
@@ -1046,6 +1049,46 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
     _print_nightly(summary, as_json)
     if summary.exit_code or (strict and summary.ingest["quarantined_errors"]):
         sys.exit(1)
+
+
+@report.command("html")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Report folder (default: <lake>/html).")
+@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="First day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--until", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Last day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--project", default=None, help="Only the sessions of this project (its cwd).")
+@click.option("--policy", default=None,
+              help="Policy whose evictions the session pages show (default: payload_prune+microcompact).")
+@click.option("--tz", default=None,
+              help="Time zone of the daily-log entries shown, as given to `summarize` "
+                   "(default: the machine's zone).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@pass_lake
+def report_html(obj: LakeContext, out_dir, since, until, project, policy, tz, as_json) -> None:
+    """A static HTML report (overview, sessions, transcripts, policies) to open in a browser.
+
+    Self-contained pages: they open from file:// with no network. Only files whose bytes
+    change are rewritten.
+
+    \b
+    Example:
+      ctxlake report html
+      ctxlake report html --out /tmp/report --since 2026-11-01 --project /srv/app
+      xdg-open data/lake/html/index.html
+    """
+    from pipeline.html import render_html
+
+    summary = render_html(obj.lake, out_dir, since=since.date() if since else None,
+                          until=until.date() if until else None, project=project,
+                          policy=policy, tz=tz)
+    if as_json:
+        click.echo(render.to_json(summary.to_dict()))
+        return
+    click.echo(f"report: {Path(summary.out) / 'index.html'} ({summary.sessions:,} sessions; "
+               f"{summary.pages_written:,} pages written, {summary.pages_unchanged:,} unchanged, "
+               f"{summary.pages_removed:,} removed) in {summary.seconds:.2f}s")
 
 
 @cli.command("status")

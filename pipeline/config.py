@@ -25,6 +25,9 @@ exists, else the built-in defaults (the numbers of POLICIES.md). Format::
     [sweeps]                       # policy lists for replay sweeps
     masking = ["observation_masking(window=5)", "observation_masking(window=10)"]
 
+    [report]                       # the nightly job also refreshes the HTML report
+    html = true                    # (<lake>/html; default false)
+
     [prices."acme-model-9"]        # custom price or override, USD per million tokens
     input = 2.0                    # uncached input (required)
     output = 8.0                   # output, reasoning included (required)
@@ -75,8 +78,9 @@ __all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec
 
 DEFAULT_CONFIG_NAME = "ctxlake.toml"
 TOP_KEYS = {"ignore_patterns", "memory", "policies", "prices", "quiet_minutes", "session_logging",
-            "sweeps"}
+            "sweeps", "report"}
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read", "request")
+REPORT_KEYS = ("html",)
 MEMORY_KEYS = ("project", "user", "team")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
@@ -144,6 +148,7 @@ class Config:
     sweeps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     session_logging: bool = True
     quiet_minutes: float = 60.0
+    report_html: bool = False           # [report] html: the nightly job refreshes the HTML report
     prices: Mapping[str, tuple[PriceTier, ...]] = field(default_factory=dict)  # model -> tiers
 
     # -- derived -------------------------------------------------------------------------
@@ -422,9 +427,20 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     session_logging = _check_value("session_logging", data.get("session_logging", True), bool,
                                    where)
     quiet_minutes = _check_value("quiet_minutes", data.get("quiet_minutes", 60.0), float, where)
+    report_raw = data.get("report", {})
+    if not isinstance(report_raw, dict):
+        raise ConfigError(f"report: expected a table, got {_type_name(report_raw)}", path=where)
+    for key in report_raw:
+        if key not in REPORT_KEYS:
+            raise ConfigError(f"report.{key}: unknown key", path=where,
+                              hint="keys: " + ", ".join(REPORT_KEYS))
+    report_html = report_raw.get("html", False)
+    if not isinstance(report_html, bool):
+        raise ConfigError(f"report.html: expected true or false, got {_type_name(report_html)}",
+                          path=where)
     prices = _parse_prices(data.get("prices", {}), where)
     config = Config(path, tuple(patterns), memory, policies, sweeps, session_logging,
-                    quiet_minutes, prices)
+                    quiet_minutes, report_html=report_html, prices=prices)
     # every named chain and sweep must resolve now, not halfway through a run
     for name, named in policies.items():
         if named.chain:

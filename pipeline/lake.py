@@ -463,6 +463,7 @@ class Lake:
         if not self.exists():
             raise LakeNotFoundError("no lake here yet", path=str(self.root),
                                     hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+        self._migrate_runs()
         key = self._views_key()
         cached = _VIEWS.get(str(self.root))
         if cached is None or cached[0] != key:
@@ -474,6 +475,16 @@ class Lake:
         con = cached[1].cursor()
         con.execute("SET TimeZone = 'UTC'")
         return con
+
+    def _migrate_runs(self) -> None:
+        """A lake made before the run log had its state columns: rewrite ``runs.parquet`` in
+        today's layout (its rows were all committed ingest runs) so the views can read it."""
+        try:
+            names = pq.read_schema(self.runs_path).names
+        except (FileNotFoundError, OSError, pa.ArrowInvalid):
+            return
+        if "ingest_committed" not in names:
+            write_parquet_atomic(self.read_runs(), self.runs_path)
 
     def _views_key(self) -> tuple:
         """What the set of views depends on: the derived tables present (a view over a glob

@@ -62,6 +62,7 @@ class NightlySummary:
     plans: list
     applied: dict
     summaries: dict
+    html: dict                      # the HTML report's refresh ([report] html = true)
     touched_sessions: int
     sessions_ignored: int
     out_dir: str
@@ -246,7 +247,30 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
     stages.append((Stage("summarize", summarize_settings, inputs.sessions, summarize_work,
                          missing=lambda rows: _missing_summaries(lake, rows),
                          upstream=("flags",)), ("flags",)))
+    if config.report_html:
+        stages.append(_html_stage(lake, settings, inputs, results, summarize_settings))
     return stages
+
+
+def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, results: dict,
+                summarize_settings: dict) -> tuple[Stage, tuple[str, ...]]:
+    """``[report] html = true``: the HTML report under ``<lake>/html``, its session pages
+    rendered again only for the sessions that changed (the overview pages every time)."""
+    from pipeline.html import render_html
+
+    policy = settings.config.resolve(settings.policies[0]).name
+    plan_name = f"plan:{policy}"
+    out = lake.root / "html"
+
+    def html_work(owed: Owed, commit):
+        results["html"] = render_html(lake, out, sessions=None if owed.full else owed.todo,
+                                      policy=policy, tz=settings.tz)
+        commit(_all_done(owed))
+
+    html_settings = {"policy": policy, "summarize": summarize_settings, "out": str(out),
+                     "layout": LAYOUT, "version": __version__}
+    return (Stage("html", html_settings, inputs.sessions, html_work,
+                  upstream=(plan_name, "summarize")), (plan_name, "summarize"))
 
 
 def runner_ledger(lake: Lake):
@@ -396,7 +420,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
             correlate=_as_dict(results.get("correlate")),
             calibration_rows=calibration.num_rows if calibration is not None else 0,
             plans=[_as_dict(p) for p in results.get("plans", [])], applied=applied,
-            summaries=_as_dict(results.get("summaries")),
+            summaries=_as_dict(results.get("summaries")), html=_as_dict(results.get("html")),
             touched_sessions=max((r.done for r in reports if not r.stage.startswith("apply:")),
                                  default=0),
             sessions_ignored=_ignored_count(lake), out_dir=str(settings.out_dir),
