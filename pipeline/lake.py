@@ -26,7 +26,6 @@ import hashlib
 import os
 import re
 import signal
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -38,6 +37,7 @@ import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.errors import LakeLockedError, LakeNotFoundError
+from pipeline.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
 from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
 MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
@@ -46,7 +46,9 @@ MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_e
 # file each). A stage that adds a view appends its file name here (one line).
 EXTRA_VIEWS: list[str] = [
     "create_view_tool_paths_empty", "create_view_tool_links",  # correlate (pipeline/correlate.py)
-    "create_view_model_prices_empty", "create_view_usage_calls", "create_view_daily_usage",
+    "create_view_model_prices_empty", "create_view_usage_call_rows_live",
+    "create_view_usage_call_rows_fallback", "create_view_usage_call_sources_empty",
+    "create_view_usage_call_rows_current", "create_view_usage_calls", "create_view_daily_usage",
     "create_view_session_summary",  # summaries and usage reports (pipeline/summarize.py, usage.py)
 ]
 
@@ -101,28 +103,6 @@ def holds_lake_lock(stage):
         with lake.lock():
             return stage(lake, *args, **kwargs)
     return locked
-
-
-def user_data_dir() -> Path:
-    """The platform's per-user data folder for ctxlake: ``$XDG_DATA_HOME/ctxlake``, else
-    ``~/Library/Application Support/ctxlake`` on macOS, else ``~/.local/share/ctxlake``."""
-    xdg = os.environ.get("XDG_DATA_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "ctxlake"
-    home = Path.home()
-    if sys.platform == "darwin":
-        return home / "Library" / "Application Support" / "ctxlake"
-    return home / ".local" / "share" / "ctxlake"
-
-
-def default_lake(configured: str | Path | None = None) -> Path:
-    """Where the lake lives when ``--lake`` is not given, whatever the current folder:
-    ``$CTXLAKE_HOME``, else ``configured`` (the config file's ``lake``), else
-    :func:`user_data_dir`. Absolute."""
-    chosen = os.environ.get("CTXLAKE_HOME") or configured
-    if chosen:
-        return Path(os.path.abspath(os.path.expanduser(str(chosen))))
-    return user_data_dir()
 
 
 def notebook_lake(start: str | Path | None = None) -> Path:
