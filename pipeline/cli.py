@@ -1346,8 +1346,8 @@ def config_show(obj: LakeContext, config_path: Path | None, as_json: bool) -> No
     click.echo(f"config: {settings['path'] or '(none: built-in defaults)'}")
     click.echo(f"lake in effect: {settings['lake_in_effect']}")
     for key in ("lake", "time_zone", "archives", "default_policies", "price_as", "log_details",
-                "session_logging", "quiet_minutes", "ignore_patterns", "memory", "policies",
-                "sweeps"):
+                "session_logging", "quiet_minutes", "report", "ignore_patterns", "memory",
+                "policies", "sweeps", "prices"):
         value = settings[key]
         shown = "(default)" if value in (None, [], {}) else render.compact_json(value)
         click.echo(f"  {key:<17} {shown}")

@@ -63,6 +63,7 @@ and the memory roots: same hash, same plans.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import hashlib
 import os
 import re
@@ -191,6 +192,8 @@ class Config:
                                 {"policy": p.base or name, **dict(p.params)})
                          for name, p in sorted(self.policies.items())},
             "sweeps": {name: list(v) for name, v in sorted(self.sweeps.items())},
+            "prices": {model: [dataclasses.asdict(t) for t in tiers]
+                       for model, tiers in sorted(self.prices.items())},
         }
 
     def where(self) -> str | None:
