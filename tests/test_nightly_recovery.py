@@ -30,7 +30,7 @@ SAMPLES = ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",
            "codex/codex_session.jsonl", "mini_swe_agent/pvlib__pvlib-python-1606.traj.json")
 POLICIES = ("payload_prune+microcompact", "observation_masking(window=10)")
 STAGES = ["flags", "correlate", "calibrate", *(f"{kind}:{p}" for p in POLICIES
-                                              for kind in ("plan", "apply")), "summarize"]
+                                              for kind in ("plan", "apply")), "summarize", "usage"]
 # table contents compared after recovery (columns that name a run or a time of day left out)
 TABLES = {
     "sources": "* EXCLUDE (ingested_at, run_id)", "records": "*", "messages": "*",
@@ -243,7 +243,7 @@ def test_a_policy_parameter_change_replans_only_that_policy(tmp_path):
     done = {s["stage"]: s["done"] for s in summary.stages}
     assert done == {"flags": 0, "correlate": 0, "calibrate": 0,
                     "plan:payload_prune+microcompact": 0, "apply:payload_prune+microcompact": 0,
-                    "plan:mask": 4, "apply:mask": 4, "summarize": 0}
+                    "plan:mask": 4, "apply:mask": 4, "summarize": 0, "usage": 0}
     assert scalar(Lake(lake_root), "SELECT count(DISTINCT config_hash) FROM plans WHERE policy = 'mask'") == 1
 
 
@@ -405,7 +405,7 @@ def test_status_shows_the_lake_its_runs_and_what_each_stage_owes(tmp_path):
     owed = {name: p["todo"] for name, p in status()["pending"].items()}
     assert owed == {"flags": 1, "correlate": 1, "calibrate": 1,
                     "plan:payload_prune+microcompact": 1, "apply:payload_prune+microcompact": 1,
-                    "summarize": 1}
+                    "summarize": 1, "usage": 1}
     later = json.loads(CliRunner().invoke(cli, ["--lake", str(lake_root), "status", "--tz",
                                                 "Asia/Tokyo", "--json"]).output)
     assert later["pending"]["summarize"]["full"] is True
