@@ -36,7 +36,7 @@ import pyarrow as pa
 from pipeline.batching import contiguous_runs
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
-from pipeline.formats.base import Emitter, SourceContext
+from pipeline.formats.base import Emitter, SourceContext, json_type_name
 from pipeline.lake import Lake, new_connection, write_parquet_atomic
 from pipeline.tokens import text_counts
 from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
@@ -177,8 +177,30 @@ def explain_json_error(content: bytes, exc: Exception) -> str:
         return f"invalid UTF-8 at byte {err.start} of the line"
     message = str(exc)
     if "recursion" in message.lower() or "depth limit" in message.lower():
-        return "JSON nested too deeply (over 1024 levels): refused as a recursion bomb"
+        return NESTING_REASON
     return f"invalid JSON: {message}"
+
+
+NESTING_LIMIT = 254   # orjson writes at most 255 levels: the deepest value the lake can re-encode
+NESTING_REASON = (f"JSON nested too deeply (over {NESTING_LIMIT} levels, the nesting limit): "
+                  "refused as a recursion bomb")
+
+
+def reader_failure(exc: Exception) -> str:
+    """The quarantine reason for an unexpected error of a reader on one line."""
+    if isinstance(exc, (orjson.JSONEncodeError, RecursionError)) and "recursion" in str(exc).lower():
+        return NESTING_REASON
+    return f"reader failed: {type(exc).__name__}: {exc}"
+
+
+def _record_check(rtype, session) -> str | None:
+    """Why a line's record row cannot be stored (the reader's record type or session id is not
+    a string), or None."""
+    for name, value in (("record type", rtype), ("session id", session)):
+        if value is not None and type(value) is not str:
+            return (f"a value of the wrong type or range: the {name} is {json_type_name(value)}, "
+                    "expected a string")
+    return None
 
 
 def excerpt(content: bytes | memoryview, limit: int = 160) -> str:
@@ -511,10 +533,13 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     except RecordError as exc:
                         reason = exc.message
                     except Exception as exc:  # a reader bug must not stop the run
-                        reason = f"reader failed: {type(exc).__name__}: {exc}"
+                        reason = reader_failure(exc)
+                    if reason is None:
+                        session = _first_session(out)
+                        reason = out.check_line() or _record_check(rtype, session)
                 if reason is None:
                     records.append(source_id, generation, 1, 0, len(data), "", rtype,
-                                   _first_session(out), content)
+                                   session, content)
                     run_records = 1
                 else:
                     out.rollback_line()
@@ -565,12 +590,15 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     except RecordError as exc:
                         reason = exc.message
                     except Exception as exc:  # a reader bug must not stop the run
-                        reason = f"reader failed: {type(exc).__name__}: {exc}"
+                        reason = reader_failure(exc)
+                    if reason is None:
+                        session = _last_session(out, reader)
+                        reason = out.check_line() or _record_check(rtype, session)
                     if reason is not None:
                         out.rollback_line()
                     else:
                         records.append(source_id, generation, line_no, offset, line_len, None,
-                                       rtype, _last_session(out, reader), content)
+                                       rtype, session, content)
                         run_records += 1
                 if reason is not None:
                     quarantine.append(_quarantine_row(ctx, line_no, offset, line_len, reason,
@@ -593,10 +621,13 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             out.start_line(line_no, offset, 0)
             try:
                 state = reader.finish(out)
+                reason = out.check_line()
+                if reason is None:
+                    orjson.dumps(state)
             except Exception as exc:  # a reader bug must not stop the run
+                reason = exc.message if isinstance(exc, RecordError) else reader_failure(exc)
+            if reason is not None:
                 out.rollback_line()
-                reason = exc.message if isinstance(exc, RecordError) else \
-                    f"reader failed: {type(exc).__name__}: {exc}"
                 quarantine.append(_quarantine_row(ctx, 0, 0, 0, f"could not finish the file: {reason}"))
                 state = {}
             # the hash up to the last complete line; the held-back tail then completes the

@@ -83,7 +83,7 @@ def test_a_recursion_bomb_is_refused_without_a_traceback(tmp_path):
     lake, summary = ingest_paths(tmp_path, path)
     assert (summary.records, summary.quarantined) == (2, 1)
     assert quarantine(lake) == [
-        (2, "error", "JSON nested too deeply (over 1024 levels): refused as a recursion bomb")]
+        (2, "error", "JSON nested too deeply (over 254 levels, the nesting limit): refused as a recursion bomb")]
 
 
 def test_a_20_mb_line_is_ingested_and_an_over_limit_line_is_quarantined(tmp_path):

@@ -181,7 +181,7 @@ class CodexCliReader(Reader):
     # -- lines -------------------------------------------------------------------------
     def line(self, obj: dict, out: Emitter) -> str:
         ltype = obj.get("type")
-        if ltype in LINE_TYPES or ("payload" in obj and isinstance(ltype, str)):
+        if isinstance(ltype, str) and (ltype in LINE_TYPES or "payload" in obj):
             payload = obj.get("payload")
             if not isinstance(payload, dict):
                 raise RecordError(f"a '{ltype}' line needs a 'payload' object, found "
@@ -357,6 +357,7 @@ class CodexCliReader(Reader):
 
     def _event(self, event: dict, ts: str | None, out: Emitter) -> None:
         etype = event.get("type")
+        etype = etype if isinstance(etype, str) else str(etype)
         if etype in DUPLICATE_EVENTS:
             return
         if etype == "token_count":
