@@ -24,6 +24,7 @@ import hashlib
 from array import array
 import multiprocessing
 import os
+import stat
 import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
@@ -37,7 +38,7 @@ from pipeline.batching import contiguous_runs
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
 from pipeline.formats.base import Emitter, SourceContext, json_type_name
-from pipeline.lake import Lake, new_connection, write_parquet_atomic
+from pipeline.lake import LAKE_MARKER, OUTPUT_MARKER, Lake, new_connection, write_parquet_atomic
 from pipeline.tokens import text_counts
 from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
@@ -86,6 +87,7 @@ class FileTask:
 class Discovery:
     tasks: list[FileTask]
     superseded: list[str]
+    own_folders: list[str] = dataclasses.field(default_factory=list)
 
 
 def superseded_by(path: str, fmt: str | None) -> str | None:
@@ -96,26 +98,73 @@ def superseded_by(path: str, fmt: str | None) -> str | None:
     return None
 
 
-def _walk(root: Path) -> Iterable[tuple[Path, bool]]:
-    """(path, is_symlink) for every regular file or symlink below ``root`` (links not followed)."""
+def own_folder(path: Path) -> str | None:
+    """What ctxlake wrote at folder ``path`` ("lake" or "output" folder), or None: a folder
+    holding one of ctxlake's marker files, or a lake made before the markers (its
+    ``sources.parquet`` beside ``tables/``)."""
+    for marker, kind in ((LAKE_MARKER, "lake"), (OUTPUT_MARKER, "output")):
+        if os.path.lexists(path / marker):
+            return kind
+    if os.path.isfile(path / "sources.parquet") and os.path.isdir(path / "tables"):
+        return "lake"
+    return None
+
+
+def _walk(root: Path) -> Iterable[tuple[Path, bool, str | None]]:
+    """(path, is_symlink, problem) for every regular file or symlink below ``root`` (links not
+    followed); a folder that cannot be listed comes as (folder, False, why); a lake or output
+    folder of ctxlake as (folder, False, "own:<kind>") and is not entered."""
     if root.is_file() or root.is_symlink() and not root.is_dir():
-        yield root, root.is_symlink()
+        yield root, root.is_symlink(), None
         return
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
+    errors: list[OSError] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=errors.append):
+        while errors:
+            err = errors.pop(0)
+            yield Path(err.filename or dirpath), False, \
+                f"cannot read folder: {err.strerror or err}: its files are not read"
         base = Path(dirpath)
+        kind = own_folder(base)
+        if kind is not None:
+            dirnames[:] = []
+            yield base, False, f"own:{kind}"
+            continue
+        dirnames.sort()
         for name in sorted(filenames):
             path = base / name
-            yield path, path.is_symlink()
+            yield path, path.is_symlink(), None
         for name in dirnames:
             path = base / name
             if path.is_symlink():
-                yield path, True
+                yield path, True, None
+    for err in errors:
+        yield Path(err.filename or root), False, \
+            f"cannot read folder: {err.strerror or err}: its files are not read"
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is (None for a regular file)."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def shown_path(path: str) -> str:
+    """``path`` as valid UTF-8 text: bytes of a name that are not UTF-8 as ``\\xNN``."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", errors="backslashreplace")
 
 
 def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
     tasks: list[FileTask] = []
     superseded: list[str] = []
+    own: list[str] = []
     seen: set[str] = set()
     for root in paths:
         if not root.exists() and not root.is_symlink():
@@ -124,12 +173,25 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
         root_abs = Path(os.path.abspath(root))
         root_real = Path(os.path.realpath(root))
         base_dir = root_abs if root_abs.is_dir() else root_abs.parent
-        for path, is_link in _walk(root_abs):
+        for path, is_link, problem in _walk(root_abs):
             abspath = str(path)
             if abspath in seen:
                 continue
             seen.add(abspath)
             rel = os.path.relpath(abspath, base_dir)
+            if problem is not None and problem.startswith("own:"):
+                own.append(f"{shown_path(abspath)} (a ctxlake {problem[4:]} folder: not read)")
+                continue
+            shown = shown_path(abspath)
+            if problem is not None or shown != abspath:
+                if problem is None:
+                    if not abspath.endswith(CANDIDATE_SUFFIXES):
+                        continue
+                    problem = ("file name is not valid UTF-8 (shown with \\x escapes): not read;"
+                               " rename it to read it")
+                tasks.append(FileTask(shown, str(root_abs), shown_path(rel), None, 0, 0,
+                                      known.get(shown), problem=problem))
+                continue
             if is_link:
                 target = Path(os.path.realpath(path))
                 if target == root_real or root_real in target.parents:
@@ -150,6 +212,11 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
                                       problem=f"cannot stat file: {exc.strerror or exc}"))
                 continue
+            kind = _file_kind(st.st_mode)
+            if kind is not None:
+                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
+                                      problem=f"{kind}, not a regular file: skipped, never opened"))
+                continue
             prev = known.get(abspath)
             fmt = format
             if fmt is None and prev is not None and prev.get("format") \
@@ -160,7 +227,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 continue
             # fmt None: the worker sniffs the file (in parallel), see detect_task_format
             tasks.append(FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev))
-    return Discovery(tasks, superseded)
+    return Discovery(tasks, superseded, own)
 
 
 # ---------------------------------------------------------------------------------------
@@ -439,11 +506,27 @@ def _empty_pending() -> dict[str, list[dict] | RecordColumns]:
     return {t: RecordColumns() if t == "records" else [] for t in PART_TABLES}
 
 
+def open_regular(path: str):
+    """``path`` opened for buffered reading, refusing anything but a regular file without
+    blocking (a FIFO swapped in after discovery would wait for a writer forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise OSError(f"{kind}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=READ_BUFFER)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int) -> FileResult:
     handle = None
     if not task.problem:
         try:
-            handle = open(task.path, "rb", buffering=READ_BUFFER)
+            handle = open_regular(task.path)
         except OSError as exc:
             task.problem = f"cannot read file: {exc.strerror or exc}"
     if task.format is None and handle is not None:
@@ -724,6 +807,7 @@ class IngestSummary:
     problems: list[dict] = dataclasses.field(default_factory=list)
     unrecognized: list[str] = dataclasses.field(default_factory=list)
     superseded: list[str] = dataclasses.field(default_factory=list)
+    own_folders: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -767,6 +851,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
         found = discover(roots, format=format, known=previous)
         summary.superseded = found.superseded
+        summary.own_folders = found.own_folders
         todo: list[FileTask] = []
         results: list[FileResult] = []
         for task in found.tasks:

@@ -60,7 +60,7 @@ import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.errors import ConfigError
-from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock
+from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
 from pipeline.recover import build_documents, clip, first_line, recovery_file_name
 from pipeline.usage import resolve_timezone, use_model_prices
 
@@ -140,15 +140,21 @@ def compile_ignore_patterns(patterns: Iterable[str]) -> list[re.Pattern]:
         raise ConfigError(str(error), hint="ignore_patterns are Python regular expressions") from None
 
 
+# the first bytes of what summarize writes: only such files are ever deleted
+LOG_PREFIX = "# Session Log — ".encode()
+RECOVERY_PREFIX = b"# Recovery ID: "
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     """Atomically write ``text`` unless the file already holds exactly these bytes."""
     data = text.encode("utf-8")
-    try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
-    atomic_write_bytes(path, data)
+    if not path.is_symlink():
+        try:
+            if path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+    atomic_write_bytes(path, data)   # a rename: a symlink planted at ``path`` is replaced, not followed
     return True
 
 
@@ -175,6 +181,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
     recovery_dir = lake.summaries_dir / "recovery"
     summary = SummarizeSummary(lake=str(lake.root), tz=zone_name, log_dir=str(log_dir),
                                recovery_dir=str(recovery_dir))
+    for folder in (log_dir, recovery_dir):
+        refuse_symlinks(lake.root, folder, what="summaries folder")
     con = lake.connect()
     try:
         summary.prices_written = _write_model_prices(lake, con)
@@ -226,8 +234,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
             entries = sorted(per_day[day], key=lambda e: (e.started_at, e.session_id))
             path = log_dir / f"{day}.md"
             if not entries:
-                if path.exists():
-                    path.unlink()
+                if remove_own_file(path, LOG_PREFIX):
                     summary.days_removed += 1
                 continue
             summary.sessions_listed += len(entries)
@@ -237,8 +244,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
                 summary.days_unchanged += 1
         if touched is None and log_dir.exists():
             for path in sorted(log_dir.iterdir()):
-                if LOG_NAME.match(path.name) and path.stem not in per_day:
-                    path.unlink()
+                if LOG_NAME.match(path.name) and path.stem not in per_day \
+                        and remove_own_file(path, LOG_PREFIX):
                     summary.days_removed += 1
 
         # recovery documents
@@ -260,8 +267,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
         if recovery_dir.exists():
             for path in sorted(recovery_dir.glob("*.md")):
                 gone = path.name not in expected_names if stale is None else path.name in stale
-                if gone:
-                    path.unlink()
+                if gone and remove_own_file(path, RECOVERY_PREFIX):
                     summary.recovery_removed += 1
     finally:
         con.close()
