@@ -431,15 +431,30 @@ def _file_problem(task: FileTask, base: dict, generation: int, writer: PartWrite
     return FileResult(task.path, source, "problem", problems=[_problem(row)])
 
 
-def _complete_lines(handle, hasher, expected: int) -> Iterator[tuple[memoryview, int, int]]:
+OVER_LONG = -2   # _complete_lines: a line over the limit, skipped unread
+
+
+def _complete_lines(handle, hasher, expected: int,
+                    max_line_bytes: int | None = None) -> Iterator[tuple[memoryview, int, int]]:
     """The lines of ``handle`` from its position as ``(block, start, newline)`` positions in
     blocks of up to ``READ_BLOCK`` bytes (no copy per line; a line longer than a block grows
     the next read; ``expected``, the bytes left by the file's size, keeps a small file's
     block small). Every complete line is hashed into ``hasher`` in file order. An
-    unterminated last line is yielded once as ``(block, start, -1)``, not hashed."""
+    unterminated last line is yielded once as ``(block, start, -1)``, not hashed.
+
+    A line longer than ``max_line_bytes`` is never held whole: once the pending bytes pass
+    the limit, the rest of the line is read through and hashed in blocks (memory stays
+    bounded by the limit) and the line comes as ``(first bytes, its length, OVER_LONG)``,
+    its newline included when it has one (a last line without one ends at the end of file)."""
     carry = b""
     while True:
+        if max_line_bytes is not None and len(carry) > max_line_bytes + 2:
+            yield _skip_long_line(handle, hasher, carry)
+            carry = b""
+            continue
         size = max(min(READ_BLOCK, expected + 1), 2 * len(carry), 4096)
+        if max_line_bytes is not None:
+            size = max(min(size, max_line_bytes + 3 - len(carry)), 4096)
         buf = bytearray(len(carry) + size)
         buf[:len(carry)] = carry
         got = handle.readinto(memoryview(buf)[len(carry):])
@@ -460,6 +475,28 @@ def _complete_lines(handle, hasher, expected: int) -> Iterator[tuple[memoryview,
             pos = newline + 1
         hasher.update(data[:pos])
         carry = bytes(data[pos:])
+
+
+def _skip_long_line(handle, hasher, carry: bytes) -> tuple[memoryview, int, int]:
+    """Read through the rest of an over-long line (``carry`` holds its start, no newline),
+    hashing it; leaves ``handle`` just after its newline (or at the end of the file)."""
+    hasher.update(carry)
+    length = len(carry)
+    head = memoryview(carry[:SNIFF_BYTES])
+    while True:
+        block = handle.read(READ_BLOCK)
+        if not block:
+            return head, length, OVER_LONG
+        newline = block.find(b"\n")
+        if newline < 0:
+            hasher.update(block)
+            length += len(block)
+            continue
+        hasher.update(block[:newline + 1])
+        length += newline + 1
+        # put the rest back: seek over what follows the newline
+        handle.seek(-(len(block) - newline - 1), os.SEEK_CUR)
+        return head, length, OVER_LONG
 
 
 class RecordColumns:
@@ -634,7 +671,21 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             offset = start
             handle.seek(start)
             pending_bytes = 0
-            for data, begin_pos, end_pos in _complete_lines(handle, hasher, st.st_size - start):
+            for data, begin_pos, end_pos in _complete_lines(handle, hasher, st.st_size - start,
+                                                            max_line_bytes):
+                if end_pos == OVER_LONG:  # skipped unread: quarantined, memory stays bounded
+                    line_len = begin_pos
+                    bytes_read += line_len
+                    line_no += 1
+                    run_lines += 1
+                    quarantine.append(_quarantine_row(
+                        ctx, line_no, offset, line_len,
+                        f"line is {line_len:,} bytes, over the {max_line_bytes:,}-byte limit "
+                        "(--max-line-bytes): not read", data))
+                    run_quarantined += 1
+                    offset += line_len
+                    pending_bytes += line_len
+                    continue
                 if end_pos < 0:  # an unterminated last line: held back, hashed afterwards
                     tail = data[begin_pos:]
                     held_back = 1

@@ -97,6 +97,25 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+_YEAR = re.compile(r"\s*([+-]?)(\d+)-")
+_BC = re.compile(r"\bBC\s*$", re.IGNORECASE)
+_INFINITE = frozenset({"infinity", "-infinity", "+infinity", "inf", "-inf", "+inf"})
+
+
+def odd_timestamp(raw: str) -> str | None:
+    """Why a raw timestamp is outside the years the lake's stages can hold (0002-9998: Python's
+    datetime ends at years 1 and 9999, and a time zone moves a time across them), or None.
+    DuckDB parses infinity, BC years and years up to 294247: those would reach every stage."""
+    if raw.strip().lower() in _INFINITE:
+        return f"timestamp {_short(raw)} is infinite"
+    if _BC.search(raw):
+        return f"timestamp {_short(raw)} is a BC date"
+    match = _YEAR.match(raw)
+    if match and (match.group(1) == "-" or not 2 <= int(match.group(2)) <= 9998):
+        return f"timestamp {_short(raw)} has a year outside 0002-9998"
+    return None
+
+
 def check_row(table: str, row: dict) -> str | None:
     """Why ``row`` cannot be a ``table`` row (a value of the wrong type or out of range), or
     None. Keys that are not staged columns are ignored (the Arrow conversion ignores them)."""
@@ -111,7 +130,12 @@ def check_row(table: str, row: dict) -> str | None:
         if type(value) not in types:
             return (f"{key} is {json_type_name(value)} ({_short(value)}), expected "
                     f"{_EXPECTED[types[0]]}")
-        if key in TOKEN_COLUMNS:
+        if key == "timestamp_raw":
+            odd = odd_timestamp(value)
+            if odd is not None:
+                return (f"{odd}, the years every report and time zone can hold: the line is "
+                        "quarantined so that no later stage meets it")
+        elif key in TOKEN_COLUMNS:
             if value < 0:
                 return (f"usage {key} is {_short(value)}: a token count cannot be negative (the line is "
                         "quarantined so that it stays out of the usage sums)")
