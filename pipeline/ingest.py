@@ -253,6 +253,24 @@ NESTING_REASON = (f"JSON nested too deeply (over {NESTING_LIMIT} levels, the nes
                   "refused as a recursion bomb")
 
 
+def too_deep(text: bytes | bytearray, obj, start: int = 0, end: int | None = None) -> bool:
+    """Whether a parsed value (``text[start:end]``) nests deeper than ``NESTING_LIMIT``; walked
+    only when the text holds that many brackets at all, so an ordinary line costs two counts."""
+    end = len(text) if end is None else end
+    if text.count(b"[", start, end) + text.count(b"{", start, end) < NESTING_LIMIT:
+        return False
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > NESTING_LIMIT:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, (dict, list)))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)))
+    return False
+
+
 def reader_failure(exc: Exception) -> str:
     """The quarantine reason for an unexpected error of a reader on one line."""
     if isinstance(exc, (orjson.JSONEncodeError, RecursionError)) and "recursion" in str(exc).lower():
@@ -649,6 +667,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     reason = explain_json_error(content, exc)
                 else:
                     try:
+                        if too_deep(content, obj):
+                            raise RecordError(NESTING_REASON)
                         rtype = reader.document(obj, out)
                     except RecordError as exc:
                         reason = exc.message
@@ -717,6 +737,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                         if not isinstance(obj, dict):
                             reason = (f"JSON value is {type(obj).__name__ if obj is not None else 'null'}"
                                       ", expected an object")
+                        elif too_deep(data.obj, obj, begin_pos, end):
+                            reason = NESTING_REASON
                 if reason is None:
                     out.start_line(line_no, offset, line_len)
                     try:
