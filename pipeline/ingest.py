@@ -81,6 +81,22 @@ class FileTask:
     mtime_ns: int
     prev: dict | None = None
     problem: str | None = None
+    ctime_ns: int | None = None
+    inode: int | None = None
+
+    def same_file_as(self, prev: dict) -> bool:
+        """Same size, mtime and format as ``prev`` and, when the lake knows them (lakes made
+        before they were kept do not), the same inode and ctime: a file replaced with the
+        same size and mtime (a copy, ``touch -r``) has a new inode or ctime."""
+        return prev["size_bytes"] == self.size and prev["mtime_ns"] == self.mtime_ns \
+            and prev.get("format") == self.format \
+            and prev.get("ctime_ns") in (None, self.ctime_ns) \
+            and prev.get("inode") in (None, self.inode)
+
+
+def inode_of(st: os.stat_result) -> int:
+    """``st_ino`` as a signed 64-bit value (the ``sources.inode`` column)."""
+    return st.st_ino - 2**64 if st.st_ino >= 2**63 else st.st_ino
 
 
 @dataclasses.dataclass
@@ -219,14 +235,17 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 continue
             prev = known.get(abspath)
             fmt = format
-            if fmt is None and prev is not None and prev.get("format") \
-                    and prev["size_bytes"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
-                fmt = prev["format"]
-            if fmt is not None and superseded_by(abspath, fmt):
+            task = FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev,
+                            ctime_ns=st.st_ctime_ns, inode=inode_of(st))
+            if fmt is None and prev is not None and prev.get("format"):
+                task.format = prev["format"]
+                if not task.same_file_as(prev):
+                    task.format = None
+            if task.format is not None and superseded_by(abspath, task.format):
                 superseded.append(abspath)
                 continue
-            # fmt None: the worker sniffs the file (in parallel), see detect_task_format
-            tasks.append(FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev))
+            # format None: the worker sniffs the file (in parallel), see detect_task_format
+            tasks.append(task)
     return Discovery(tasks, superseded, own)
 
 
@@ -612,6 +631,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
     with handle:
         st = os.fstat(handle.fileno())
         base["size_bytes"], base["mtime_ns"] = st.st_size, st.st_mtime_ns
+        base["ctime_ns"], base["inode"] = st.st_ctime_ns, inode_of(st)
         base["mtime"] = datetime.fromtimestamp(st.st_mtime_ns / 1e9, timezone.utc)
         mode = "new" if not prev else "reingested"
         start = 0
@@ -639,7 +659,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             digest, _ = _hash_prefix(handle, st.st_size)
             handle.seek(0)
             if digest == prev["sha256"]:
-                source = dict(prev, mtime=base["mtime"], mtime_ns=base["mtime_ns"])
+                source = dict(prev, mtime=base["mtime"], mtime_ns=base["mtime_ns"],
+                              ctime_ns=base["ctime_ns"], inode=base["inode"])
                 return FileResult(task.path, source, "unchanged")
         ctx = SourceContext(task.path, source_id, generation, task.root)
         reader = reader_cls(ctx)
@@ -701,7 +722,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     quarantine.append(_quarantine_row(
                         ctx, line_no, offset, line_len,
                         f"line is {line_len:,} bytes, over the {max_line_bytes:,}-byte limit "
-                        "(--max-line-bytes): not read", data))
+                        "(--max-line-bytes)", data))
                     run_quarantined += 1
                     offset += line_len
                     pending_bytes += line_len
@@ -929,9 +950,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         results: list[FileResult] = []
         for task in found.tasks:
             prev = task.prev
-            # same size, mtime and format (a problem file has none, before and now): not read
-            if prev and prev["size_bytes"] == task.size and prev["mtime_ns"] == task.mtime_ns \
-                    and prev.get("format") == task.format:
+            # same size, mtime, format (a problem file has none, before and now), inode and
+            # ctime: not read
+            if prev and task.same_file_as(prev):
                 results.append(FileResult(task.path, prev, "unchanged"))
             else:
                 todo.append(task)

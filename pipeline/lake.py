@@ -376,20 +376,20 @@ class Lake:
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sqlfiles.render("create_view_sources",
-                                    glob=sqlfiles.literal_path(self.sources_path)))
-        con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.literal_path(self.runs_path)))
+                                    glob=sqlfiles.glob_literal(self.sources_path)))
+        con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.glob_literal(self.runs_path)))
         for table in PART_TABLES:
             name = "_messages_current" if table == "messages" else table
             con.execute(sqlfiles.render(
                 "create_view_part_table", name=sqlfiles.ident(name),
-                glob=sqlfiles.literal_path(self.table_dir(table) / "*.parquet")))
+                glob=sqlfiles.glob_literal(self.table_dir(table), "*.parquet")))
         # derived tables depend only on their Parquet files: created before the views using them
         if self.derived_dir.exists():
             for folder in sorted(self.derived_dir.iterdir()):
                 if folder.is_dir() and any(folder.glob("*.parquet")):
                     con.execute(sqlfiles.render(
                         "create_view_derived", name=sqlfiles.ident(folder.name),
-                        glob=sqlfiles.literal_path(folder / "*.parquet")))
+                        glob=sqlfiles.glob_literal(folder, "*.parquet")))
         con.execute(sqlfiles.load("create_view_messages"))
         con.execute(sqlfiles.load("create_view_session_flags_empty"))
         con.execute(sqlfiles.load("create_view_sessions"))
