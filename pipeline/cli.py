@@ -114,9 +114,14 @@ def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_byte
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV.")
+@click.option("--unsafe", is_flag=True,
+              help="Allow any statement and file access (COPY, ATTACH, read_csv, ...).")
 @pass_lake
-def sql(obj: LakeContext, query: str, as_json: bool, as_csv: bool) -> None:
-    """Run a SQL query over the lake's views.
+def sql(obj: LakeContext, query: str, as_json: bool, as_csv: bool, unsafe: bool) -> None:
+    """Run a read-only SQL query over the lake's views.
+
+    Only SELECT (and SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) over the views: no COPY ... TO,
+    ATTACH, file-reading or file-writing functions, unless --unsafe is given.
 
     \b
     Example:
@@ -124,7 +129,7 @@ def sql(obj: LakeContext, query: str, as_json: bool, as_csv: bool) -> None:
     """
     from pipeline.query import run_query
 
-    columns, rows = run_query(obj.lake, query)
+    columns, rows = run_query(obj.lake, query, unsafe=unsafe)
     if as_json:
         click.echo(render.to_json(render.rows_to_dicts(columns, rows)))
     elif as_csv:
