@@ -78,6 +78,8 @@ def _print_ingest(summary, as_json: bool) -> None:
         out.print(f"[yellow]warning[/]: {where}: {problem['reason']}")
     if len(shown) > 20:
         out.print(f"... and {len(shown) - 20} more: ctxlake sql \"SELECT * FROM quarantine\"")
+    for folder in summary.own_folders:
+        out.print(f"skipped: {folder}")
     out.print(f"lake: {summary.lake}")
 
 
@@ -818,6 +820,8 @@ def _print_nightly(summary, as_json: bool) -> None:
     for problem in [p for p in ing["problems"] if p["severity"] == "error"][:10]:
         where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
         out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
+    for folder in ing.get("own_folders", []):
+        out.print(f"  skipped: {folder}")
     cor = summary.correlate
     out.print(f"[bold]correlate[/] {cor.get('calls', 0):,} calls, statuses {cor.get('statuses', {})}")
     out.print(f"[bold]calibrate[/] {summary.calibration_rows} calibration rows")
@@ -829,6 +833,8 @@ def _print_nightly(summary, as_json: bool) -> None:
         out.print(f"[bold]apply[/]     {policy}: {applied.get('files_written', 0):,} files written, "
                   f"{applied.get('bytes_before', 0):,} -> {applied.get('bytes_after', 0):,} bytes, "
                   f"{len(applied.get('problems', []))} problems")
+        for problem in applied.get("problems", [])[:5]:
+            out.print(f"  [yellow]warning[/]: {problem['path']}: {problem['error']}")
     summ = summary.summaries
     out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
               f"{summ.get('recovery_written', 0)} recovery documents, "

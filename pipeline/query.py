@@ -62,8 +62,10 @@ def _refusal(con: duckdb.DuckDBPyConnection, query: str) -> str | None:
 
 def _sandbox(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     """From now on the connection reads only the lake's folder and cannot change that."""
-    folders = sorted({str(lake.root.absolute()).rstrip("/") + "/",
-                      os.path.realpath(lake.root).rstrip("/") + "/"})
+    roots = {str(lake.root.absolute()).rstrip("/"), os.path.realpath(lake.root).rstrip("/")}
+    # the views name their files by escaped globs (sqlfiles.glob_literal): both spellings
+    roots |= {"".join(f"[{ch}]" if ch in "[*?" else ch for ch in root) for root in roots}
+    folders = sorted(root + "/" for root in roots)
     con.execute("SET allowed_directories = $folders", {"folders": folders})
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

@@ -43,7 +43,7 @@ class ClaudeCodeReader(Reader):
         for obj in first_json_values(head, 5):
             if not isinstance(obj, dict):
                 continue
-            if "sessionId" in obj and obj.get("type") in KNOWN_TYPES:
+            if "sessionId" in obj and isinstance(obj.get("type"), str) and obj["type"] in KNOWN_TYPES:
                 return 95
             if obj.get("type") in ("file-history-snapshot", "summary") and "payload" not in obj:
                 score = max(score, 80)

@@ -151,7 +151,8 @@ class CodexCliReader(Reader):
         values = first_json_values(head, 2)
         if values and isinstance(values[0], dict):
             first = values[0]
-            if first.get("type") in LINE_TYPES and isinstance(first.get("payload"), dict):
+            if isinstance(first.get("type"), str) and first["type"] in LINE_TYPES \
+                    and isinstance(first.get("payload"), dict):
                 return 95
             if isinstance(first.get("id"), str) and "timestamp" in first and "type" not in first \
                     and not {"messages", "role", "sessionId", "payload"} & first.keys():
