@@ -773,6 +773,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                         reason = out.check_line() or _record_check(rtype, session)
                     if reason is not None:
                         out.rollback_line()
+                        reader.rollback()
                     else:
                         records.append(source_id, generation, line_no, offset, line_len, None,
                                        rtype, session, content)

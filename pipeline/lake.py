@@ -21,6 +21,7 @@ import fcntl
 import functools
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -416,11 +417,23 @@ class Lake:
         tmp = self.root / ".ctxlake.duckdb.tmp"
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        con = new_connection(str(tmp))
-        try:
-            self.create_views(con)
-        finally:
-            con.close()
+        if "?" in os.path.realpath(self.root):
+            # DuckDB reads a "?" in a database path as the start of options: build the file in
+            # a private temp folder, then copy it into the lake
+            with tempfile.TemporaryDirectory(prefix="ctxlake-views-") as folder:
+                built = Path(folder) / "ctxlake.duckdb"
+                con = new_connection(str(built))
+                try:
+                    self.create_views(con)
+                finally:
+                    con.close()
+                shutil.copyfile(built, tmp)
+        else:
+            con = new_connection(str(tmp))
+            try:
+                self.create_views(con)
+            finally:
+                con.close()
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, target)
         atomic_write_bytes(self.root / ".ctxlake.duckdb.views", self._views_fingerprint().encode())

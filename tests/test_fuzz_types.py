@@ -142,7 +142,7 @@ def test_every_field_of_every_real_sample_swapped_to_each_type_aborts_no_run(tmp
                                      if p.is_file() and p.suffix != ".md"}
     lake = Lake(tmp_path / "lake")
 
-    summary = ingest([archive], lake=lake, workers=2)
+    summary = ingest([archive], lake=lake, workers=1)
 
     # a head fuzz file whose first line no longer looks like its format is reported as not
     # recognised; every other one is read, line by line
@@ -167,7 +167,7 @@ def test_every_field_of_every_real_sample_swapped_to_each_type_aborts_no_run(tmp
     assert all(r for r in reasons)
 
     # the later stages and reports run over every surviving record of the fuzz
-    result = run_nightly([archive], lake=lake, workers=2, tz="UTC")
+    result = run_nightly([archive], lake=lake, workers=1, tz="UTC")
     assert result.ingest["files_unchanged"] == built["files"] + len(read_heads)
     assert result.ingest["lines"] == 0
     for period in ("day", "session"):

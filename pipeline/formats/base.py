@@ -409,6 +409,11 @@ class Reader:
     def finish(self, out: Emitter) -> dict:
         return {}
 
+    def rollback(self) -> None:
+        """Undo what the last ``line`` call changed in the reader's own state: the engine calls
+        it when it quarantines that line (its rows are rolled back too), so that a quarantined
+        line costs that line only (e.g. not the session it would have opened)."""
+
     # document layout
     def document(self, obj: Any, out: Emitter) -> str:
         """Emit rows for a whole-JSON file; return its record type."""

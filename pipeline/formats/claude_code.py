@@ -52,6 +52,7 @@ class ClaudeCodeReader(Reader):
     def begin(self, state: dict) -> None:
         self.session_id: str | None = state.get("session_id")
         self.seen: set[str] = set(state.get("sessions", []))
+        self._undo: tuple[str | None, str | None] = (self.session_id, None)
 
     def finish(self, out: Emitter) -> dict:
         return {"session_id": self.session_id, "sessions": sorted(self.seen)}
@@ -68,12 +69,19 @@ class ClaudeCodeReader(Reader):
             return f"{base}/agent-{agent}", base
         return base, None
 
+    def rollback(self) -> None:
+        self.session_id, opened = self._undo
+        if opened is not None:
+            self.seen.discard(opened)
+
     def line(self, obj: dict, out: Emitter) -> str:
+        self._undo = (self.session_id, None)
         rtype = obj.get("type")
         rtype = rtype if isinstance(rtype, str) else "unknown"
         session_id, parent = self._session_of(obj)
         if session_id not in self.seen and rtype in ("user", "assistant", "system", "summary"):
             self.seen.add(session_id)
+            self._undo = (self._undo[0], session_id)
             out.session(
                 session_id=session_id, format=self.name, project=obj.get("cwd"),
                 git_branch=obj.get("gitBranch") or None, parent_session_id=parent,

@@ -180,7 +180,13 @@ class CodexCliReader(Reader):
                 "session_emitted": self.session_emitted}
 
     # -- lines -------------------------------------------------------------------------
+    def rollback(self) -> None:
+        (self.session_id, self.cwd, self.model, self.last_total,
+         self.session_emitted) = self._undo
+
     def line(self, obj: dict, out: Emitter) -> str:
+        self._undo = (self.session_id, self.cwd, self.model, self.last_total,
+                      self.session_emitted)
         ltype = obj.get("type")
         if isinstance(ltype, str) and (ltype in LINE_TYPES or "payload" in obj):
             payload = obj.get("payload")
