@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ctxlake --lake data/lake demo --size 20MB --seed 7 --out data/demo-archive
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2 tests
+
+# Debian's chromium for the HTML report's browser tests (tests/test_html_report.py), with CJK
+# and emoji fonts for their screenshots; installed when missing and we are root, otherwise
+# those tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 && [ -d /usr/share/fonts/opentype/noto ] || { [ "$$(id -u)" = 0 ] \
+	  && command -v apt-get >/dev/null 2>&1 && { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-color-emoji >/dev/null; } \
+	  || echo "chromium is missing (install it as root: apt-get install chromium); the browser tests will skip"; }
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -12,12 +12,16 @@ import json
 import os
 import platform
 import shutil
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 T = TypeVar("T")
 
@@ -73,6 +77,103 @@ def cached_lake(workdir: Path, *, size_mb: int, seed: int, rebuild: bool,
             figures.update(after_ingest(lake_dir))
         marker.write_text(json.dumps(figures), encoding="utf-8")
     return json.loads(marker.read_text(encoding="utf-8"))
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def _rss_pss(pid: int, *, with_pss: bool = True) -> tuple[int, int]:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            rss = int(handle.read().split()[1]) * PAGE
+    except OSError:
+        return 0, 0
+    if not with_pss:
+        return rss, 0
+    pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Pss:"):
+                    pss = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pss = rss
+    return rss, pss
+
+
+def run_measured(command: list[str], *, env: dict | None = None) -> dict:
+    """Run ``command`` (which prints a JSON object as its last line); return that object plus
+    wall time, CPU time and peak memory of its whole process tree (RSS sampled every 50 ms,
+    PSS every 500 ms) and of its largest process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak = {"rss": 0, "pss": 0, "procs": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        # the sampler shares 2 cores with what it measures: the process list is rescanned and
+        # PSS (smaps_rollup walks page tables) read every 10th tick only; RSS every 50 ms
+        tick, pids = 0, [proc.pid]
+        while not stop.is_set():
+            if tick % 10 == 0:
+                pids = _descendants(proc.pid)
+            rss = pss = 0
+            for pid in pids:
+                r, p = _rss_pss(pid, with_pss=tick % 10 == 0)
+                rss += r
+                pss += p
+            peak["rss"] = max(peak["rss"], rss)
+            peak["pss"] = max(peak["pss"], pss)
+            peak["procs"] = max(peak["procs"], len(pids))
+            tick += 1
+            stop.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out_chunks: list[bytes] = []
+    err_chunks: list[bytes] = []
+    readers = [threading.Thread(target=lambda: out_chunks.append(proc.stdout.read())),
+               threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()))]
+    for reader in readers:
+        reader.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    stop.set()
+    sampler.join()
+    for reader in readers:
+        reader.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.stderr.write(b"".join(err_chunks).decode(errors="replace"))
+        raise SystemExit(f"{command[:4]} failed with exit code {proc.returncode}")
+    text = b"".join(out_chunks).decode().strip()
+    try:
+        answer = json.loads(text)            # a whole (indented) JSON document
+    except ValueError:
+        answer = json.loads(text.splitlines()[-1])
+    answer.update(wall_s=round(wall, 3), peak_rss_tree_mb=round(peak["rss"] / 2**20, 1),
+                  peak_pss_tree_mb=round(peak["pss"] / 2**20, 1),
+                  peak_rss_max_process_mb=round(usage.ru_maxrss / 1024, 1),
+                  cpu_s=round(usage.ru_utime + usage.ru_stime, 2), processes=peak["procs"])
+    return answer
 
 
 def folder_usage(folder: Path) -> tuple[int, int]:

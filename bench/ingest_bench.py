@@ -37,10 +37,8 @@ import platform
 import pstats
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -49,6 +47,7 @@ sys.path.insert(0, str(REPO))
 
 import orjson  # noqa: E402
 
+from bench.common import run_measured  # noqa: E402
 from pipeline.demo import GENERATOR, MARKER, parse_size, write_demo_archive  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
@@ -58,7 +57,6 @@ TARGET_RSS_GROWTH = 1.20
 TARGET_WARM_S = 2.0
 APPENDED_LINES = 1000
 APPENDED_FILES = 4
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 # ---------------------------------------------------------------------------------------
@@ -108,96 +106,9 @@ def folder_bytes(folder: Path) -> int:
 # ---------------------------------------------------------------------------------------
 # Child processes with memory sampling
 # ---------------------------------------------------------------------------------------
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, ()))
-    return out
-
-
-def _rss_pss(pid: int, *, with_pss: bool = True) -> tuple[int, int]:
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as handle:
-            rss = int(handle.read().split()[1]) * PAGE
-    except OSError:
-        return 0, 0
-    if not with_pss:
-        return rss, 0
-    pss = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
-            for line in handle:
-                if line.startswith(b"Pss:"):
-                    pss = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pss = rss
-    return rss, pss
-
-
 def run_child(args: list[str]) -> dict:
     """Run this script as a child; return its JSON answer plus wall time and peak memory."""
-    started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    peak = {"rss": 0, "pss": 0, "procs": 0}
-    stop = threading.Event()
-
-    def sample() -> None:
-        # the sampler shares 2 cores with what it measures: the process list is rescanned and
-        # PSS (smaps_rollup walks page tables) read every 10th tick only; RSS every 50 ms
-        tick, pids = 0, [proc.pid]
-        while not stop.is_set():
-            if tick % 10 == 0:
-                pids = _descendants(proc.pid)
-            rss = pss = 0
-            for pid in pids:
-                r, p = _rss_pss(pid, with_pss=tick % 10 == 0)
-                rss += r
-                pss += p
-            peak["rss"] = max(peak["rss"], rss)
-            peak["pss"] = max(peak["pss"], pss)
-            peak["procs"] = max(peak["procs"], len(pids))
-            tick += 1
-            stop.wait(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out_chunks: list[bytes] = []
-    err_chunks: list[bytes] = []
-    readers = [threading.Thread(target=lambda: out_chunks.append(proc.stdout.read())),
-               threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()))]
-    for reader in readers:
-        reader.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    stop.set()
-    sampler.join()
-    for reader in readers:
-        reader.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        sys.stderr.write(b"".join(err_chunks).decode(errors="replace"))
-        raise SystemExit(f"child {args[:2]} failed with exit code {proc.returncode}")
-    answer = json.loads(b"".join(out_chunks).decode().strip().splitlines()[-1])
-    answer.update(wall_s=round(wall, 3), peak_rss_tree_mb=round(peak["rss"] / 2**20, 1),
-                  peak_pss_tree_mb=round(peak["pss"] / 2**20, 1),
-                  peak_rss_max_process_mb=round(usage.ru_maxrss / 1024, 1),
-                  cpu_s=round(usage.ru_utime + usage.ru_stime, 2), processes=peak["procs"])
-    return answer
+    return run_measured([sys.executable, __file__, *args])
 
 
 def _cpu_self_and_children() -> float:

@@ -89,7 +89,7 @@ import re
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import orjson
 import pyarrow as pa
@@ -99,7 +99,7 @@ from pipeline.config import policy_key
 from pipeline.errors import CtxlakeError, StoreError, UsageError
 from pipeline.formats.base import content_text
 from pipeline.jsonspan import SpanError, find_spans, parse_pointer, resolve
-from pipeline.lake import FILE_MODE, OUTPUT_MARKER, Lake, private_dirs, refuse_symlinks, write_marker
+from pipeline.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
 from pipeline.store import (
     PayloadStore, _write_all, arm_crash_points, crash_point, sha256_hex, sync_filesystems,
 )
@@ -665,6 +665,7 @@ class ApplySummary:
     files_written: int = 0         # outputs actually (re)written by this run
     files_up_to_date: int = 0      # outputs that already had the right bytes (no-op)
     files_failed: int = 0          # files left unpruned or unwritten (see problems)
+    files_removed: int = 0         # outputs of files gone from the lake, deleted (nightly job)
     evictions: int = 0             # eviction rows of the plan considered
     evictions_applied: int = 0     # of which applied to an output
     values_replaced: int = 0       # JSON values replaced (payloads, inputs and duplicates)
@@ -675,9 +676,11 @@ class ApplySummary:
     store_bytes_added: int = 0
     seconds: float = 0.0
     problems: list[dict] = dataclasses.field(default_factory=list)
+    # per source id handled: its output path and whether it failed (for the stage ledger)
+    outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "outputs"}
 
 
 def _policy_name(policy: str) -> str:
@@ -707,7 +710,7 @@ def _load_inputs(lake: Lake, policy: str, session_id: str | None,
         rows = sqlfiles.fetch_dicts(cur)
         if evictions is None and not rows:
             # a plan that evicts nothing still writes its (empty) evictions file
-            planned = (lake.derived_dir / "evictions" / f"{policy_key(policy)}.parquet").exists()
+            planned = any((lake.derived_dir / "evictions").glob(f"{glob_escape(policy_key(policy))}*.parquet"))
             if not planned and "plans" in views:
                 planned = con.execute(sqlfiles.load("select_plan_count"),
                                       {"policy": policy}).fetchone()[0] > 0
@@ -743,12 +746,15 @@ def _fresh(data: bytes, data_sha: str, source: dict, layout: str) -> bool:
 def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
                  session_id: str | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 evictions: pa.Table | None = None) -> ApplySummary:
+                 evictions: pa.Table | None = None,
+                 source_ids: Iterable[str] | None = None) -> ApplySummary:
     """Write the pruned mirror of the archive for ``policy`` under ``<out>/<policy>/``.
 
     ``out`` defaults to ``<lake>/out``. ``evictions`` (a table with the columns of
     ``pipeline.schema.EVICTIONS``) replaces the lake's ``evictions`` view, for callers that
-    planned in memory. See the module docstring for the guarantees.
+    planned in memory. ``source_ids`` (the nightly job's owed files): only these files.
+    ``summary.outputs`` tells, per file handled, its output and whether it failed. See the
+    module docstring for the guarantees.
     """
     started = time.perf_counter()
     policy = _policy_name(policy)
@@ -763,6 +769,10 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
         private_dirs(target_root)
         write_marker(target_root, OUTPUT_MARKER, "ctxlake apply outputs: never read as a transcript archive\n")
         sources_real = {os.path.realpath(f["path"]) for f in files}
+        if source_ids is not None:
+            wanted = set(source_ids)
+            files = [f for f in files if f["source_id"] in wanted]
+            rows = [r for r in rows if r["source_id"] in wanted]
         summary.evictions = len(rows)
         by_source: dict[str, list[dict]] = {}
         for row in rows:
@@ -805,6 +815,9 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
             for source in files:
                 outcome = _prepare_one(source, by_source.get(source["source_id"], []), store,
                                        target_root, taken, summary, sources_real)
+                summary.outputs[source["source_id"]] = {
+                    "output": None if outcome is None else str(outcome.output),
+                    "path": source["path"]}
                 if outcome is not None and outcome.tmp is not None:
                     pending.append(outcome)
                 elif outcome is not None:
@@ -821,6 +834,9 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
             summary.payloads_reused = store.reused
             summary.store_bytes_added = store.bytes_added
     summary.files_failed = len({(p["path"], p["output"]) for p in summary.problems})
+    failed_paths = {p["path"] for p in summary.problems}
+    for entry in summary.outputs.values():
+        entry["failed"] = entry["path"] in failed_paths or entry["output"] is None
     summary.problems.sort(key=lambda p: (p["path"] or "", p["kind"], p["error"]))
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

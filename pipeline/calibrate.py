@@ -389,20 +389,43 @@ def fit_factors(observations: list[Observation], direction: str = "prompt", *,
     prior = default_prior if prior is None else prior
     weights = pooled_weights if weights is None else weights
     n = len(prior)
-    xtx = [[weights[i] if i == j else 0.0 for j in range(n)] for i in range(n)]
-    xty = [w * p for w, p in zip(weights, prior)]
-    for x, y in _centred(observations, with_overhead):
-        for i in range(n):
-            xty[i] += x[i] * y
-            for j in range(n):
-                xtx[i][j] += x[i] * x[j]
-    return tuple(min(high, max(low, f)) for f, (low, high) in zip(_solve(xtx, xty), bounds))
+    x, y = _centred_arrays(observations, with_overhead, n)
+    xtx = x.T @ x + np.diag(np.asarray(weights, dtype=float))
+    xty = x.T @ y + np.asarray(weights, dtype=float) * np.asarray(prior, dtype=float)
+    solved = np.linalg.solve(xtx, xty)
+    return tuple(min(high, max(low, float(f))) for f, (low, high) in zip(solved, bounds))
+
+
+def _centred_arrays(observations: list[Observation], with_overhead: bool,
+                    width: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_centred` as arrays (rows in the same order), for the least squares."""
+    if not observations:
+        return np.zeros((0, width)), np.zeros(0)
+    x = np.asarray([o.x for o in observations], dtype=float).reshape(len(observations), width)
+    y = np.asarray([o.y for o in observations], dtype=float)
+    if not with_overhead:
+        return x, y
+    groups: dict[str, int] = {}
+    codes = np.fromiter((groups.setdefault(o.thread_id, len(groups)) for o in observations),
+                        dtype=np.int64, count=len(observations))
+    counts = np.bincount(codes)
+    keep = counts[codes] >= 2
+    sums_x = np.zeros((len(groups), width))
+    np.add.at(sums_x, codes, x)
+    sums_y = np.bincount(codes, weights=y)
+    x = x - sums_x[codes] / counts[codes][:, None]
+    y = y - sums_y[codes] / counts[codes]
+    # threads in first-seen order, each thread's rows together (as _centred lists them)
+    order = np.argsort(codes[keep], kind="stable")
+    return x[keep][order], y[keep][order]
 
 
 def fit_model_factors(observations: list[Observation], model: str, direction: str = "prompt", *,
-                      with_overhead: bool) -> Factors:
-    """A model's factors: its own calls, pulled towards the factors pooled over all models."""
-    pooled = fit_factors(observations, direction, with_overhead=with_overhead)
+                      with_overhead: bool, pooled: Factors | None = None) -> Factors:
+    """A model's factors: its own calls, pulled towards the factors pooled over all models
+    (``pooled``: those, when the caller has them already)."""
+    if pooled is None:
+        pooled = fit_factors(observations, direction, with_overhead=with_overhead)
     if model == ALL_MODELS:
         return pooled
     # the framing of a tool call is the model's own syntax: not borrowed from other models
@@ -432,13 +455,15 @@ TOKEN_COUNTS_SCHEMA = pa.schema([
 ])
 
 
-def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = False) -> list[int]:
+def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = False,
+                 merge: bool = False) -> list[int]:
     """The ``encoding`` token count of each text, remembered in ``derived/token_counts/
     <encoding>.parquet`` by the sha256 of the text: only texts not counted before go to the
     tokenizer (a real tokenizer counts ~6 MB/s here; the output of a 500 MB archive is ~20 MB,
     and the nightly job would count it all again each night). ``store`` (the calibrate stage,
     under the lake lock) rewrites the file with exactly these texts' counts, so it never holds
-    what the lake no longer has; a report only reads it."""
+    what the lake no longer has; with ``merge`` (the calibrate stage on some sessions) the new
+    counts are added to those already there. A report only reads it."""
     path = lake.derived_dir / TOKEN_COUNTS / f"{encoding}.parquet"
     known: dict[str, int] = {}
     if path.exists():
@@ -448,8 +473,8 @@ def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = F
     missing = {digest: text for digest, text in zip(digests, texts) if digest not in known}
     if missing:
         known.update(zip(missing, tokenizers.count_tokens_batch(list(missing.values()), encoding)))
-    if store:
-        current = sorted(set(digests))
+    if store and (missing or not merge):
+        current = sorted(set(known) if merge else set(digests))
         lake.write_derived(TOKEN_COUNTS, encoding, pa.table(
             [[encoding] * len(current), current, [known[d] for d in current]],
             schema=TOKEN_COUNTS_SCHEMA))
@@ -457,17 +482,31 @@ def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = F
 
 
 # -- the stored table ---------------------------------------------------------------------
-def load_calls(lake: Lake, *, store_counts: bool = False) -> list[dict]:
+CALIBRATION_CALLS = "calibration_calls"
+CALIBRATION_CALLS_ORDER = ["session_id", "first_seq", "call_key"]
+OUTPUT_COUNT_FIELDS = [("out_basis", pa.string()), ("out_tokens", pa.int64()),
+                       ("out_thinking_tokens", pa.int64())]
+
+
+def load_calls(lake: Lake, *, store_counts: bool = False,
+               sessions: Iterable[str] | None = None) -> list[dict]:
     """The rows of ``select_calibration_calls``, each with ``out_basis`` (:func:`output_basis`
     of its model); a call on a real basis also has ``out_tokens`` and ``out_thinking_tokens``,
     that tokenizer's count of the text of its visible assistant rows and of its thinking rows
     (``select_calibration_output_texts``, only for those models' calls; counted through
-    :func:`count_pieces`, which ``store_counts`` lets remember them)."""
+    :func:`count_pieces`, which ``store_counts`` lets remember them). ``sessions``: only the
+    calls of these sessions."""
+    return _calls_table(lake, store_counts=store_counts, sessions=sessions).to_pylist()
+
+
+def _calls_table(lake: Lake, *, store_counts: bool, sessions: Iterable[str] | None) -> pa.Table:
+    wanted = None if sessions is None else sorted(set(sessions))
     con = lake.connect()
     try:
-        con.execute(sqlfiles.load("create_table_calibration_rows"))
-        calls = sqlfiles.fetch_dicts(con.execute(sqlfiles.load("select_calibration_calls")))
-        basis_of = {model: output_basis(model) for model in sorted({c["model"] for c in calls})}
+        con.execute(sqlfiles.load("create_table_calibration_rows"), {"session_ids": wanted})
+        table = con.sql(sqlfiles.load("select_calibration_calls")).to_arrow_table()
+        models = table.column("model").to_pylist()
+        basis_of = {model: output_basis(model) for model in sorted(set(models))}
         real_models = [model for model, basis in basis_of.items() if basis != HEURISTIC]
         texts = []
         if real_models:
@@ -475,8 +514,9 @@ def load_calls(lake: Lake, *, store_counts: bool = False) -> list[dict]:
                                 {"models": real_models}).fetchall()
     finally:
         con.close()
-    encoding_of = {(c["session_id"], c["call_key"]): basis_of[c["model"]] for c in calls
-                   if basis_of[c["model"]] != HEURISTIC}
+    keys = list(zip(table.column("session_id").to_pylist(), table.column("call_key").to_pylist()))
+    encoding_of = {key: basis_of[model] for key, model in zip(keys, models)
+                   if basis_of[model] != HEURISTIC}
     written: dict[tuple[str, str], list[WrittenRow]] = defaultdict(list)
     # the pieces to count, by encoding: (call, 0 = what it wrote | 1 = thinking, text)
     pieces: dict[str, list[tuple[tuple[str, str], int, str]]] = defaultdict(list)
@@ -496,26 +536,36 @@ def load_calls(lake: Lake, *, store_counts: bool = False) -> list[dict]:
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for encoding, batch in pieces.items():
         for (key, slot, _text), n in zip(batch, count_pieces(
-                lake, encoding, [text for _key, _slot, text in batch], store=store_counts)):
+                lake, encoding, [text for _key, _slot, text in batch], store=store_counts,
+                merge=wanted is not None)):
             counts[key][slot] += n
-    if store_counts:   # an encoding no call is counted with any more: its counts go
+    if store_counts and wanted is None:   # an encoding no call is counted with any more goes
         for stale in sorted((lake.derived_dir / TOKEN_COUNTS).glob("*.parquet")):
             if stale.stem not in pieces:
                 stale.unlink()
-    for call in calls:
-        call["out_basis"] = basis_of[call["model"]]
-        if call["out_basis"] != HEURISTIC:
-            call["out_tokens"], call["out_thinking_tokens"] = counts[call["session_id"], call["call_key"]]
-    return calls
+    bases = [basis_of[model] for model in models]
+    real = [basis != HEURISTIC for basis in bases]
+    out = [counts[key][0] if is_real else None for key, is_real in zip(keys, real)]
+    thinking = [counts[key][1] if is_real else None for key, is_real in zip(keys, real)]
+    for (name, kind), values in zip(OUTPUT_COUNT_FIELDS, (bases, out, thinking)):
+        table = table.append_column(pa.field(name, kind), pa.array(values, kind))
+    return table
 
 
-def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict]) -> list[dict]:
-    """The ``token_calibration`` rows of one model (or ``*``) and one fit (see _fit_key)."""
+def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict],
+                pooled: dict | None = None) -> list[dict]:
+    """The ``token_calibration`` rows of one model (or ``*``) and one fit (see _fit_key).
+    ``pooled``: a cache, per fit, of its observations and pooled factors (the same for every
+    model of one table)."""
     direction, _, basis = key.partition(":")
     prompt = direction == "prompt"
-    everything = _observations(data, key)
+    pooled = {} if pooled is None else pooled
+    if key not in pooled:
+        observed = _observations(data, key)
+        pooled[key] = (observed, fit_factors(observed, key, with_overhead=True))
+    everything, pooled_factors = pooled[key]
     observations = [o for o in everything if model == ALL_MODELS or o.model == model]
-    factors = fit_model_factors(everything, model, key, with_overhead=True)
+    factors = fit_model_factors(everything, model, key, with_overhead=True, pooled=pooled_factors)
     intercept = fit_intercept(observations, factors)
     fitted = _centred(observations, prompt)
     until = max((c["timestamp"] for c in model_calls if c["timestamp"] is not None), default=None)
@@ -537,19 +587,29 @@ def fit_table(calls: list[dict]) -> pa.Table:
     data = build_dataset(calls)
     models = sorted({c["model"] for c in calls})
     rows: list[dict[str, Any]] = []
+    pooled: dict = {}
     for model in models + [ALL_MODELS]:
         model_calls = [c for c in calls if model == ALL_MODELS or c["model"] == model]
         bases = (sorted(set(data.output_basis.values())) if model == ALL_MODELS
                  else [data.output_basis[model]] if model in data.output_basis else [])
         for key in [*DIRECTIONS, *(_fit_key("output", basis) for basis in bases)]:
-            rows += _table_rows(data, key, model, model_calls)
+            rows += _table_rows(data, key, model, model_calls, pooled)
     return pa.Table.from_pylist(rows, schema=TOKEN_CALIBRATION)
 
 
 @holds_lake_lock
-def calibrate(lake: Lake) -> pa.Table:
-    """Fit the calibration on every recorded call in the lake and store ``token_calibration``."""
-    table = fit_table(load_calls(lake, store_counts=True))
+def calibrate(lake: Lake, *, sessions: Iterable[str] | None = None) -> pa.Table:
+    """Fit the calibration on every recorded call in the lake and store ``token_calibration``.
+
+    The per-call rows the fit reads are remembered in ``derived/calibration_calls`` (per
+    session bucket). ``sessions`` (the nightly job's owed sessions): only their calls are read
+    from the lake again; the fit runs on the remembered rows of every session."""
+    fresh = _calls_table(lake, store_counts=True, sessions=sessions)
+    lake.write_session_rows(CALIBRATION_CALLS, "all", fresh, sessions,
+                            sort_by=CALIBRATION_CALLS_ORDER)
+    calls = fresh if sessions is None else lake.read_derived(CALIBRATION_CALLS, "all", fresh.schema)
+    calls = calls.sort_by([(name, "ascending") for name in CALIBRATION_CALLS_ORDER])
+    table = fit_table(calls.to_pylist())
     lake.write_derived("token_calibration", "all", table)
     return table
 

@@ -7,19 +7,45 @@ Exit codes: 0 ok, 1 data errors reported, 2 usage error.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import os
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
-from pipeline import render
-from pipeline.errors import CtxlakeError
-from pipeline.lake import Lake, default_lake
+from pipeline import __version__
+from pipeline.errors import CtxlakeError, IgnorePatternWarning
+
+
+class _Lazy:
+    """A module imported on first use: ``ctxlake --version`` and a report load only what they
+    need (rich, pyarrow and the stages stay unimported until a command uses them)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+render = _Lazy("pipeline.render")
 
 
 class LakeContext:
-    def __init__(self, lake: Lake):
-        self.lake = lake
+    def __init__(self, root: Path):
+        self.root = root
+        self._lake = None
+
+    @property
+    def lake(self):
+        """The :class:`~pipeline.lake.Lake` (imported on first use)."""
+        if self._lake is None:
+            from pipeline.lake import Lake
+            self._lake = Lake(self.root)
+        return self._lake
 
 
 pass_lake = click.make_pass_decorator(LakeContext)
@@ -33,19 +59,34 @@ class CtxlakeClickError(click.ClickException):
 
 class CtxlakeGroup(click.Group):
     """The one place where library errors become ``click.ClickException`` (message with
-    file/line and a hint, exit 1 for data errors, 2 for usage errors)."""
+    file/line and a hint, exit 1 for data errors, 2 for usage errors). Also the one place
+    where library warnings the user can act on (an ignore pattern dropped) are printed on
+    stderr as ``warning: ...``, each once per command."""
 
     def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except CtxlakeError as error:
-            raise CtxlakeClickError(error) from None
+        shown: set[str] = set()
+        original = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, IgnorePatternWarning):
+                return original(message, category, filename, lineno, file, line)
+            if str(message) not in shown:
+                shown.add(str(message))
+                click.echo(f"warning: {message}", err=True)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", IgnorePatternWarning)
+            warnings.showwarning = show
+            try:
+                return super().invoke(ctx)
+            except CtxlakeError as error:
+                raise CtxlakeClickError(error) from None
 
 
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lake", "lake_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Lake directory (default: $CTXLAKE_HOME or ./data/lake).")
-@click.version_option(package_name="ctxlake")
+@click.version_option(version=__version__, package_name="ctxlake")  # no metadata scan
 @click.pass_context
 def cli(ctx: click.Context, lake_dir: Path | None) -> None:
     """ctxlake: ingest, analyse, compact and replay AI coding-agent transcripts.
@@ -55,7 +96,8 @@ def cli(ctx: click.Context, lake_dir: Path | None) -> None:
       ctxlake ingest ~/.claude/projects
       ctxlake sql "SELECT format, count(*) FROM sessions GROUP BY ALL"
     """
-    ctx.obj = LakeContext(Lake(lake_dir or default_lake()))
+    # pipeline.lake.default_lake, without importing the lake module
+    ctx.obj = LakeContext(lake_dir or Path(os.environ.get("CTXLAKE_HOME") or "data/lake"))
 
 
 def _print_ingest(summary, as_json: bool) -> None:
@@ -90,23 +132,31 @@ def _print_ingest(summary, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @click.option("--workers", type=int, default=None, help="Worker processes (default: all cores).")
 @click.option("--max-line-bytes", type=int, default=None, help="Quarantine longer lines (default 64 MiB).")
+@click.option("--quiet-minutes", type=float, default=None,
+              help="A file untouched this long is settled: its complete last line is read even "
+                   "without a newline (default 60; negative: always hold it back).")
 @pass_lake
-def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_bytes) -> None:
+def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_bytes,
+           quiet_minutes) -> None:
     """Ingest transcript files or folders into the lake (incremental).
 
-    With no PATH, reads whichever of ~/.claude/projects, ~/.gemini/tmp and ~/.codex/sessions
-    exist.
+    With no PATH, reads whichever standard folders exist: $CLAUDE_CONFIG_DIR (a
+    comma-separated list) or ~/.config/claude/projects and ~/.claude/projects,
+    $CODEX_HOME/sessions or ~/.codex/sessions, and ~/.gemini/tmp. A last line without a
+    newline is held back for the next run, unless the file has not been modified for
+    --quiet-minutes and that line is complete JSON.
 
     \b
     Example:
       ctxlake ingest ~/.claude/projects --json
     """
-    from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, ingest as run_ingest
+    from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, DEFAULT_QUIET_MINUTES, ingest as run_ingest
 
     with render.byte_progress("ingest") as progress:
         summary = run_ingest(list(paths), lake=obj.lake, format=fmt, workers=workers,
                              max_line_bytes=max_line_bytes or DEFAULT_MAX_LINE_BYTES,
-                             progress=progress)
+                             quiet_minutes=DEFAULT_QUIET_MINUTES if quiet_minutes is None
+                             else quiet_minutes, progress=progress)
     _print_ingest(summary, as_json)
     if strict and summary.quarantined_errors:
         sys.exit(1)
@@ -489,6 +539,7 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
 
     Logs go to <lake>/summaries/sessions/YYYY-MM-DD.md, recovery documents to
     <lake>/summaries/recovery/. Sessions matching ignore_patterns are left out and counted.
+    `session_logging = false` in the config writes no daily logs.
 
     \b
     Example:
@@ -498,10 +549,12 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
     from pipeline.config import load_config
     from pipeline.summarize import summarize
 
-    patterns = [*load_config(config_path).ignore_patterns, *extra_patterns]
+    config = load_config(config_path)
+    patterns = [*config.ignore_patterns, *extra_patterns]
     with render.step_progress("recovery documents") as progress:
         summary = summarize(obj.lake, tz=tz, ignore_patterns=patterns,
-                            sessions=list(sessions) or None, progress=progress)
+                            sessions=list(sessions) or None, progress=progress,
+                            session_logging=config.session_logging)
     _print_summarize(summary, as_json)
 
 
@@ -571,13 +624,28 @@ def recover_command(obj: LakeContext, session: str, out_file: Path | None, as_js
         click.echo(document.to_markdown(), nl=False)
 
 
-def _usage_options(command):
+def _usage_options(command, *, breakdown: bool = True):
     options = [
         click.option("--since", default=None, help="First local day, YYYY-MM-DD (inclusive)."),
         click.option("--until", default=None, help="Last local day, YYYY-MM-DD (inclusive)."),
         click.option("--tz", default=None, help="Time zone of the days (IANA name; default: this machine's)."),
         click.option("--project", default=None, help="Only sessions whose project path contains this text."),
-        click.option("--breakdown", is_flag=True, help="One row per model within each period."),
+    ]
+    if breakdown:
+        options.append(click.option(
+            "--breakdown", type=click.Choice(["model", "agent", "project", "format"]),
+            is_flag=False, flag_value="model", default=None,
+            help="Rows per model (the default of a bare --breakdown), agent (main thread vs "
+                 "each sub-agent type), project or format within each period."))
+    options += [
+        click.option("--order", type=click.Choice(["asc", "desc"]), default="asc", show_default=True,
+                     help="Oldest first (asc) or newest first (desc)."),
+        click.option("--limit", type=click.IntRange(min=1), default=None,
+                     help="Show only the first N rows of that order (the total covers them)."),
+        click.option("--compact", is_flag=True,
+                     help="The narrow layout (fits 80 columns; automatic when the wide one does not fit the terminal)."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                     default=None, help="Config file with [prices] (default: $CTXLAKE_CONFIG or ./ctxlake.toml)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
     ]
     for option in reversed(options):
@@ -585,61 +653,159 @@ def _usage_options(command):
     return command
 
 
+def _price_config(config_path: Path | None):
+    """The config file's prices, loading the config module only when there is a file."""
+    if config_path is None and not os.environ.get("CTXLAKE_CONFIG") and not Path("ctxlake.toml").is_file():
+        return None
+    from pipeline.config import load_config
+    return load_config(config_path)
+
+
+def _usage_layout(requested_compact: bool, build, *, text_columns: int = 2):
+    """(console, table): the wide table when it fits the terminal (or output is not a
+    terminal), else the compact one; ``--compact`` forces it. ``build(compact)`` returns the
+    (columns, rows) of a layout."""
+    out = render.console()
+    if not requested_compact:
+        table = render.usage_table(*build(False), text_columns=text_columns)
+        needed = out.measure(table, options=out.options.update(max_width=10_000)).maximum
+        if not sys.stdout.isatty() or needed <= out.width:
+            return out, table
+    return out, render.usage_table(*build(True), compact=True, text_columns=text_columns)
+
+
+def _usage_footer(out, result) -> None:
+    if result.totals.unpriced_models:
+        out.print("UNPRICED: no price for " + ", ".join(result.totals.unpriced_models)
+                  + " (their tokens are counted, their cost is not)", markup=False)
+    if getattr(result, "rows_omitted", 0):
+        out.print(f"{result.rows_omitted} more rows not shown (--limit)")
+    out.print(f"prices: {result.price_source}; time zone {result.tz}", markup=False)
+
+
 def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, breakdown,
-                      as_json) -> None:
+                      order, limit, compact, config_path, as_json) -> None:
     from pipeline.usage import table_rows, usage_report
 
-    result = usage_report(obj.lake, period=period, tz=tz, since=since, until=until,
-                          project=project, breakdown=breakdown)
+    result = usage_report(obj.root, period=period, tz=tz, since=since, until=until,
+                          project=project, breakdown=breakdown, order=order, limit=limit,
+                          config=_price_config(config_path))
     if as_json:
         click.echo(render.to_json(result.to_dict()))
         return
-    columns, rows = table_rows(result)
-    out = render.console()
-    out.print(render.table(columns, rows, max_width=80))
-    if result.totals.unpriced_models:
-        out.print("UNPRICED: no price for " + ", ".join(result.totals.unpriced_models)
-                  + " (their tokens are counted, their cost is not)")
-    out.print(f"prices: {result.price_source}; time zone {result.tz}")
+    out, table = _usage_layout(compact, lambda narrow: table_rows(result, compact=narrow))
+    out.print(table)
+    flagged = [row.period for row in result.rows if row.figures.cost_mismatch]
+    if flagged:
+        out.print("!: the recorded cost differs from the computed cost by more than 5% ("
+                  + ", ".join(p or "(no date)" for p in flagged[:5])
+                  + (" ..." if len(flagged) > 5 else "") + ")", markup=False)
+    _usage_footer(out, result)
 
 
 @report.command("daily")
 @_usage_options
 @pass_lake
-def report_daily(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+def report_daily(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                 config_path, as_json) -> None:
     """Tokens (input, output, cache write, cache read) and cost per day.
 
     \b
     Example:
       ctxlake report daily --since 2025-12-01 --tz Europe/Paris --breakdown
+      ctxlake report daily --breakdown agent --order desc --limit 7
     """
-    _run_usage_report(obj, "day", since, until, tz, project, breakdown, as_json)
+    _run_usage_report(obj, "day", since, until, tz, project, breakdown, order, limit, compact,
+                      config_path, as_json)
+
+
+@report.command("weekly")
+@_usage_options
+@pass_lake
+def report_weekly(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                  config_path, as_json) -> None:
+    """Tokens and cost per week (Monday first; a week is named by its Monday).
+
+    \b
+    Example:
+      ctxlake report weekly --breakdown project --json
+    """
+    _run_usage_report(obj, "week", since, until, tz, project, breakdown, order, limit, compact,
+                      config_path, as_json)
 
 
 @report.command("monthly")
 @_usage_options
 @pass_lake
-def report_monthly(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+def report_monthly(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                   config_path, as_json) -> None:
     """Tokens (input, output, cache write, cache read) and cost per month.
 
     \b
     Example:
       ctxlake report monthly --json
     """
-    _run_usage_report(obj, "month", since, until, tz, project, breakdown, as_json)
+    _run_usage_report(obj, "month", since, until, tz, project, breakdown, order, limit, compact,
+                      config_path, as_json)
 
 
 @report.command("session")
 @_usage_options
 @pass_lake
-def report_session(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+def report_session(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                   config_path, as_json) -> None:
     """Tokens (input, output, cache write, cache read) and cost per session.
 
     \b
     Example:
       ctxlake report session --project myapp --breakdown
+      ctxlake report session --order desc --limit 10 --breakdown format
     """
-    _run_usage_report(obj, "session", since, until, tz, project, breakdown, as_json)
+    _run_usage_report(obj, "session", since, until, tz, project, breakdown, order, limit,
+                      compact, config_path, as_json)
+
+
+@report.command("blocks")
+@click.option("--active", "active_only", is_flag=True, help="Only the active block, with its projection.")
+@functools.partial(_usage_options, breakdown=False)
+@pass_lake
+def report_blocks(obj: LakeContext, active_only, since, until, tz, project, order, limit, compact,
+                  config_path, as_json) -> None:
+    """5-hour billing windows: tokens and cost per block, the active block's burn rate and
+    its projected usage at the end of the block (as ccusage shows them).
+
+    A block starts at the hour of its first call (UTC) and lasts 5 hours; a pause of more
+    than 5 hours is a gap.
+
+    \b
+    Example:
+      ctxlake report blocks --order desc --limit 4
+      ctxlake report blocks --active --json
+    """
+    from pipeline.usage import block_table_rows, blocks_report
+
+    result = blocks_report(obj.root, tz=tz, since=since, until=until, project=project,
+                           active_only=active_only, order=order, limit=limit,
+                           config=_price_config(config_path))
+    if as_json:
+        click.echo(render.to_json(result.to_dict()))
+        return
+    out, table = _usage_layout(compact, lambda narrow: block_table_rows(result, compact=narrow),
+                               text_columns=3)
+    out.print(table)
+    active = result.active
+    if active is None:
+        out.print("no active block (no call in the last 5 hours)")
+    else:
+        rate, projection = active.burn_rate, active.projection
+        if rate:
+            cost = "-" if rate["cost_usd_per_hour"] is None else f"${rate['cost_usd_per_hour']:,.4f}/h"
+            out.print(f"burn rate: {rate['tokens_per_minute']:,.0f} tokens/min, {cost}", markup=False)
+        if projection:
+            cost = "-" if projection["cost_usd"] is None else f"${projection['cost_usd']:,.4f}"
+            out.print(f"projected at block end: {projection['total_tokens']:,} tokens, {cost} "
+                      f"({projection['remaining_minutes']} min left)", markup=False)
+    _usage_footer(out, result)
 
 
 def _print_plan(summaries, as_json: bool) -> None:
@@ -814,7 +980,8 @@ def _print_nightly(summary, as_json: bool) -> None:
     out = render.console()
     ing = summary.ingest
     out.print(f"[bold]ingest[/]    {ing['files']} files ({ing['files_new']} new, {ing['files_appended']} "
-              f"appended, {ing['files_reingested']} re-read, {ing['files_unchanged']} unchanged); "
+              f"appended, {ing['files_reingested']} re-read, {ing['files_unchanged']} unchanged, "
+              f"{len(ing.get('removed', []))} removed); "
               f"lines {ing['lines']:,} = records {ing['records']:,} + quarantined "
               f"{ing['quarantined']:,} + held back {ing['held_back']:,}")
     for problem in [p for p in ing["problems"] if p["severity"] == "error"][:10]:
@@ -822,9 +989,13 @@ def _print_nightly(summary, as_json: bool) -> None:
         out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
     for folder in ing.get("own_folders", []):
         out.print(f"  skipped: {folder}")
-    cor = summary.correlate
-    out.print(f"[bold]correlate[/] {cor.get('calls', 0):,} calls, statuses {cor.get('statuses', {})}")
-    out.print(f"[bold]calibrate[/] {summary.calibration_rows} calibration rows")
+    if ing.get("unrecognized"):
+        out.print(f"  {len(ing['unrecognized'])} files not recognised as a transcript (skipped; "
+                  "force a reader with ctxlake ingest --format): "
+                  + ", ".join(ing["unrecognized"][:5]) + (" ..." if len(ing["unrecognized"]) > 5 else ""))
+    out.print(render.table(["stage", "done", "up to date", "failed", "removed", "seconds", "status"],
+                           [(s["stage"], s["done"], s["skipped"], s["failed"], s["removed"],
+                             f"{s['seconds']:.2f}", s["status"]) for s in summary.stages]))
     for plan in summary.plans:
         out.print(f"[bold]plan[/]      {plan['policy']}: {plan['sessions']:,} sessions "
                   f"({plan['sessions_ignored']} ignored), {plan['evictions']:,} evictions, "
@@ -833,15 +1004,26 @@ def _print_nightly(summary, as_json: bool) -> None:
         out.print(f"[bold]apply[/]     {policy}: {applied.get('files_written', 0):,} files written, "
                   f"{applied.get('bytes_before', 0):,} -> {applied.get('bytes_after', 0):,} bytes, "
                   f"{len(applied.get('problems', []))} problems")
-        for problem in applied.get("problems", [])[:5]:
-            out.print(f"  [yellow]warning[/]: {problem['path']}: {problem['error']}")
+        for problem in applied.get("problems", [])[:10]:
+            out.print(f"  [yellow]problem[/]: {problem['path']}: {problem['error']}")
     summ = summary.summaries
-    out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
-              f"{summ.get('recovery_written', 0)} recovery documents, "
-              f"{summ.get('sessions_ignored', 0)} sessions ignored")
-    out.print(f"done in {summary.seconds:.1f}s for {summary.touched_sessions} touched sessions")
-    out.print(f"lake:      {summary.lake}\nlogs:      {summ.get('log_dir', '')}\n"
-              f"recovery:  {summ.get('recovery_dir', '')}\npruned:    {summary.out_dir}")
+    if summ:
+        out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
+                  f"{summ.get('recovery_written', 0)} recovery documents, "
+                  f"{summ.get('sessions_ignored', 0)} sessions ignored")
+    if summary.html:
+        out.print(f"[bold]html[/]      {summary.html['sessions_rendered']} session pages rendered, "
+                  f"{summary.html['pages_written']} pages written: {summary.html['out']}/index.html")
+    for warning in summary.warnings:
+        out.print(f"[yellow]warning[/]: {warning}")
+    if summary.interrupted_runs:
+        out.print(f"finished what {len(summary.interrupted_runs)} interrupted run(s) left undone: "
+                  + ", ".join(summary.interrupted_runs))
+    out.print(f"{summary.status} in {summary.seconds:.1f}s ({summary.touched_sessions} sessions "
+              f"touched), run {summary.run_id}")
+    lake = Path(summary.lake)
+    out.print(f"lake:      {summary.lake}\nlogs:      {lake / 'summaries' / 'sessions'}\n"
+              f"recovery:  {lake / 'summaries' / 'recovery'}\npruned:    {summary.out_dir}")
 
 
 @cli.command("run")
@@ -859,8 +1041,9 @@ def _print_nightly(summary, as_json: bool) -> None:
 def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, strict, as_json) -> None:
     """The nightly job: ingest, correlate, calibrate, plan, apply, summarize (incremental).
 
-    With no PATH, reads whichever of ~/.claude/projects, ~/.gemini/tmp and ~/.codex/sessions
-    exist. One run at a time per lake.
+    With no PATH, reads whichever standard folders exist: $CLAUDE_CONFIG_DIR (a
+    comma-separated list) or ~/.config/claude/projects and ~/.claude/projects,
+    $CODEX_HOME/sessions or ~/.codex/sessions, and ~/.gemini/tmp. One run at a time per lake.
 
     \b
     Example:
@@ -873,8 +1056,90 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
         summary = run_nightly(list(paths), lake=obj.lake, config_path=config_path,
                               policies=tuple(policies) or None, tz=tz, out=out_dir, progress=stage)
     _print_nightly(summary, as_json)
-    if strict and summary.ingest["quarantined_errors"]:
+    if summary.exit_code or (strict and summary.ingest["quarantined_errors"]):
         sys.exit(1)
+
+
+@report.command("html")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Report folder (default: <lake>/html).")
+@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="First day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--until", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Last day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--project", default=None, help="Only the sessions of this project (its cwd).")
+@click.option("--policy", default=None,
+              help="Policy whose evictions the session pages show (default: payload_prune+microcompact).")
+@click.option("--tz", default=None,
+              help="Time zone of the daily-log entries shown, as given to `summarize` "
+                   "(default: the machine's zone).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@pass_lake
+def report_html(obj: LakeContext, out_dir, since, until, project, policy, tz, as_json) -> None:
+    """A static HTML report (overview, sessions, transcripts, policies) to open in a browser.
+
+    Self-contained pages: they open from file:// with no network. Only files whose bytes
+    change are rewritten.
+
+    \b
+    Example:
+      ctxlake report html
+      ctxlake report html --out /tmp/report --since 2026-11-01 --project /srv/app
+      xdg-open data/lake/html/index.html
+    """
+    from pipeline.html import render_html
+
+    summary = render_html(obj.lake, out_dir, since=since.date() if since else None,
+                          until=until.date() if until else None, project=project,
+                          policy=policy, tz=tz)
+    if as_json:
+        click.echo(render.to_json(summary.to_dict()))
+        return
+    click.echo(f"report: {Path(summary.out) / 'index.html'} ({summary.sessions:,} sessions; "
+               f"{summary.pages_written:,} pages written, {summary.pages_unchanged:,} unchanged, "
+               f"{summary.pages_removed:,} removed) in {summary.seconds:.2f}s")
+
+
+@cli.command("status")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Config file (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--policy", "policies", multiple=True,
+              help="Nightly policies to report pending work for (default payload_prune+microcompact).")
+@click.option("--tz", default=None, help="Time zone the next run would use (default: this machine's).")
+@click.option("--runs", "n_runs", default=5, show_default=True, help="How many recent runs to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@pass_lake
+def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json) -> None:
+    """Where the lake is, its size, the last runs, and what each stage owes.
+
+    \b
+    Example:
+      ctxlake status
+      ctxlake --lake /srv/lake status --json
+    """
+    from pipeline.status import lake_status
+
+    status = lake_status(obj.lake, config_path=config_path, policies=tuple(policies) or None,
+                         tz=tz, runs=n_runs)
+    if as_json:
+        click.echo(render.to_json(status.to_dict()))
+        return
+    out = render.console()
+    out.print(f"lake:     {status.lake} ({render.human_bytes(status.size_bytes)}, "
+              f"{status.files:,} files, {status.sessions:,} sessions)")
+    out.print(f"settings: time zone {status.settings['time_zone']}, policies "
+              f"{', '.join(status.settings['policies'])}")
+    if status.last_settings and status.last_settings != status.settings:
+        out.print("          [yellow]differs from the last run[/]: "
+                  + ", ".join(f"{k} {status.last_settings.get(k)!r}" for k in status.settings
+                              if status.last_settings.get(k) != status.settings[k]))
+    out.print(render.table(["run", "command", "status", "started", "seconds", "done", "failed"],
+                           [(r["run_id"], r["command"], r["status"], r["started_at"],
+                             r["seconds"], r["sessions_done"], r["sessions_failed"])
+                            for r in status.runs], title="last runs"))
+    out.print(render.table(["stage", "owed", "removed", "all (settings changed)"],
+                           [(name, p["todo"], p["removed"], "yes" if p["full"] else "")
+                            for name, p in status.pending.items()], title="pending"))
 
 
 # --- commands of later stages are added above this line -------------------------------
@@ -882,3 +1147,7 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
 
 def main() -> None:
     cli(prog_name="ctxlake")
+
+
+if __name__ == "__main__":
+    main()

@@ -54,7 +54,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 
@@ -132,33 +132,41 @@ def _distinct_calls(found: pa.Table) -> int:
                        found.column("seq").to_pylist())))
 
 
+TOOL_PATHS_ORDER = ["session_id", "seq", "call_id", "path_no"]
+
+
 @holds_lake_lock
-def correlate(lake: Lake, *, roots: MemoryRoots | None = None,
-              home: str | None = None) -> CorrelateSummary:
+def correlate(lake: Lake, *, roots: MemoryRoots | None = None, home: str | None = None,
+              sessions: Iterable[str] | None = None) -> CorrelateSummary:
     """Compute ``tool_paths`` for every tool call in the lake and summarise ``tool_links``.
 
     ``roots``: managed-memory roots (default :class:`MemoryRoots` defaults; pass
     ``MemoryRoots.from_config(config["memory"])`` for configured extras). ``home``: the home
     directory for ``~`` when a call's cwd does not imply one (default: this user's home).
-    Rewrites ``derived/tool_paths/all.parquet`` atomically; safe to run again at any time.
+    ``sessions``: only these sessions (the nightly job's owed ones); their rows are replaced
+    in the session buckets of ``derived/tool_paths`` and the counts are theirs. Safe to run
+    again at any time.
     """
+    wanted = None if sessions is None else sorted(set(sessions))
     started = time.perf_counter()
     classifier = Classifier(roots or MemoryRoots(), home=home)
     summary = CorrelateSummary()
     con = lake.connect()
     try:
         candidates = con.sql(sqlfiles.load("select_tool_call_inputs"),
-                             params={"pattern": CANDIDATE_PATTERN}).to_arrow_table()
+                             params={"pattern": CANDIDATE_PATTERN, "session_ids": wanted}
+                             ).to_arrow_table()
         summary.calls_parsed = candidates.num_rows
         found = tool_paths_rows(candidates, classifier)
         del candidates
         con.register("found_paths", found)
-        table = con.sql(sqlfiles.load("select_tool_paths")).to_arrow_table()
+        table = con.sql(sqlfiles.load("select_tool_paths"),
+                        params={"session_ids": wanted}).to_arrow_table()
         con.unregister("found_paths")
     finally:
         con.close()
     table = table.cast(TOOL_PATHS)
-    lake.write_derived("tool_paths", "all", table)
+    lake.write_session_rows("tool_paths", "all", table, wanted, sort_by=TOOL_PATHS_ORDER)
     distinct = _distinct_calls(found)
     summary.calls = table.num_rows - found.num_rows + distinct
 
@@ -168,7 +176,8 @@ def correlate(lake: Lake, *, roots: MemoryRoots | None = None,
     summary.calls_with_paths = distinct
     con = lake.connect()
     try:
-        statuses = con.execute(sqlfiles.load("select_tool_link_statuses")).fetchall()
+        statuses = con.execute(sqlfiles.load("select_tool_link_statuses"),
+                               {"session_ids": wanted}).fetchall()
     finally:
         con.close()
     summary.statuses = {status: count for status, count, _ in statuses}

@@ -41,7 +41,9 @@ class ConfigError(UsageError):
 
 
 class LakeLockedError(CtxlakeError):
-    """Another run holds the lake's lock."""
+    """Another run holds the lake's lock (exit code 75, EX_TEMPFAIL: a scheduler retries later)."""
+
+    exit_code = 75
 
 
 class LakeNotFoundError(CtxlakeError):
@@ -63,3 +65,8 @@ class UnsafePathError(CtxlakeError):
 
 class TokenizerUnavailableError(CtxlakeError):
     """A real tokenizer was asked for but the optional ``tokenizers`` extra is not installed."""
+
+
+class IgnorePatternWarning(UserWarning):
+    """An ``ignore_patterns`` entry is not a valid (JavaScript) regex: it is dropped, the other
+    patterns still apply and the run goes on. The CLI prints it as ``warning: ...``."""

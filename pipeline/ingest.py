@@ -8,6 +8,11 @@ Contract:
   read from its last complete line (append-safe formats); anything else is re-read whole
   under a new ``generation`` (views keep only the current one).
 - A last line without a newline is a file still being written: held back for the next run.
+  Unless the file has settled: not modified for ``quiet_minutes`` (60; ``--quiet-minutes``,
+  the config's ``quiet_minutes``) before the run started AND the last line is complete JSON
+  (an object): then it is read like any line (a file untouched for days would otherwise keep
+  its last record out of the lake, and its payload unpruned, forever). A fresh file or an
+  incomplete line is still held back; a settled file held back earlier is read again.
 - Every line ends up exactly once in ``records`` or ``quarantine`` (or held back):
   ``records + quarantined + held_back == lines``, per file and per run.
 - A bad line becomes a quarantine row (file, line, byte offset, a reason a person
@@ -38,9 +43,11 @@ from pipeline.batching import contiguous_runs
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
 from pipeline.formats.base import Emitter, SourceContext, json_type_name
-from pipeline.lake import LAKE_MARKER, OUTPUT_MARKER, Lake, new_connection, write_parquet_atomic
+from pipeline.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
+                           write_parquet_atomic)
 from pipeline.tokens import text_counts
-from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
+from pipeline.schema import PART_TABLES, SOURCES, staged_schema
+from pipeline.crash import crash_point
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
@@ -54,10 +61,9 @@ GC_THRESHOLD_0 = 20_000
 
 
 def standard_locations() -> list[Path]:
-    home = Path.home()
-    candidates = [home / ".claude" / "projects", home / ".gemini" / "tmp",
-                  home / ".codex" / "sessions"]
-    return [p for p in candidates if p.exists()]
+    """The transcript folders that exist (``pipeline.locations``: what ccusage discovers)."""
+    from pipeline.locations import found_locations
+    return found_locations()
 
 
 def source_id_for(path: str) -> str:
@@ -596,7 +602,26 @@ def open_regular(path: str):
         raise
 
 
-def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int) -> FileResult:
+DEFAULT_QUIET_MINUTES = 60.0
+
+
+def settled_tail(tail: bytes, mtime_ns: int, settled_before_ns: int | None) -> bool:
+    """Is an unterminated last line to be read now: its file was last modified at or before
+    ``settled_before_ns`` (the run's start minus the quiet period) and it is a complete JSON
+    object?"""
+    if settled_before_ns is None or mtime_ns > settled_before_ns:
+        return False
+    content = tail.rstrip(b"\r")
+    if content.startswith(BOM):
+        content = content[len(BOM):]
+    try:
+        return isinstance(orjson.loads(content), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int,
+              settled_before_ns: int | None = None) -> FileResult:
     handle = None
     if not task.problem:
         try:
@@ -727,12 +752,17 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     offset += line_len
                     pending_bytes += line_len
                     continue
+                terminator = 1
                 if end_pos < 0:  # an unterminated last line: held back, hashed afterwards
                     tail = data[begin_pos:]
-                    held_back = 1
-                    bytes_read += len(tail)
-                    break
-                line_len = end_pos + 1 - begin_pos
+                    if not settled_tail(bytes(tail), st.st_mtime_ns, settled_before_ns):
+                        held_back = 1
+                        bytes_read += len(tail)
+                        break
+                    # a settled file's complete last line: read now (and hashed as a line)
+                    hasher.update(tail)
+                    end_pos, terminator = len(data), 0
+                line_len = end_pos + terminator - begin_pos
                 bytes_read += line_len
                 line_no += 1
                 run_lines += 1
@@ -848,10 +878,11 @@ def _last_session(out: Emitter, reader) -> str | None:
 
 
 def process_chunk(args: tuple) -> list[FileResult]:
-    lake_root, run_id, chunk_no, tasks, batch_bytes, max_line_bytes = args
+    lake_root, run_id, chunk_no, tasks, batch_bytes, max_line_bytes, settled_before_ns = args
     with _rare_gc():
         writer = PartWriter(Lake(lake_root), run_id, chunk_no, batch_bytes)
-        results = [read_file(task, writer, run_id, max_line_bytes) for task in tasks]
+        results = [read_file(task, writer, run_id, max_line_bytes, settled_before_ns)
+                   for task in tasks]
         writer.close()
     return results
 
@@ -874,7 +905,9 @@ def _init_worker() -> None:
     """Initializer of a forked ingest worker: freeze the objects inherited from the parent
     (the collector no longer walks them, nor copies their pages). glibc's heap is left to
     trim itself: keeping freed memory saved some page faults but let the peak grow with the
-    archive (1 GB vs 200 MB: x1.2 instead of x1.07)."""
+    archive (1 GB vs 200 MB: x1.2 instead of x1.07). The worker lets go of the parent's lake
+    lock and dies with the parent (:func:`pipeline.lake.detach_forked_worker`)."""
+    detach_forked_worker()
     gc.freeze()
 
 
@@ -903,6 +936,7 @@ class IngestSummary:
     unrecognized: list[str] = dataclasses.field(default_factory=list)
     superseded: list[str] = dataclasses.field(default_factory=list)
     own_folders: list[str] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -920,6 +954,16 @@ def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
                            lambda remaining: max(min_bytes, min(chunk_bytes, remaining // (2 * workers))))
 
 
+def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str]) -> list[str]:
+    """Paths ingested before, below one of ``roots`` (or one of them), not found there now."""
+    bases = []
+    for root in roots:
+        base = os.path.abspath(root)
+        bases.append((base, base.rstrip(os.sep) + os.sep))
+    return sorted(path for path in previous if path not in found and any(
+        path == base or path.startswith(prefix) for base, prefix in bases))
+
+
 def make_run_id(started: datetime) -> str:
     return started.strftime("%Y%m%dT%H%M%S") + f"{started.microsecond:06d}"
 
@@ -927,8 +971,19 @@ def make_run_id(started: datetime) -> str:
 def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | None = None,
            workers: int | None = None, chunk_bytes: int = 32 * 1024 * 1024,
            batch_bytes: int = 32 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
-    """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``."""
+           quiet_minutes: float = DEFAULT_QUIET_MINUTES,
+           progress: Callable[[int, int], None] | None = None,
+           run_id: str | None = None) -> IngestSummary:
+    """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``.
+
+    A file ingested before that is no longer below any of ``paths`` it was found under
+    (deleted, or now superseded) leaves ``sources``: its rows disappear from every view.
+    ``run_id``: the nightly run this ingest is part of (its run-log row is updated; by
+    default the ingest logs a run of its own).
+    ``quiet_minutes``: a file not modified for this long before the run is settled, and its
+    complete last line is read even without a newline (negative: always hold it back)."""
+    if quiet_minutes != quiet_minutes:   # NaN
+        raise UsageError("quiet_minutes must be a number")
     started = time.perf_counter()
     if format is not None and format not in READERS:
         reader_class(format)  # raises a UsageError naming the choices
@@ -938,7 +993,10 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                          "~/.codex/sessions exists here",
                          hint="pass the folders or files to read, e.g. ctxlake ingest ./transcripts")
     run_started = datetime.now(timezone.utc)
-    run_id = make_run_id(run_started)
+    standalone = run_id is None
+    run_id = run_id or make_run_id(run_started)
+    settled_before_ns = None if quiet_minutes < 0 else \
+        int(run_started.timestamp() * 1e9) - int(quiet_minutes * 60e9)
     summary = IngestSummary(run_id=run_id, lake=str(lake.root))
     with lake.lock():
         lake.init()
@@ -952,15 +1010,18 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         for task in found.tasks:
             prev = task.prev
             # same size, mtime, format (a problem file has none, before and now), inode and
-            # ctime: not read
-            if prev and task.same_file_as(prev):
+            # ctime: not read, unless its held-back last line may be read now that the file
+            # has settled
+            settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
+                and task.mtime_ns <= settled_before_ns
+            if prev and task.same_file_as(prev) and not settling:
                 results.append(FileResult(task.path, prev, "unchanged"))
             else:
                 todo.append(task)
         total_bytes = sum(t.size for t in todo)
         n_workers = workers or os.cpu_count() or 1
         chunks = _chunks(todo, chunk_bytes, n_workers)
-        jobs = [(str(lake.root), run_id, i, chunk, batch_bytes, max_line_bytes)
+        jobs = [(str(lake.root), run_id, i, chunk, batch_bytes, max_line_bytes, settled_before_ns)
                 for i, chunk in enumerate(chunks)]
         done_bytes = 0
         if progress:
@@ -992,6 +1053,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                 pool.shutdown()
         # commit: sources then runs (the run id listed in runs makes its parts visible for GC)
         new_sources = dict(previous)
+        for path in removed_sources(previous, roots, {t.path for t in found.tasks}):
+            del new_sources[path]
+            summary.removed.append(path)
         for res in results:
             if res.mode in ("unrecognized", "superseded"):
                 getattr(summary, res.mode).append(res.path)
@@ -1009,15 +1073,20 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                     "problem": "files_problem"}[res.mode]
             setattr(summary, attr, getattr(summary, attr) + 1)
         rows = sorted(new_sources.values(), key=lambda r: r["path"])
-        runs = lake.read_runs().to_pylist()
-        runs.append(dict(run_id=run_id, started_at=run_started, finished_at=datetime.now(timezone.utc),
-                         files=summary.files, files_skipped=summary.files_unchanged,
-                         lines=summary.lines, records=summary.records,
-                         quarantined=summary.quarantined, held_back=summary.held_back))
         # commit: sources.parquet is the commit point (its run ids keep this run's parts);
         # runs.parquet is the log, written after (a crash between the two loses a log line only)
         write_parquet_atomic(pa.Table.from_pylist(rows, schema=SOURCES), lake.sources_path)
-        write_parquet_atomic(pa.Table.from_pylist(runs, schema=RUNS), lake.runs_path)
+        crash_point("ingest:committed")
+        errors = sum(1 for p in summary.problems if p["severity"] == "error")
+        run = dict(run_id=run_id, files=summary.files, files_skipped=summary.files_unchanged,
+                   lines=summary.lines, records=summary.records,
+                   quarantined=summary.quarantined, held_back=summary.held_back,
+                   ingest_committed=True)
+        if standalone:
+            run.update(started_at=run_started, finished_at=datetime.now(timezone.utc),
+                       command="ingest", status="problems" if errors else "ok",
+                       exit_code=0, pid=os.getpid())
+        lake.record_run(run)
         summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
         summary.unrecognized.sort()
         summary.superseded.sort()

@@ -17,18 +17,22 @@ Views keep, per source file, only the rows of its current ``generation``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import functools
 import hashlib
 import os
+import re
 import shutil
+import signal
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
@@ -41,13 +45,50 @@ MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_e
 # file each). A stage that adds a view appends its file name here (one line).
 EXTRA_VIEWS: list[str] = [
     "create_view_tool_paths_empty", "create_view_tool_links",  # correlate (pipeline/correlate.py)
-    "create_view_model_prices_empty", "create_view_usage_calls", "create_view_daily_usage",
+    "create_view_model_prices_empty", "create_view_usage_call_rows_live",
+    "create_view_usage_call_rows_fallback", "create_view_usage_call_sources_empty",
+    "create_view_usage_call_rows_current", "create_view_usage_calls", "create_view_daily_usage",
     "create_view_session_summary",  # summaries and usage reports (pipeline/summarize.py, usage.py)
 ]
 
 
+# per lake root: (views key, the in-memory database holding the lake's views)
+_VIEWS: dict[str, tuple[tuple, duckdb.DuckDBPyConnection]] = {}
 # lakes whose lock this process holds (path -> depth): the lock is re-entrant in-process
 _HELD: dict[str, int] = {}
+# the open lock files behind _HELD (a forked worker lets go of its copies)
+_HANDLES: dict[str, object] = {}
+# derived tables written per session are split into this many files by session id
+DERIVED_BUCKETS = 16
+TEMP_NAME = re.compile(r"^\..+\.tmp$")
+
+
+def detach_forked_worker() -> None:
+    """Initializer of a forked worker process: let go of the lake locks inherited from the
+    parent and die with it.
+
+    A forked child shares the parent's lock file description, so a worker outliving a killed
+    parent would hold the lake's lock for ever. Its copies are pointed at /dev/null (the lock
+    stays the parent's alone), and on Linux the kernel kills the worker when the parent dies."""
+    for handle in _HANDLES.values():
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, handle.fileno())
+            os.close(null)
+    _HELD.clear()
+    _HANDLES.clear()
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:          # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def session_bucket(session_id: str | None) -> int:
+    """The derived-table file (0..DERIVED_BUCKETS-1) that holds a session's rows."""
+    digest = hashlib.blake2b((session_id or "").encode("utf-8", "surrogatepass"), digest_size=4)
+    return int.from_bytes(digest.digest(), "big") % DERIVED_BUCKETS
 
 
 def holds_lake_lock(stage):
@@ -138,16 +179,20 @@ def default_lake() -> Path:
     return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE, fsync: bool = True) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file);
-    private (0600) by default, whatever the umask."""
+    private (0600) by default, whatever the umask.
+
+    ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
+    (:func:`pipeline.store.sync_filesystems`) before it records them as done."""
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -161,6 +206,49 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+_READ_CACHE: dict[str, tuple[tuple[int, int, int], pa.Table]] = {}
+
+
+def read_parquet_cached(path: Path, empty: pa.Schema) -> pa.Table:
+    """A small Parquet file of the lake's own bookkeeping, read once per version of the file
+    (its inode, size and mtime): the nightly job's stages ask for it many times."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return empty.empty_table()
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _READ_CACHE.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    table = pq.read_table(path)
+    _READ_CACHE[str(path)] = (key, table)
+    return table
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the glob characters of pathlib's patterns taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A stored table in ``schema``'s column order and types (a Parquet round trip renames
+    list items; a column a later version added is NULL in older files)."""
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _rows_not_of(table: pa.Table, sessions: set[str], schema: pa.Schema) -> pa.Table:
+    table = _conform(table, schema)
+    keep = pc.invert(pc.is_in(table.column("session_id"),
+                              value_set=pa.array(sorted(sessions), pa.string())))
+    return table.filter(pc.fill_null(keep, True))
 
 
 def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
@@ -230,7 +318,56 @@ class Lake:
         """
         target = self.derived_dir / name / f"{key}.parquet"
         write_parquet_atomic(table, target)
+        for bucket in target.parent.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"):
+            bucket.unlink()
         return target
+
+    def write_session_rows(self, name: str, key: str, table: pa.Table,
+                           sessions: Iterable[str] | None, *, sort_by: list[str]) -> int:
+        """Replace the rows of ``sessions`` (None: of every session) in the derived table
+        ``name``, stored per session bucket as ``derived/<name>/<key>.b<NN>.parquet``.
+
+        ``table`` holds the new rows of exactly those sessions (a session with no rows now
+        loses its old ones). Only the buckets those sessions fall in are rewritten, each
+        atomically and sorted by ``sort_by``, so one changed session rewrites 1/16 of the
+        table and the bytes do not depend on the order work was done in. Returns the number
+        of files written."""
+        folder = self.derived_dir / name
+        private_dirs(folder)
+        legacy = folder / f"{key}.parquet"
+        if sessions is None:
+            buckets = set(range(DERIVED_BUCKETS))
+            wanted = None
+        else:
+            wanted = set(sessions)
+            buckets = {session_bucket(s) for s in wanted}
+            if legacy.exists():          # a whole-table file: every bucket is rewritten from it
+                table = pa.concat_tables([_rows_not_of(pq.read_table(legacy), wanted,
+                                                       table.schema), table])
+                buckets = set(range(DERIVED_BUCKETS))
+                wanted = None
+        of_row = [session_bucket(s) for s in table.column("session_id").to_pylist()]
+        by_bucket = pa.array(of_row, pa.int32())
+        for bucket in sorted(buckets):
+            path = folder / f"{key}.b{bucket:02d}.parquet"
+            new = table.filter(pc.equal(by_bucket, bucket))
+            if wanted is not None and path.exists():
+                new = pa.concat_tables([_rows_not_of(pq.read_table(path), wanted, table.schema),
+                                        new])
+            write_parquet_atomic(new.sort_by([(c, "ascending") for c in sort_by])
+                                 .combine_chunks(), path)
+        with contextlib.suppress(FileNotFoundError):
+            legacy.unlink()
+        return len(buckets)
+
+    def read_derived(self, name: str, key: str, schema: pa.Schema) -> pa.Table:
+        """Every row of derived table ``name`` under ``key`` (whole file or buckets)."""
+        folder = self.derived_dir / name
+        paths = sorted(folder.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"))
+        if (folder / f"{key}.parquet").exists():
+            paths = [folder / f"{key}.parquet"]
+        tables = [_conform(pq.read_table(p), schema) for p in paths]
+        return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
     def exists(self) -> bool:
@@ -323,10 +460,12 @@ class Lake:
             handle.write(f"pid {os.getpid()}")
             handle.flush()
             _HELD[key] = 1
+            _HANDLES[key] = handle
             try:
                 yield
             finally:
                 _HELD.pop(key, None)
+                _HANDLES.pop(key, None)
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle, fcntl.LOCK_UN)
@@ -334,17 +473,47 @@ class Lake:
 
     # -- state ------------------------------------------------------------------------
     def read_sources(self) -> pa.Table:
-        if not self.sources_path.exists():
-            return SOURCES.empty_table()
-        return pq.read_table(self.sources_path)
+        """``sources.parquet`` (read again only when the file changed: every stage asks)."""
+        return read_parquet_cached(self.sources_path, SOURCES)
 
     def read_runs(self) -> pa.Table:
+        """The run log (an older lake's rows, which were all committed ingest runs, get the
+        columns added since)."""
         if not self.runs_path.exists():
             return RUNS.empty_table()
-        return pq.read_table(self.runs_path)
+        table = read_parquet_cached(self.runs_path, RUNS)
+        if "ingest_committed" in table.column_names:
+            return _conform(table, RUNS)
+        n = table.num_rows
+        table = _conform(table, RUNS)
+        for name, value, kind in (("command", "ingest", pa.string()), ("status", "ok", pa.string()),
+                                  ("ingest_committed", True, pa.bool_())):
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pa.array([value] * n, kind))
+        return table
+
+    def record_run(self, run: dict) -> None:
+        """Insert or update (by ``run_id``) one row of the run log, atomically."""
+        log = self.read_runs().to_pylist()
+        rows = [r for r in log if r["run_id"] != run["run_id"]]
+        previous = next((r for r in log if r["run_id"] == run["run_id"]), {})
+        rows.append({**previous, **run})
+        rows.sort(key=lambda r: (r["started_at"] is None, r["started_at"], r["run_id"]))
+        write_parquet_atomic(pa.Table.from_pylist(rows, schema=RUNS), self.runs_path)
+
+    def mark_interrupted(self) -> list[str]:
+        """Runs logged as running when nobody holds the lock were killed: log them as
+        interrupted (called under the lock). Returns their ids."""
+        runs = self.read_runs()
+        stale = [r for r in runs.to_pylist() if r["status"] == "running"]
+        for run in stale:
+            self.record_run({**run, "status": "interrupted"})
+        return [r["run_id"] for r in stale]
 
     def committed_run_ids(self) -> set[str]:
-        return set(self.read_runs().column("run_id").to_pylist())
+        runs = self.read_runs()
+        committed = pc.fill_null(runs.column("ingest_committed"), False)
+        return set(runs.filter(committed).column("run_id").to_pylist())
 
     def gc_uncommitted(self) -> int:
         """Delete parts left by runs that never committed (a killed run). Returns the count.
@@ -352,8 +521,9 @@ class Lake:
         Committed = named in ``sources.parquet`` (the commit point) or logged in ``runs``."""
         committed = self.committed_run_ids() | set(self.read_sources().column("run_id").to_pylist())
         removed = 0
+        removed += self.remove_temps()
         if not self.tables_dir.exists():
-            return 0
+            return removed
         for table_dir in self.tables_dir.iterdir():
             for part in table_dir.iterdir():
                 name = part.name
@@ -365,20 +535,66 @@ class Lake:
                     removed += 1
         return removed
 
+    def remove_temps(self) -> int:
+        """Delete the temporary files (``.<name>.<random>.tmp``) a killed run left anywhere in
+        the lake (the payload store and output folders collect their own). Returns the count."""
+        removed = 0
+        skip = {self.store_dir, self.root / "out"}
+        for dirpath, dirnames, names in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if Path(dirpath, d) not in skip]
+            for name in names:
+                if TEMP_NAME.match(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(dirpath, name))
+                        removed += 1
+        return removed
+
     # -- querying ---------------------------------------------------------------------
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB connection with the lake's views (created fresh, cheap)."""
+        """A DuckDB connection with the lake's views: a cursor of one in-memory database per
+        lake and process, whose views are made once (binding them reads every part's schema:
+        ~0.1 s on a large lake) and again only when a derived table appears. Temp views,
+        temp tables and registered Arrow tables stay the cursor's own."""
         if not self.exists():
             raise LakeNotFoundError("no lake here yet", path=str(self.root),
                                     hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
-        con = new_connection()
-        self.create_views(con)
+        self._migrate_runs()
+        key = self._views_key()
+        cached = _VIEWS.get(str(self.root))
+        if cached is None or cached[0] != key:
+            base = new_connection()
+            self.create_views(base)
+            if cached is not None:
+                cached[1].close()
+            _VIEWS[str(self.root)] = cached = (key, base)
+        con = cached[1].cursor()
+        con.execute("SET TimeZone = 'UTC'")
         return con
+
+    def _migrate_runs(self) -> None:
+        """A lake made before the run log had its state columns: rewrite ``runs.parquet`` in
+        today's layout (its rows were all committed ingest runs) so the views can read it."""
+        try:
+            names = pq.read_schema(self.runs_path).names
+        except (FileNotFoundError, OSError, pa.ArrowInvalid):
+            return
+        if "ingest_committed" not in names:
+            write_parquet_atomic(self.read_runs(), self.runs_path)
+
+    def _views_key(self) -> tuple:
+        """What the set of views depends on: the derived tables present (a view over a glob
+        finds new files by itself at each query)."""
+        derived = ()
+        if self.derived_dir.exists():
+            derived = tuple(sorted(p.name for p in self.derived_dir.iterdir()
+                                   if p.is_dir() and any(p.glob("*.parquet"))))
+        return (os.getpid(), derived)
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sqlfiles.render("create_view_sources",
                                     glob=sqlfiles.glob_literal(self.sources_path)))
         con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.glob_literal(self.runs_path)))
+        con.execute(sqlfiles.load("create_view_committed_runs"))
         for table in PART_TABLES:
             name = "_messages_current" if table == "messages" else table
             con.execute(sqlfiles.render(

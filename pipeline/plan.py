@@ -17,10 +17,13 @@ What is planned
   cleared, not counted in context tokens, no turns). A call id is still "ambiguous" for the
   memory-preservation rule when a sidechain call shares it (``id_calls`` counts them).
 
-Request-side paths and memory classes are computed here (the only filesystem access):
-:func:`pipeline.paths.request_path_entries` per read-family call and
-:class:`pipeline.memory.Classifier` on the un-normalised path (so ``..`` escapes are seen) with
-the session cwd, against the config's memory roots.
+Request-side paths and memory classes are correlate's answer, read from ``tool_paths`` (the
+``tool_links`` view shows the same classes): plan, apply, replay and the reports never classify
+a path again, so a Gemini read of ``/home/bob/proj/GEMINI.md`` (no cwd recorded) that
+``tool_links`` calls ``project`` is preserved by planning too. Only a read-family call that
+correlate has not seen yet (a lake ingested but not correlated) is classified here, with
+correlate's own function (:func:`pipeline.correlate.tool_paths_rows`) and the config's
+memory roots.
 
 Chains: each step sees the previous steps' output (their evictions as prior state): an item
 already cleared/pruned is never processed again; ``tail_protect`` protects for later steps.
@@ -41,18 +44,17 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.batching import contiguous_runs
 from pipeline.config import Config, ResolvedPolicy, load_config
 from pipeline.errors import UsageError
-from pipeline.lake import Lake, holds_lake_lock
+from pipeline.lake import Lake, detach_forked_worker, glob_escape, holds_lake_lock
 from pipeline.policies.base import (
     PolicyOutput, SessionInfo, SessionInput, slice_lists, table_lists,
 )
@@ -205,7 +207,7 @@ class SessionRow:
 
 
 def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str | None = None,
-                  since: Any = None) -> list[SessionRow]:
+                  since: Any = None, sessions: Iterable[str] | None = None) -> list[SessionRow]:
     """Sessions with messages (one, or started at/after ``since``), in session id order.
 
     ``info.first_user_text`` and ``ignored_by`` are filled by :func:`load_sessions` (the
@@ -213,7 +215,9 @@ def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str |
     con = lake.connect()
     try:
         rows = con.execute(sqlfiles.load("select_plan_sessions"),
-                           {"session_id": session_id, "since": _since_value(since)}).fetchall()
+                           {"session_id": session_id, "since": _since_value(since),
+                            "session_ids": None if sessions is None else sorted(sessions)}
+                           ).fetchall()
     finally:
         con.close()
     out = []
@@ -233,6 +237,7 @@ class LoadedSessions:
     calls: pa.Table
     results: pa.Table
     slices: dict[str, dict[str, tuple[int, int]]]
+    read_paths: dict[str, list[tuple]] = field(default_factory=dict)
 
 
 def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None = None, *,
@@ -251,6 +256,9 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
             _as_table(con.sql(sqlfiles.load(name), params=params).to_arrow_table())
             for name in ("select_session_messages", "select_session_tool_calls",
                          "select_session_tool_results"))
+        read_paths: dict[str, list[tuple]] = {}
+        for row in con.execute(sqlfiles.load("select_session_read_paths"), params).fetchall():
+            read_paths.setdefault(row[0], []).append(row)
     finally:
         if own:
             con.close()
@@ -283,34 +291,44 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
                                matching_pattern(text, compiled)))
     return LoadedSessions(kept, messages, calls, results,
                           {"messages": _slices(messages), "calls": _slices(calls),
-                           "results": _slices(results)})
+                           "results": _slices(results)}, read_paths)
 
 
-def _call_paths_lists(calls: dict[str, list], offsets: dict[str, tuple[int, int]],
-                      infos: dict[str, SessionInfo], classifier) -> dict[str, dict[str, list]]:
+def _call_paths_lists(read_paths: dict[str, list[tuple]], calls: dict[str, list],
+                      offsets: dict[str, tuple[int, int]], classifier) -> dict[str, dict[str, list]]:
     """Per session: paths and memory classes of its read-family calls (the preservation
-    rule's input), as column lists (``seq``, ``call_id``, ``path``, ``memory_class``)."""
-    from pipeline.memory import home_for_cwd
-    from pipeline.paths import request_path_entries
+    rule's input) as correlate classified them (``select_session_read_paths``), as column
+    lists (``seq``, ``call_id``, ``path``, ``memory_class``; a call naming no path has one
+    row with None). Calls left out of the session tables (inline sidechain rows) are skipped;
+    a call correlate has not seen yet is classified by correlate's own function."""
+    from pipeline.correlate import tool_paths_rows
 
     out: dict[str, dict[str, list]] = {}
-    family, seqs, ids = calls.get("tool_family", []), calls.get("seq", []), calls.get("call_id", [])
-    names, inputs, cwds = calls.get("tool_name", []), calls.get("input_json", []), calls.get("cwd", [])
+    seqs = calls.get("seq", [])
     for sid, (start, length) in offsets.items():
+        kept = set(seqs[start:start + length])
+        rows = [r for r in read_paths.get(sid, []) if r[1] in kept]
+        unknown = [r for r in rows if not r[9]]
+        fresh: dict[tuple, list[tuple]] = {}
+        if unknown:
+            found = tool_paths_rows(pa.table({
+                "session_id": [r[0] for r in unknown], "call_id": [r[2] for r in unknown],
+                "seq": pa.array([r[1] for r in unknown], pa.int64()),
+                "tool_name": [r[3] for r in unknown], "input_json": [r[4] for r in unknown],
+                "cwd": pa.array([r[5] for r in unknown], pa.string())}), classifier)
+            for seq, call_id, path, cls in zip(found.column("seq").to_pylist(),
+                                               found.column("call_id").to_pylist(),
+                                               found.column("path").to_pylist(),
+                                               found.column("memory_class").to_pylist()):
+                fresh.setdefault((seq, call_id), []).append((path, cls))
         cols = {"seq": [], "call_id": [], "path": [], "memory_class": []}
-        info = infos.get(sid)
-        for j in range(start, start + length):
-            if family[j] != "read":
-                continue
-            cwd = cwds[j] or (info.project if info else None)
-            home = home_for_cwd(cwd)
-            entries = request_path_entries(names[j], inputs[j], cwd, home=home)
-            for entry in entries or [None]:
-                cols["seq"].append(seqs[j])
-                cols["call_id"].append(ids[j])
-                cols["path"].append(entry.path if entry else None)
-                cols["memory_class"].append(
-                    classifier.classify(entry.raw, cwd=cwd, home=home) if entry else None)
+        for r in rows:
+            entries = [(r[7], r[8])] if r[9] else (fresh.get((r[1], r[2])) or [(None, None)])
+            for path, cls in entries:
+                cols["seq"].append(r[1])
+                cols["call_id"].append(r[2])
+                cols["path"].append(path)
+                cols["memory_class"].append(cls if path is not None else None)
         cols["__len__"] = [len(cols["seq"])]
         out[sid] = cols
     return out
@@ -332,8 +350,7 @@ def session_inputs(loaded: LoadedSessions, rows: Sequence[SessionRow], classifie
         local[kind] = {r.session_id: (loaded.slices[kind][r.session_id][0] - lo,
                                       loaded.slices[kind][r.session_id][1])
                        for r in rows if r.session_id in loaded.slices[kind]}
-    infos = {r.session_id: r.info for r in rows}
-    paths = _call_paths_lists(lists["calls"], local["calls"], infos, classifier)
+    paths = _call_paths_lists(loaded.read_paths, lists["calls"], local["calls"], classifier)
     out = []
     empty_calls = {name: [] for name in lists["calls"]} | {"__len__": [0]}
     empty_results = {name: [] for name in lists["results"]} | {"__len__": [0]}
@@ -533,6 +550,7 @@ def _worker_chunk(index: int) -> Any:
 
 def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
                        session_id: str | None = None, since: Any = None,
+                       sessions: Iterable[str] | None = None,
                        batch_extra: Callable[[Any, list[SessionRow]], Any] | None = None,
                        progress: Callable[[int, int], None] | None = None,
                        workers: int | None = None) -> ChunkRun:
@@ -547,7 +565,7 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     ``workers`` (default: up to 2), so ``work``'s results must pickle. ``progress(done,
     total)`` counts sessions, ignored ones included.
     """
-    rows = list_sessions(lake, config, session_id=session_id, since=since)
+    rows = list_sessions(lake, config, session_id=session_id, since=since, sessions=sessions)
     if session_id is not None and not rows:
         raise _no_session(session_id)
     n_workers = workers or min(2, os.cpu_count() or 1)
@@ -562,7 +580,7 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         try:
             loaded = load_sessions(lake, batch, config, con=con,
                                    all_sessions=len(batches) == 1 and session_id is None
-                                   and since is None)
+                                   and since is None and sessions is None)
             extra = batch_extra(con, batch) if batch_extra is not None else None
         finally:
             con.close()
@@ -584,7 +602,8 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
         try:
             with ProcessPoolExecutor(max_workers=n_workers,
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                                     mp_context=multiprocessing.get_context("fork"),
+                                     initializer=detach_forked_worker) as pool:
                 for chunk, result in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
                     run.results.append(result)
                     done += len(chunk)
@@ -596,29 +615,8 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     return run
 
 
-def _sorted_plans(table: pa.Table) -> pa.Table:
-    return table.sort_by([("session_id", "ascending"), ("at_seq", "ascending"),
-                          ("step", "ascending"), ("plan_id", "ascending")])
-
-
-def _sorted_evictions(table: pa.Table) -> pa.Table:
-    return table.sort_by([("session_id", "ascending"), ("at_seq", "ascending"),
-                          ("seq", "ascending"), ("action", "ascending"),
-                          ("plan_id", "ascending")])
-
-
-def _read_as(path, schema: pa.Schema) -> pa.Table | None:
-    """An earlier run's file in ``schema`` (a Parquet round trip renames list items), or None
-    when its columns differ (an older layout: then it is replaced, not merged)."""
-    if not path.exists():
-        return None
-    table = pq.read_table(path)
-    if table.schema.names != schema.names:
-        return None
-    try:
-        return table.cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        return None
+PLAN_ORDER = ["session_id", "at_seq", "step", "plan_id"]
+EVICTION_ORDER = ["session_id", "at_seq", "seq", "action", "plan_id"]
 
 
 def kept_rows(old: pa.Table, config_hash: str, sessions: set[str]) -> pa.Table:
@@ -629,36 +627,40 @@ def kept_rows(old: pa.Table, config_hash: str, sessions: set[str]) -> pa.Table:
     return old.filter(keep)
 
 
-def _merge_existing(lake: Lake, key: str, policy: ResolvedPolicy, planned: set[str],
-                    plans: pa.Table, evictions: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """Keep other sessions' rows of an earlier run with the same config hash."""
-    old_plans = _read_as(lake.derived_dir / "plans" / f"{key}.parquet", PLANS_SCHEMA)
-    if old_plans is None:
-        return plans, evictions
-    old_plans = kept_rows(old_plans, policy.config_hash, planned)
-    plans = pa.concat_tables([old_plans, plans])
-    old_ev = _read_as(lake.derived_dir / "evictions" / f"{key}.parquet", EVICTIONS_SCHEMA)
-    if old_ev is not None:
-        old_ev = old_ev.filter(pc.is_in(old_ev.column("plan_id"),
-                                        old_plans.column("plan_id").combine_chunks()))
-        evictions = pa.concat_tables([old_ev, evictions])
-    return plans, evictions
+def _drop_other_configs(lake: Lake, policy: ResolvedPolicy) -> None:
+    """Rows a policy's earlier parameters planned are never mixed with the current ones:
+    when its stored plans carry another config hash, its plans and evictions all go (the
+    caller replans what it needs)."""
+    stored = lake.read_derived("plans", policy.key, PLANS_SCHEMA)
+    if not stored.num_rows or pc.all(pc.equal(stored.column("config_hash"),
+                                              policy.config_hash)).as_py():
+        return
+    for name in ("plans", "evictions"):
+        for path in (lake.derived_dir / name).glob(f"{glob_escape(policy.key)}*.parquet"):
+            if path.name == f"{policy.key}.parquet" or path.name[len(policy.key):].startswith(".b"):
+                path.unlink()
 
 
 @holds_lake_lock
 def plan_many(lake: Lake, *, policies: Sequence[str], config: Config | None = None,
               session_id: str | None = None, since: Any = None,
+              sessions: Iterable[str] | None = None,
               progress: Callable[[int, int], None] | None = None,
               workers: int | None = None, write: bool = True) -> list[PlanSummary]:
-    """Plan several policies in one pass over the sessions (each session loaded once)."""
+    """Plan several policies in one pass over the sessions (each session loaded once).
+
+    ``sessions`` (the nightly job's owed sessions): plan only these, and replace exactly
+    their rows (a session that has no messages any more, or is ignored, loses its plans).
+    Plans and evictions are stored per session bucket (``Lake.write_session_rows``), so
+    planning a few sessions rewrites a few files."""
     config = config or load_config(None)
     resolved = [config.resolve(p) for p in policies]
     names = [r.name for r in resolved]
     if len(set(names)) != len(names):
         raise UsageError("the same policy is requested twice")
     run = run_session_chunks(lake, config, functools.partial(_plan_chunk, policies=resolved),
-                             session_id=session_id, since=since, progress=progress,
-                             workers=workers)
+                             session_id=session_id, since=since, sessions=sessions,
+                             progress=progress, workers=workers)
     results: list[_BatchResult] = run.results
     todo, ignored = run.todo, run.ignored
     summaries = []
@@ -684,12 +686,13 @@ def plan_many(lake: Lake, *, policies: Sequence[str], config: Config | None = No
         summary.preserved = sum(r.stats[policy.name]["preserved"] for r in results)
         summary.suggestions = sum(r.stats[policy.name]["suggestions"] for r in results)
         if write:
-            if session_id is not None or since is not None:
-                plans, evictions = _merge_existing(lake, policy.key, policy, planned, plans,
-                                                   evictions)
-            lake.write_derived("plans", policy.key, _sorted_plans(plans).combine_chunks())
-            lake.write_derived("evictions", policy.key,
-                               _sorted_evictions(evictions).combine_chunks())
+            replaced = None
+            if session_id is not None or since is not None or sessions is not None:
+                replaced = planned | set(sessions or ())
+            _drop_other_configs(lake, policy)
+            lake.write_session_rows("plans", policy.key, plans, replaced, sort_by=PLAN_ORDER)
+            lake.write_session_rows("evictions", policy.key, evictions, replaced,
+                                    sort_by=EVICTION_ORDER)
         summaries.append(summary)
     return summaries
 

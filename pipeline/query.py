@@ -17,7 +17,7 @@ import duckdb
 import orjson
 
 from pipeline.errors import UsageError
-from pipeline.lake import Lake
+from pipeline.lake import Lake, new_connection
 
 READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 # table functions that only compute or describe the catalog: every other one may touch files
@@ -76,6 +76,12 @@ def run_query(lake: Lake, query: str, params: list | None = None, *,
     """Run one query over the lake's views; returns (column names, rows). Read-only unless
     ``unsafe`` (see the module docstring)."""
     con = lake.connect()
+    if not unsafe:
+        # the sandbox is set on a database of its own: the lake's cached views connection
+        # (shared by every later query of this process) stays as it is
+        con.close()
+        con = new_connection()
+        lake.create_views(con)
     try:
         if not unsafe:
             reason = _refusal(con, query)

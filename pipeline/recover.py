@@ -9,19 +9,36 @@ Issues, Changes Made, Pending, Notes. ctxlake writes it without a model: every f
 filled from what the transcript shows, and a field with no evidence says ``(none)``.
 
 Evidence rules (each is a test in ``tests/test_recover.py``):
-- Id: the session's last activity (latest timestamp of its rows), in UTC; when the transcript
-  has no timestamps at all, its file's modification time (UTC).
-- Project Root: the session's cwd (``sessions.project``), else the first tool call's cwd.
+- Id: ``CMEM-YYYYMMDD-HHMMSS`` of the session's last activity (latest timestamp of its rows),
+  in UTC; when the transcript has no timestamps at all, its file's modification time (UTC).
+  Ids are unique per lake: when several sessions of the lake have the same second, each of
+  them gets ``-`` and the first 6 hex digits of the sha256 of its session id appended
+  (``CMEM-20251209-194850-1a2b3c``), so a document written before the second session arrived
+  keeps an id no other document has (:func:`unique_memory_ids`).
+- Session ID: the workflow session id (``WFS-...``) when the transcript has one: the
+  ``WFS-*`` folder of the workflow plan (``.workflow/active/WFS-x/IMPL_PLAN.md``), else the
+  last ``WFS-*`` name in the main thread's tool inputs or messages; else ``(none)``. The
+  transcript's own session id is in Notes.
+- Project Root: the specification's detection: from the session's cwd (``sessions.project``,
+  else the first tool call's cwd) up, the top-most folder holding ``.git``, ``package.json``
+  or ``.claude``, when that tree is present on this machine (folders at or above a home
+  directory, the cwd's or this user's, such as ``~`` with its ``~/.claude`` settings, are
+  not project roots);
+  else the cwd itself.
 - Objective: the first human prompt, with injected metadata removed (``<system-reminder>``,
-  ``<environment_context>``, slash-command wrappers, ...), up to 2000 characters; when the
-  session has no prompt, the first slash command the user typed with its arguments.
-- Execution Plan, first source found: ``todo`` = the LAST todo state of Claude Code
-  ``TodoWrite`` (or ``TaskCreate``/``TaskUpdate`` replayed), Gemini/Qwen ``write_todos``/
-  ``todo_write``, Codex ``update_plan`` (``- [x]`` completed, ``- [>]`` in progress, ``- [ ]``
-  pending, cancelled struck through); ``workflow`` = the latest plan written: Claude Code
-  ``ExitPlanMode`` (its ``plan``) or a file written under a ``plans/`` folder or named
-  ``*PLAN*.md``; ``user-stated`` = the numbered list (2+ items) of the latest prompt that has
-  one; ``inferred`` = the numbered list of the latest assistant message that introduces it
+  ``<environment_context>``, slash-command wrappers, ...): its first 1-2 sentences (the
+  specification's "High-level goal (1-2 sentences)"; a sentence ends at ``.``/``!``/``?``
+  followed by a space, or at a blank line; whitespace collapsed; at most 800 characters);
+  when the session has no prompt, the first slash command the user typed with its arguments.
+- Execution Plan, by the specification's priority: ``workflow (IMPL_PLAN.md)`` = the latest
+  content of an ``IMPL_PLAN.md`` the session wrote (its content) or read (the result, line
+  numbers stripped); ``todo (TodoWrite)`` = the LAST todo state of Claude Code ``TodoWrite``
+  (or ``TaskCreate``/``TaskUpdate`` replayed), Gemini/Qwen ``write_todos``/``todo_write``,
+  Codex ``update_plan`` (``- [x]`` completed, ``- [>]`` in progress, ``- [ ]`` pending,
+  cancelled struck through); ``user-stated`` = the numbered list (2+ items) of the latest
+  prompt that has one; ``inferred`` = the latest plan the assistant wrote (Claude Code
+  ``ExitPlanMode``'s ``plan``, a file written under a ``plans/`` folder or named
+  ``*plan*.md``), else the numbered list of the latest assistant message that introduces it
   as a plan or steps ("plan", "steps", "I'll", "I will", "let me", "next"). Verbatim.
 - Working Files: absolute paths (``pipeline.paths.request_paths``, relative paths resolved
   against the call's cwd) of successful edit/write calls (incl. Codex ``apply_patch`` file
@@ -48,6 +65,7 @@ Evidence rules (each is a test in ``tests/test_recover.py``):
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -63,6 +81,13 @@ from pipeline.lake import Lake, atomic_write_bytes
 
 NONE = "(none)"
 OBJECTIVE_CHARS = 800
+OBJECTIVE_SENTENCES = 2
+PLAN_LABELS = {"workflow": "workflow (IMPL_PLAN.md)", "todo": "todo (TodoWrite)",
+               "user-stated": "user-stated", "inferred": "inferred"}
+PROJECT_MARKERS = (".git", "package.json", ".claude")
+_WFS_ID = re.compile(r"\bWFS-[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_LINE_NUMBER = re.compile(r"^ *\d+(?:→|\t)", re.M)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n\s*\n")
 MAX_ITEMS = 12
 PLAN_SUMMARY = "Full Execution Plan (Click to expand)"
 
@@ -206,7 +231,8 @@ class FileChange:
 @dataclass
 class RecoveryDocument:
     memory_id: str
-    session_id: str
+    session_id: str                     # the transcript's session id (the document's key)
+    workflow_session_id: str | None     # the Session ID field: WFS-* or None
     project_root: str | None
     objective: str | None
     plan_source: str | None
@@ -228,12 +254,13 @@ class RecoveryDocument:
             return text or NONE
 
         if self.plan_source and self.plan_text:
-            plan = (f"### Source: {self.plan_source}\n\n<details>\n<summary>{PLAN_SUMMARY}</summary>"
+            label = PLAN_LABELS.get(self.plan_source, self.plan_source)
+            plan = (f"### Source: {label}\n\n<details>\n<summary>{PLAN_SUMMARY}</summary>"
                     f"\n\n{self.plan_text}\n\n</details>")
         else:
             plan = NONE
         sections = [
-            ("Session ID", self.session_id),
+            ("Session ID", self.workflow_session_id or NONE),
             ("Project Root", self.project_root or NONE),
             ("Objective", self.objective or NONE),
             ("Execution Plan", plan),
@@ -253,7 +280,8 @@ class RecoveryDocument:
 
     def to_dict(self) -> dict:
         return {
-            "id": self.memory_id, "session_id": self.session_id, "project_root": self.project_root,
+            "id": self.memory_id, "session_id": self.session_id,
+            "workflow_session_id": self.workflow_session_id, "project_root": self.project_root,
             "objective": self.objective,
             "execution_plan": {"source": self.plan_source, "plan": self.plan_text},
             "working_files": [{"path": p, "role": r} for p, r in self.working_files],
@@ -334,7 +362,52 @@ def _utc(value: datetime | None) -> str:
     return utc.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def build_document(evidence: dict) -> RecoveryDocument:
+def unique_memory_ids(activity: dict[str, datetime | None]) -> dict[str, str]:
+    """Per session, its lake-unique recovery id from ``activity`` (session id -> last
+    activity of EVERY session of the lake): :func:`memory_id`, with ``-<6 hex of
+    sha256(session id)>`` appended for every session sharing its second with another one."""
+    import hashlib
+    from collections import Counter
+
+    base = {sid: memory_id(when) for sid, when in activity.items()}
+    shared = Counter(base.values())
+    return {sid: (value if shared[value] == 1 else
+                  f"{value}-{hashlib.sha256(sid.encode('utf-8')).hexdigest()[:6]}")
+            for sid, value in base.items()}
+
+
+def lake_memory_ids(con) -> dict[str, str]:
+    """:func:`unique_memory_ids` of every session of the lake."""
+    rows = con.execute(sqlfiles.load("select_session_last_activity")).fetchall()
+    return unique_memory_ids({sid: when for sid, when in rows})
+
+
+def project_root(cwd: str | None) -> str | None:
+    """The specification's project-root detection (see the module docstring)."""
+    if not cwd or not cwd.startswith("/"):
+        return cwd
+    from pipeline.memory import home_for_cwd
+
+    start = Path(cwd)
+    try:
+        if not start.is_dir():
+            return cwd
+    except OSError:
+        return cwd
+    homes = {Path(h) for h in (home_for_cwd(cwd), os.path.expanduser("~")) if h and h != "~"}
+    found = None
+    for folder in (start, *start.parents):
+        if folder == Path(folder.anchor) or any(folder == h or folder in h.parents for h in homes):
+            break
+        try:
+            if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+                found = folder
+        except OSError:
+            continue
+    return str(found) if found is not None else cwd
+
+
+def build_document(evidence: dict, memory_ids: dict[str, str] | None = None) -> RecoveryDocument:
     facts = evidence["facts"]
     events: list[ToolEvent] = evidence["events"]
     messages: list[dict] = evidence["messages"]
@@ -348,12 +421,14 @@ def build_document(evidence: dict) -> RecoveryDocument:
 
     last_activity = facts["ended_at"] or facts.get("source_mtime")
     project = next((p for p in [facts["project"], *(e.cwd for e in events)] if _is_absolute(p)), None)
-    plan_source, plan_text, todo_items = _execution_plan(events, prompts, messages)
+    plan_source, plan_text, todo_items, plan_path = _execution_plan(events, prompts, messages)
     changes, working = _changes(events, project)
+    ids = memory_ids or {}
     return RecoveryDocument(
-        memory_id=memory_id(last_activity),
+        memory_id=ids.get(facts["session_id"]) or memory_id(last_activity),
         session_id=facts["session_id"],
-        project_root=project,
+        workflow_session_id=_workflow_session_id(plan_path, main_events, messages),
+        project_root=project_root(project),
         objective=_objective(prompts, messages),
         plan_source=plan_source,
         plan_text=plan_text,
@@ -376,11 +451,35 @@ def _is_absolute(path: str | None) -> bool:
     return bool(path) and (path.startswith("/") or bool(re.match(r"^[A-Za-z]:[\\/]", path)))
 
 
+def _workflow_session_id(plan_path: str | None, main_events: list[ToolEvent],
+                         messages: list[dict]) -> str | None:
+    """The ``WFS-*`` id of the workflow session the transcript shows, else None."""
+    if plan_path:
+        found = _WFS_ID.findall(plan_path)
+        if found:
+            return found[-1]
+    last = None
+    texts = [(e.seq, e.input_json or "") for e in main_events]
+    texts += [(m["seq"], m["text"] or "") for m in messages
+              if not m["is_sidechain"] and m["kind"] in ("text", "tool_use")]
+    for _, text in sorted(texts, key=lambda t: t[0]):
+        found = _WFS_ID.findall(text)
+        if found:
+            last = found[-1]
+    return last
+
+
+def first_sentences(text: str, count: int = OBJECTIVE_SENTENCES) -> str:
+    """The first ``count`` sentences of ``text``, whitespace collapsed."""
+    sentences = [" ".join(part.split()) for part in _SENTENCE_END.split(text)]
+    return " ".join([s for s in sentences if s][:count])
+
+
 def _objective(prompts: list[dict], messages: list[dict]) -> str | None:
     for prompt in prompts:
         text = meaningful_text(prompt["text"])
         if text:
-            return _close_fences(clip(text, OBJECTIVE_CHARS))
+            return _close_fences(clip(first_sentences(text), OBJECTIVE_CHARS))
     for message in messages:
         if message["kind"] == "meta" and not message["is_sidechain"]:
             name = _COMMAND.search(message["text"] or "")
@@ -470,10 +569,47 @@ def _is_plan_file(path: str) -> bool:
     return "/plans/" in path or (name.lower().endswith(".md") and "plan" in name.lower())
 
 
-def _execution_plan(events, prompts, messages) -> tuple[str | None, str | None, list[tuple[str, str]]]:
-    todos = _todo_state(events)
+def _event_path(event: ToolEvent) -> str:
+    obj = event.input if isinstance(event.input, dict) else {}
+    return str(obj.get("file_path") or obj.get("path") or obj.get("absolute_path") or "")
+
+
+def _workflow_plan(events: list[ToolEvent]) -> tuple[str | None, str | None]:
+    """(content, path) of the latest ``IMPL_PLAN.md`` the session wrote or read."""
+    content = path = None
+    for event in events:
+        if event.status == "failed":
+            continue
+        target = _event_path(event)
+        if target.replace("\\", "/").rsplit("/", 1)[-1] != "IMPL_PLAN.md":
+            continue
+        obj = event.input if isinstance(event.input, dict) else {}
+        text = None
+        if event.family == "write" and isinstance(obj.get("content"), str):
+            text = obj["content"]
+        elif event.family == "read" and event.has_result:
+            text = _LINE_NUMBER.sub("", event.result_text or "")
+        if text and text.strip():
+            content, path = text.strip(), target
+    return content, path
+
+
+def _execution_plan(events, prompts, messages
+                    ) -> tuple[str | None, str | None, list[tuple[str, str]], str | None]:
+    """(source, plan, todo items, workflow plan path), in the specification's priority."""
+    todos = _todo_state(events) or []
+    workflow, workflow_path = _workflow_plan(events)
+    if workflow:
+        return "workflow", workflow, todos, workflow_path
     if todos:
-        return "todo", "\n".join(_todo_line(s, t) for s, t in todos), todos
+        return "todo", "\n".join(_todo_line(s, t) for s, t in todos), todos, None
+    for prompt in reversed(prompts):
+        text = meaningful_text(prompt["text"])
+        block = _numbered_block(text)
+        if block:
+            before = [line for line in text[: text.find(block)].splitlines() if line.strip()]
+            if not before or _USER_PLAN_INTRO.search(before[-1]):
+                return "user-stated", block, [], None
     written = None
     for event in events:
         obj = event.input if isinstance(event.input, dict) else {}
@@ -484,14 +620,7 @@ def _execution_plan(events, prompts, messages) -> tuple[str | None, str | None, 
             if path and _is_plan_file(path) and obj["content"].strip():
                 written = obj["content"].strip()
     if written:
-        return "workflow", written, []
-    for prompt in reversed(prompts):
-        text = meaningful_text(prompt["text"])
-        block = _numbered_block(text)
-        if block:
-            before = [line for line in text[: text.find(block)].splitlines() if line.strip()]
-            if not before or _USER_PLAN_INTRO.search(before[-1]):
-                return "user-stated", block, []
+        return "inferred", written, [], None
     for message in reversed(messages):
         if message["role"] != "assistant" or message["is_sidechain"]:
             continue
@@ -500,8 +629,8 @@ def _execution_plan(events, prompts, messages) -> tuple[str | None, str | None, 
         if block:
             before = [line for line in text[: text.find(block)].splitlines() if line.strip()]
             if before and _PLAN_INTRO.search(before[-1]):
-                return "inferred", block, []
-    return None, None, []
+                return "inferred", block, [], None
+    return None, None, [], None
 
 
 # -- files --------------------------------------------------------------------------------
@@ -763,7 +892,7 @@ def _constraints(prompts: list[dict]) -> list[str]:
 
 def _notes(evidence: dict, main_events: list[ToolEvent], messages: list[dict]) -> list[str]:
     facts = evidence["facts"]
-    notes: list[str] = []
+    notes: list[str] = [f"Transcript session ID: {facts['session_id']}"]
     described = [f"format {facts['format']}" if facts.get("format") else None,
                  f"model {facts['model']}" if facts.get("model") else None,
                  f"branch {facts['git_branch']}" if facts.get("git_branch") else None]
@@ -819,10 +948,13 @@ def resolve_session_id(con, session: str) -> str:
     raise UsageError(f"'{session}' matches {len(ids)} sessions: {shown}", hint="give more of the id")
 
 
-def build_documents(con, session_ids: list[str]) -> dict[str, RecoveryDocument]:
-    """Recovery documents of these sessions (ids that are not in the lake are skipped)."""
+def build_documents(con, session_ids: list[str], memory_ids: dict[str, str] | None = None
+                    ) -> dict[str, RecoveryDocument]:
+    """Recovery documents of these sessions (ids that are not in the lake are skipped).
+    ``memory_ids``: :func:`lake_memory_ids` (read here when not given)."""
     evidence = load_evidence(con, sorted(set(session_ids)))
-    return {sid: build_document(ev) for sid, ev in sorted(evidence.items())}
+    ids = lake_memory_ids(con) if memory_ids is None else memory_ids
+    return {sid: build_document(ev, ids) for sid, ev in sorted(evidence.items())}
 
 
 def recover(lake: Lake, session: str, *, out: Path | None = None) -> RecoveryDocument:

@@ -55,6 +55,7 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "output_tokens": pa.int64(),
         "cache_creation_tokens": pa.int64(),
         "cache_read_tokens": pa.int64(),
+        "cache_write_1h_tokens": pa.int64(),  # the 1-hour part of cache_creation_tokens (Claude)
         "reasoning_tokens": pa.int64(),
         "usage_scope": pa.string(),   # call | run : what the recorded usage on this row covers
         "cost_usd_recorded": pa.float64(),
@@ -148,6 +149,19 @@ RUNS = pa.schema([
     ("records", pa.int64()),
     ("quarantined", pa.int64()),
     ("held_back", pa.int64()),
+    # which command (ingest | run), its state (running | ok | problems | failed |
+    # interrupted), and whether its ingest committed (its parts are visible)
+    ("command", pa.string()),
+    ("status", pa.string()),
+    ("ingest_committed", pa.bool_()),
+    ("exit_code", pa.int32()),
+    ("pid", pa.int64()),
+    ("sessions_done", pa.int64()),
+    ("sessions_skipped", pa.int64()),
+    ("sessions_failed", pa.int64()),
+    ("warnings", pa.list_(pa.string())),
+    ("stages_json", pa.string()),     # per stage: seconds, done, skipped, failed, removed
+    ("settings_json", pa.string()),   # the settings in force (time zone, policies, ...)
 ])
 
 

@@ -3,7 +3,9 @@
 ``summarize(lake, tz=..., ignore_patterns=..., sessions=None)`` writes, under
 ``<lake>/summaries/``:
 
-- ``sessions/YYYY-MM-DD.md``, one per local day (``tz``), exactly::
+- ``sessions/YYYY-MM-DD.md``, one per local day (``tz``), exactly as the specification's
+  ``writeSessionLog`` writes it: the header and a blank line, then one entry per session,
+  entries directly one after the other (no blank line between them)::
 
       # Session Log — 2025-12-09
 
@@ -11,23 +13,32 @@
       - **Topic:** add myapp directory and create myapp/hoge.py ...
       - **Messages:** 2 user / 6 assistant
       - **Est. tokens:** ~842
+      ### 20:03
+      - **Topic:** ...
 
-  Sessions in start-time order (ties by id), each listed once, on the local day it started.
-  Only top-level sessions are listed: a sub-agent session (its own file, ``parent_session_id``
-  set) is part of its parent's work. The three figures come from the ``session_summary``
-  view and cover the session's main thread (inline sidechains and SWE-agent demonstrations
-  left out):
+  The specification appends an entry when the session ends (``agent_end``, ``new Date()``):
+  the file's day and the ``HH:MM`` are the session's end (its last timestamp) in ``tz``, and
+  entries are in end-time order (ties by id), each session listed once. Only top-level
+  sessions are listed: a sub-agent session (``parent_session_id`` set) is part of its
+  parent's work. The figures cover the session's main thread (SWE-agent demonstrations left
+  out):
 
-  * Topic: the first line of the first human prompt that has one after injected metadata is
-    removed (``<system-reminder>``, ``<environment_context>``, slash-command wrappers, ...;
-    :func:`pipeline.recover.meaningful_text`), whitespace collapsed, at most 120 characters
-    (a longer line is cut to 119 and ends with "…"); ``(no topic)`` when there is none.
+  * Topic: the first user message a person typed (a human prompt, or a slash command, whose
+    text is its arguments) whose cleaned text (injected metadata removed, ``<system-reminder>``,
+    ``<environment_context>``, ...: :func:`pipeline.recover.meaningful_text`, then trimmed)
+    is longer than 10 characters: its first line, first 120 characters (cut, no ellipsis);
+    ``(no topic)`` when there is none.
   * Messages: N user = human prompts (``is_prompt``: not meta, not tool results, not slash-
     command wrappers), one per source message; M assistant = assistant responses, one per
     API call id (Claude Code ``message.id:requestId``, Gemini message id) or, where the
     format has none, one per run of consecutive assistant rows (Codex, SWE-agent, ...).
-  * Est. tokens: the sum of ``est_tokens`` of every main-thread message (prompts, replies,
-    thinking, tool calls and results), written ``~12,345``.
+  * Est. tokens: the specification's ``estimateTokens`` of the session's text messages
+    joined (the ``text`` of every user and assistant text row, concatenated without a
+    separator; thinking, tool calls and tool results are not text messages), written ``~T``
+    without a thousands separator.
+
+  ``session_logging = false`` in the config turns the daily logs off: none is written or
+  removed (recovery documents are still written).
 
 - ``recovery/<session id>.md``: the recovery document (:mod:`pipeline.recover`) of every
   top-level session the run touched (all of them when ``sessions`` is None).
@@ -61,12 +72,16 @@ import pyarrow.parquet as pq
 from pipeline import sqlfiles
 from pipeline.errors import ConfigError
 from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
-from pipeline.recover import build_documents, clip, first_line, recovery_file_name
+from pipeline.recover import (
+    build_documents, lake_memory_ids, meaningful_text, recovery_file_name,
+)
+from pipeline.store import sync_filesystems
 from pipeline.usage import resolve_timezone, use_model_prices
 
 TOPIC_CHARS = 120
 NO_TOPIC = "(no topic)"
 PROMPTS_PER_SESSION = 10
+TOPIC_MESSAGES_PER_SESSION = 50     # user messages read per session to find the topic
 RECOVERY_BATCH = 1000
 LOG_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 
@@ -74,7 +89,7 @@ LOG_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 @dataclass
 class LogEntry:
     session_id: str
-    started_at: datetime
+    logged_at: datetime
     local_time: str
     topic: str
     n_user: int
@@ -101,34 +116,50 @@ class SummarizeSummary:
     seconds: float = 0.0
     log_dir: str = ""
     recovery_dir: str = ""
+    # per session asked for: {"root", "day", "doc"} (where its log line and document are; the
+    # stage ledger keeps it to find them again), not part of the printed summary
+    placed: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()
+                if k != "placed"}
 
 
 # ---------------------------------------------------------------------------------------
 # Pure parts (tested directly)
 # ---------------------------------------------------------------------------------------
-def topic_of(prompts: Iterable[str | None]) -> str:
-    """The log topic from a session's prompts in order (see the module docstring)."""
-    for text in prompts:
-        line = first_line(text)
-        if line:
-            return clip(line, TOPIC_CHARS)
+TOPIC_MIN_CHARS = 10
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
+def typed_text(text: str | None, is_command: bool = False) -> str:
+    """What a person typed in a user message: a slash command's arguments, else the text."""
+    if not is_command:
+        return text or ""
+    return "\n".join(m.group(1) for m in _COMMAND_ARGS.finditer(text or ""))
+
+
+def topic_of(messages: Iterable[str | None | tuple[str | None, bool]]) -> str:
+    """The log topic from a session's user messages in order: ``text`` or ``(text,
+    is_command)`` (see the module docstring)."""
+    for message in messages:
+        text, is_command = message if isinstance(message, tuple) else (message, False)
+        cleaned = meaningful_text(typed_text(text, is_command)).strip()
+        if len(cleaned) > TOPIC_MIN_CHARS:
+            return cleaned.split("\n")[0][:TOPIC_CHARS]
     return NO_TOPIC
 
 
 def render_day(day: str, entries: list[LogEntry]) -> str:
     """The text of one daily log (entries already in order)."""
-    parts = [f"# Session Log — {day}"]
-    for entry in entries:
-        parts.append("\n".join([
+    return f"# Session Log — {day}\n\n" + "".join(
+        "\n".join([
             f"### {entry.local_time}",
             f"- **Topic:** {entry.topic}",
             f"- **Messages:** {entry.n_user} user / {entry.n_assistant} assistant",
-            f"- **Est. tokens:** ~{entry.est_tokens:,}",
-        ]))
-    return "\n\n".join(parts) + "\n"
+            f"- **Est. tokens:** ~{entry.est_tokens}",
+            "",
+        ]) for entry in entries)
 
 
 def compile_ignore_patterns(patterns: Iterable[str]) -> list[re.Pattern]:
@@ -154,7 +185,9 @@ def write_if_changed(path: Path, text: str) -> bool:
                 return False
         except FileNotFoundError:
             pass
-    atomic_write_bytes(path, data)   # a rename: a symlink planted at ``path`` is replaced, not followed
+    # a rename: a symlink planted at ``path`` is replaced, not followed; one flush per run:
+    # see _summarize
+    atomic_write_bytes(path, data, fsync=False)
     return True
 
 
@@ -164,15 +197,22 @@ def write_if_changed(path: Path, text: str) -> bool:
 @holds_lake_lock
 def summarize(lake: Lake, *, tz: str | None = None, ignore_patterns: Iterable[str] = (),
               sessions: Iterable[str] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> SummarizeSummary:
+              progress: Callable[[int, int], None] | None = None,
+              days: Iterable[str] = (), removed: Iterable[str] = (),
+              session_logging: bool = True) -> SummarizeSummary:
     """Write daily logs, recovery documents and model prices (see the module docstring).
 
+    ``days``: more days to rebuild (where the nightly job's owed sessions were listed
+    before); ``removed``: sessions gone from the lake, whose recovery documents go.
+    ``session_logging=False`` (the config's ``session_logging = false``) writes no daily log.
     Holds the lake's lock (re-entrant: the nightly run already holds it)."""
     return _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
-                      progress=progress)
+                      progress=progress, extra_days=set(days), removed=set(removed),
+                      session_logging=session_logging)
 
 
-def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> SummarizeSummary:
+def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_days=frozenset(),
+               removed=frozenset(), session_logging: bool = True) -> SummarizeSummary:
     started = time.perf_counter()
     zone_name = resolve_timezone(tz)
     zone = ZoneInfo(zone_name)
@@ -188,15 +228,18 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
         summary.prices_written = _write_model_prices(lake, con)
         rows = _query(con, "select_session_log_rows", {})
         by_id = {row["session_id"]: row for row in rows}
-        touched = None if sessions is None else _roots(con, sorted(set(sessions)))
+        asked = None if sessions is None else sorted(set(sessions))
+        root_of = {} if asked is None else _root_map(con, asked)
+        touched = None if asked is None else set(root_of.values())
 
         day_of: dict[str, str | None] = {}
         time_of: dict[str, str] = {}
         for row in rows:
-            if row["started_at"] is None:
+            logged_at = row["ended_at"] or row["started_at"]    # the session's end (agent_end)
+            if logged_at is None:
                 day_of[row["session_id"]] = None
                 continue
-            local = row["started_at"].astimezone(zone)
+            local = logged_at.astimezone(zone)
             day_of[row["session_id"]] = local.strftime("%Y-%m-%d")
             time_of[row["session_id"]] = local.strftime("%H:%M")
 
@@ -204,7 +247,13 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
             days = {d for d in day_of.values() if d is not None}
             considered = sorted(by_id)
         else:
-            days = {day_of[s] for s in touched if day_of.get(s)}
+            # a touched session may have ended on a later day than at the last run: every day
+            # from its start to its end is rebuilt (its old entry is on one of them)
+            days = set(extra_days)
+            for s in touched:
+                if s in by_id and day_of.get(s):
+                    days.update(_days_between(by_id[s]["started_at"], by_id[s]["ended_at"], zone))
+                    days.add(day_of[s])
             considered = sorted(s for s in by_id if s in touched or day_of.get(s) in days)
 
         prompts = _prompts(con, considered)
@@ -220,18 +269,19 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
         summary.sessions_undated = sum(1 for s in considered if day_of.get(s) is None)
 
         # daily logs
-        per_day: dict[str, list[LogEntry]] = {day: [] for day in days}
+        topics = _topic_texts(con, considered) if session_logging else {}
+        per_day: dict[str, list[LogEntry]] = {day: [] for day in days} if session_logging else {}
         for session_id in considered:
             day = day_of.get(session_id)
             if session_id in ignored or day not in per_day:
                 continue
             row = by_id[session_id]
             per_day[day].append(LogEntry(
-                session_id, row["started_at"], time_of[session_id],
-                topic_of(prompts.get(session_id, [])), int(row["n_user"]),
+                session_id, row["ended_at"] or row["started_at"], time_of[session_id],
+                topic_of(topics.get(session_id, [])), int(row["n_user"]),
                 int(row["n_assistant"]), int(row["est_tokens"] or 0)))
         for day in sorted(per_day):
-            entries = sorted(per_day[day], key=lambda e: (e.started_at, e.session_id))
+            entries = sorted(per_day[day], key=lambda e: (e.logged_at, e.session_id))
             path = log_dir / f"{day}.md"
             if not entries:
                 if remove_own_file(path, LOG_PREFIX):
@@ -242,7 +292,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
                 summary.days_written += 1
             else:
                 summary.days_unchanged += 1
-        if touched is None and log_dir.exists():
+        if session_logging and touched is None and log_dir.exists():
             for path in sorted(log_dir.iterdir()):
                 if LOG_NAME.match(path.name) and path.stem not in per_day \
                         and remove_own_file(path, LOG_PREFIX):
@@ -252,9 +302,10 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
         wanted = sorted(s for s in (by_id if touched is None else touched)
                         if s in by_id and s not in ignored)
         expected_names = set()
+        memory_ids = lake_memory_ids(con) if wanted else {}
         for start in range(0, len(wanted), RECOVERY_BATCH):
             batch = wanted[start:start + RECOVERY_BATCH]
-            for session_id, document in build_documents(con, batch).items():
+            for session_id, document in build_documents(con, batch, memory_ids).items():
                 name = recovery_file_name(session_id)
                 expected_names.add(name)
                 if write_if_changed(recovery_dir / name, document.to_markdown()):
@@ -263,7 +314,14 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
                     summary.recovery_unchanged += 1
             if progress:
                 progress(min(start + RECOVERY_BATCH, len(wanted)), len(wanted))
-        stale = ({recovery_file_name(s) for s in ignored} if touched is not None else None)
+        stale = ({recovery_file_name(s) for s in ignored | set(removed)} - expected_names
+                 if touched is not None else None)
+        for session_id in (asked if asked is not None else sorted(by_id)):
+            root = root_of.get(session_id, session_id)
+            listed = root in by_id and root not in ignored
+            summary.placed[session_id] = {
+                "root": root, "day": day_of.get(root) if listed else None,
+                "doc": recovery_file_name(root) if listed else None}
         if recovery_dir.exists():
             for path in sorted(recovery_dir.glob("*.md")):
                 gone = path.name not in expected_names if stale is None else path.name in stale
@@ -271,6 +329,9 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress) -> Summar
                     summary.recovery_removed += 1
     finally:
         con.close()
+    if summary.days_written or summary.recovery_written:
+        # durability barrier for every file written above (one flush instead of one per file)
+        sync_filesystems([lake.summaries_dir])
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -280,12 +341,12 @@ def _query(con, name: str, params: dict) -> list[dict]:
     return sqlfiles.fetch_dicts(cursor)
 
 
-def _roots(con, session_ids: list[str]) -> set[str]:
-    """The top-level sessions of these sessions (a sub-agent stands for its parent)."""
+def _root_map(con, session_ids: list[str]) -> dict[str, str]:
+    """The top-level session of each of these sessions (a sub-agent stands for its parent)."""
     if not session_ids:
-        return set()
+        return {}
     rows = _query(con, "select_session_parents", {"sessions": session_ids})
-    return {row["root_session_id"] for row in rows}
+    return {row["session_id"]: row["root_session_id"] for row in rows}
 
 
 def _prompts(con, session_ids: list[str]) -> dict[str, list[str]]:
@@ -295,6 +356,34 @@ def _prompts(con, session_ids: list[str]) -> dict[str, list[str]]:
     rows = _query(con, "select_session_prompts", {"sessions": session_ids, "limit": PROMPTS_PER_SESSION})
     for row in rows:
         out.setdefault(row["session_id"], []).append(row["text"])
+    return out
+
+
+def _days_between(start: datetime | None, end: datetime | None, zone) -> set[str]:
+    """The local days from ``start`` to ``end`` (inclusive)."""
+    from datetime import timedelta
+    if start is None or end is None:
+        return set()
+    day, last = start.astimezone(zone).date(), end.astimezone(zone).date()
+    out = set()
+    while day <= last:
+        out.add(day.isoformat())
+        day += timedelta(days=1)
+    return out
+
+
+def _topic_texts(con, session_ids: list[str]) -> dict[str, list[tuple[str, bool]]]:
+    """Per session: its first user messages a person typed, as ``(text, is_command)``."""
+    from pipeline.formats.base import COMMAND_WRAPPER
+
+    out: dict[str, list[tuple[str, bool]]] = {}
+    if not session_ids:
+        return out
+    rows = _query(con, "select_session_topic_texts", {
+        "sessions": session_ids, "limit": TOPIC_MESSAGES_PER_SESSION,
+        "command_pattern": COMMAND_WRAPPER.pattern})
+    for row in rows:
+        out.setdefault(row["session_id"], []).append((row["text"], bool(row["is_command"])))
     return out
 
 

@@ -1,4 +1,4 @@
--- The message rows of the calibration queries, each keyed to its conversation thread (segment) and API call (call_key): the one definition of a call, shared by select_calibration_calls and select_calibration_output_texts
+-- The message rows of the calibration queries, each keyed to its conversation thread (segment) and API call (call_key): the one definition of a call, shared by select_calibration_calls and select_calibration_output_texts; of the sessions in $session_ids (NULL: all)
 CREATE OR REPLACE TEMP TABLE calibration_rows AS
 WITH base AS (
     SELECT
@@ -25,6 +25,7 @@ WITH base AS (
          AND bool_or(parent_uuid IS NOT NULL) OVER (PARTITION BY session_id))
         OR kind = 'boundary' AS is_root
     FROM messages
+    WHERE $session_ids IS NULL OR list_contains($session_ids, session_id)
 ),
 segmented AS (
     SELECT

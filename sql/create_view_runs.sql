@@ -1,6 +1,6 @@
--- runs: one row per committed ingest run, with its line accounting
+-- runs: one row per ingest or nightly run: line accounting, state, per-stage figures
 CREATE OR REPLACE VIEW runs AS
 WITH final AS (
-    SELECT * FROM read_parquet({glob})
+    SELECT * FROM read_parquet({glob}, union_by_name = true, hive_partitioning = false)
 )
 SELECT * FROM final

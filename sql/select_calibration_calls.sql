@@ -1,5 +1,14 @@
 -- One row per API call with recorded usage: the recorded prompt/output tokens and the heuristic estimate of its context and output, split by content class
-WITH keyed_rows AS (
+WITH parents AS (
+    -- as sessions.parent_session_id, read from session_info alone (no scan of the messages)
+    SELECT session_id,
+           arg_min(parent_session_id, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ))
+               FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id
+    FROM session_info
+    WHERE session_id IN (SELECT DISTINCT session_id FROM calibration_rows)
+    GROUP BY session_id
+),
+keyed_rows AS (
     -- rows keyed to their thread and call: sql/create_table_calibration_rows.sql
     SELECT * FROM calibration_rows
 ),
@@ -123,7 +132,7 @@ final AS (
     FROM usage_rows AS u
     JOIN contexts AS c USING (session_id, call_key)
     JOIN outputs AS o USING (session_id, call_key)
-    LEFT JOIN sessions AS s ON s.session_id = u.session_id
+    LEFT JOIN parents AS s ON s.session_id = u.session_id
     ORDER BY u.session_id, c.first_seq, u.call_key
 )
 SELECT * FROM final

@@ -1,4 +1,4 @@
--- Sessions to plan (facts, start, message count, text size), optionally one session and/or started since a time
+-- Sessions to plan (facts, start, message count, text size), optionally one session, those in $session_ids and/or started since a time
 WITH info AS (
     SELECT
         session_id,
@@ -7,7 +7,8 @@ WITH info AS (
         arg_min(git_branch, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ)) FILTER (WHERE git_branch IS NOT NULL AND git_branch <> '') AS git_branch,
         arg_min(parent_session_id, coalesce(first_seen_at, 'infinity'::TIMESTAMPTZ)) FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id
     FROM session_info
-    WHERE $session_id IS NULL OR session_id = $session_id
+    WHERE ($session_id IS NULL OR session_id = $session_id)
+      AND ($session_ids IS NULL OR list_contains($session_ids, session_id))
     GROUP BY session_id
 ),
 stats AS (
@@ -18,7 +19,8 @@ stats AS (
         sum(coalesce(text_bytes, 0)) AS text_bytes,
         count(*) AS n_messages
     FROM _messages_current
-    WHERE $session_id IS NULL OR session_id = $session_id
+    WHERE ($session_id IS NULL OR session_id = $session_id)
+      AND ($session_ids IS NULL OR list_contains($session_ids, session_id))
     GROUP BY session_id
 ),
 final AS (

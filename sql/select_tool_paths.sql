@@ -1,7 +1,8 @@
--- tool_paths rows: paths found by correlate (registered as found_paths) plus one NULL-path row per call that names none
+-- tool_paths rows of the sessions in $session_ids (NULL: all): paths found by correlate (registered as found_paths) plus one NULL-path row per call that names none
 WITH calls AS (
     SELECT DISTINCT session_id, call_id, seq
     FROM tool_calls
+    WHERE $session_ids IS NULL OR list_contains($session_ids, session_id)
 ),
 found AS (
     SELECT session_id, call_id, seq, path_no, path, memory_class

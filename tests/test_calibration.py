@@ -819,7 +819,7 @@ def test_codex_output_rows_are_counted_with_o200k_base(real_mixed_lake):
     others = [c for c in load_calls(real_mixed_lake) if c["model"] != CODEX]
     assert {(c["model"], c["out_basis"]) for c in others} == {
         (SONNET4, "claude"), (SONNET45, "claude"), ("gemini-2.5-flash", "heuristic")}
-    assert not any("out_tokens" in c for c in others if c["out_basis"] == "heuristic")
+    assert all(c["out_tokens"] is None for c in others if c["out_basis"] == "heuristic")
     # the reasoning summaries are left out (Codex records the hidden reasoning apart)
     data = build_dataset(calls)
     assert [o.x for o in data.real_output["o200k_base"]] == [
@@ -866,7 +866,7 @@ def test_without_the_extra_every_basis_is_the_heuristic_and_nothing_else_moves(
     assert not tokenizer_available("claude") and output_basis(SONNET4) == "heuristic"
     calls = load_calls(real_mixed_lake)
     assert {c["out_basis"] for c in calls} == {"heuristic"}
-    assert not any("out_tokens" in c for c in calls)
+    assert all(c["out_tokens"] is None for c in calls)
     data = build_dataset(calls)
     assert (data.output_basis, data.real_output, data.real_partial) == ({}, {}, {})
     without = estimator_report(real_mixed_lake)

@@ -60,9 +60,10 @@ def run_check(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple]:
 
 
 def doctor(con: duckdb.DuckDBPyConnection, view: str, select: str) -> None:
-    """Replace ``view`` by ``select`` over a snapshot of it named ``<view>_snapshot``."""
-    con.execute(f"CREATE TABLE {view}_snapshot AS SELECT * FROM {view}")
-    con.execute(f"CREATE OR REPLACE VIEW {view} AS {select}")
+    """Replace ``view`` by ``select`` over a snapshot of it named ``<view>_snapshot``, in this
+    connection only (temp objects: the lake's views are shared by its connections)."""
+    con.execute(f"CREATE TEMP TABLE {view}_snapshot AS SELECT * FROM {view}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {select}")
 
 
 def test_every_check_file_is_covered_here():

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from pipeline.lake import session_bucket
 from pipeline.correlate import TOOL_PATHS, correlate
 from pipeline.memory import MemoryRoots
 from tests.conftest import REAL, ingest_paths, rows, scalar
@@ -126,7 +127,7 @@ def test_tool_paths_is_written_with_its_fixed_schema_even_for_an_empty_lake(tmp_
         {"type": "user", "sessionId": "e", "uuid": "u", "timestamp": T0.format(0),
          "message": {"role": "user", "content": "hi"}}]))
     summary = correlate(lake)
-    table = pq.read_table(lake.derived_dir / "tool_paths" / "all.parquet")
+    table = pq.read_table(lake.derived_dir / "tool_paths" / "all.b00.parquet")
     assert table.schema.equals(TOOL_PATHS) and table.num_rows == 0
     assert (summary.calls, summary.paths, summary.statuses) == (0, 0, {})
 
@@ -135,7 +136,7 @@ def test_calls_without_paths_get_one_null_row_and_rerunning_gives_the_same_bytes
     todo = _use(54, "t7", "TodoWrite", {"todos": [{"content": "read CLAUDE.md"}]})
     lake, _ = ingest_paths(tmp_path, _write(tmp_path, SESSION + [todo]))
     correlate(lake)
-    target = lake.derived_dir / "tool_paths" / "all.parquet"
+    target = lake.derived_dir / "tool_paths" / f"all.b{session_bucket('s1'):02d}.parquet"
     first_bytes = target.read_bytes()
     correlate(lake)
     assert target.read_bytes() == first_bytes

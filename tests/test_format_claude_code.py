@@ -95,19 +95,26 @@ def test_sub_agent_file_is_its_own_session_pointing_to_its_parent(tmp_path):
     assert got == [(f"{agent['sessionId']}/agent-{agent['agentId']}", agent["sessionId"], 1)]
 
 
-def test_inline_sidechains_stay_in_the_main_session_and_are_flagged(tmp_path):
+def test_inline_sidechains_are_flagged_sub_agent_sessions_of_the_main_one(tmp_path):
     name = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
     lake, _ = ingest_paths(tmp_path, CLAUDE / name)
     objs = _lines(name)
     sidechain_lines = sum(1 for o in objs if o.get("isSidechain"))
     assert sidechain_lines == 22  # SOURCES.md
     assert scalar(lake, "SELECT count(DISTINCT line_no) FROM messages WHERE is_sidechain") == 22
-    assert scalar(lake, "SELECT count(*) FROM sessions") == 1
-    # the sidechain's "user" texts are Task prompts written by the parent agent, not human prompts
+    main = objs[0]["sessionId"]
+    roots = [o["uuid"][:8] for o in objs if o.get("isSidechain") and o["parentUuid"] is None]
+    assert scalar(lake, "SELECT list(session_id ORDER BY session_id) FROM sessions "
+                        "WHERE parent_session_id = ?", [main]) == \
+        sorted(f"{main}/sidechain-{root}" for root in roots)
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE is_sidechain AND session_id = ?",
+                  [main]) == 0
+    # the main session's own prompts: none (only Task prompts, inside the sidechains)
     human = [o for o in objs if o["type"] == "user" and not o.get("isSidechain") and not o.get("isMeta")
              and isinstance(o["message"]["content"], str)
              and not o["message"]["content"].lstrip().startswith("<command-")]
-    assert scalar(lake, "SELECT n_prompts FROM sessions") == len(human) == 0
+    assert scalar(lake, "SELECT n_prompts FROM sessions WHERE session_id = ?", [main]) == \
+        len(human) == 0
 
 
 def test_slash_commands_and_meta_records_are_not_prompts(tmp_path):

@@ -358,12 +358,16 @@ def test_a_symlink_under_the_output_folder_is_refused(tmp_path):
     assert [p["kind"] for p in summary.applied[policy]["problems"]] == ["unsafe"]
     assert "refusing a symlink in the output folder" in summary.applied[policy]["problems"][0]["error"]
     assert snapshot(archive, lake.root) == before
-    # the policy's output folder itself a symlink: refused before anything is written
+    # the policy's output folder itself a symlink: its apply fails before anything is
+    # written, the other stages of the night still run
     shutil.rmtree(out)
     out.mkdir()
     (out / policy_key(policy)).symlink_to(archive)
-    with pytest.raises(UnsafePathError):
-        run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(policy,), out=out)
+    summary = run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(policy,), out=out)
+    failed = [s for s in summary.stages if s["status"] == "failed"]
+    assert [(s["stage"], s["error"]) for s in failed] == [(
+        f"apply:{policy}", f"UnsafePathError: {out / policy_key(policy)}: refusing a symlink in the "
+        "output folder\nhint: ctxlake never writes or deletes through a symlink; remove it")]
     assert snapshot(archive, lake.root) == before
 
 

@@ -25,7 +25,8 @@ def test_the_nightly_job_runs_every_stage_on_the_real_samples(tmp_path):
     files = sorted(p for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.md")
     assert summary.ingest["files"] == len(files) == 10
     assert summary.ingest["quarantined"] == 0
-    assert summary.touched_sessions == scalar(lake, "SELECT count(*) FROM sessions") == 10
+    # 10 files: 10 sessions, plus the two inline sidechain threads of the 1.0.108 file
+    assert summary.touched_sessions == scalar(lake, "SELECT count(*) FROM sessions") == 12
     assert summary.correlate["calls"] == scalar(lake, "SELECT count(*) FROM tool_calls")
     assert [p["policy"] for p in summary.plans] == ["payload_prune+microcompact"]
     applied, = summary.applied.values()

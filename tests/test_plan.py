@@ -4,6 +4,7 @@ session filters, and the `plan` / `suggest` commands."""
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from conftest import REAL, ingest_paths, rows
 from pipeline.cli import cli
 from pipeline.config import Config, config_from_dict
 from pipeline.errors import UsageError
+from pipeline.lake import DERIVED_BUCKETS, session_bucket
 from pipeline.policies.base import CONTEXT_EDIT_TEXT
 from pipeline.tokens import estimate_tokens
 from pipeline.plan import (
@@ -33,6 +35,9 @@ def real_lake(tmp_path_factory):
     return lake
 
 
+KEY_SUFFIX = hashlib.sha256(b'observation_masking(window=10)').hexdigest()[:8]
+
+
 def file_hashes(lake) -> dict[str, str]:
     return {str(p.relative_to(lake.derived_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(lake.derived_dir.rglob("*.parquet"))
@@ -42,23 +47,39 @@ def file_hashes(lake) -> dict[str, str]:
 def test_every_real_session_is_planned_and_sub_agents_are_their_own_sessions(real_lake):
     summary = plan(real_lake, policy="none", config=Config())
     # SOURCES.md: 4 Claude Code files (one a sub-agent of claude_session), 1 Codex, 1 Gemini,
-    # 2 SWE-agent and 2 mini-SWE-agent trajectories, one session each
-    assert (summary.sessions, summary.sessions_ignored, summary.plans) == (10, 0, 10)
+    # 2 SWE-agent and 2 mini-SWE-agent trajectories, one session each, plus the two inline
+    # sidechain threads of the 1.0.108 file (sub-agent sessions of their own)
+    assert (summary.sessions, summary.sessions_ignored, summary.plans) == (12, 0, 12)
     planned = {r[0] for r in rows(real_lake, "SELECT session_id FROM plans WHERE policy = 'none'")}
     assert "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9/agent-0c4c3cf8" in planned
+    assert {"5c0375b4-57a5-4f26-b12d-d022ee4e51b7/sidechain-6340ddef",
+            "5c0375b4-57a5-4f26-b12d-d022ee4e51b7/sidechain-83e2917c"} <= planned
 
 
 def test_planning_twice_gives_byte_identical_files(real_lake):
     plan_many(real_lake, policies=ALL, config=Config())
     first = file_hashes(real_lake)
-    assert len(first) == 2 * len(ALL)
+    # one file per policy, table and session bucket
+    assert len(first) == 2 * len(ALL) * DERIVED_BUCKETS
     plan_many(real_lake, policies=ALL, config=Config(), workers=1)
     assert file_hashes(real_lake) == first
-    table = pq.read_table(real_lake.derived_dir / "plans" / "none.parquet")
+    table = pq.read_table(real_lake.derived_dir / "plans" / "none.b00.parquet")
     assert table.schema == PLANS_SCHEMA
-    ev = pq.read_table(real_lake.derived_dir / "evictions" / "payload_prune_microcompact-"
-                       f"{hashlib.sha256(b'payload_prune+microcompact').hexdigest()[:8]}.parquet")
+    key = f"payload_prune_microcompact-{hashlib.sha256(b'payload_prune+microcompact').hexdigest()[:8]}"
+    ev = pq.read_table(real_lake.derived_dir / "evictions" / f"{key}.b00.parquet")
     assert ev.schema == EVICTIONS_SCHEMA
+
+
+def test_replanning_one_session_rewrites_only_its_bucket(real_lake):
+    plan(real_lake, policy="observation_masking(window=10)", config=Config())
+    before = {name: os.stat(real_lake.derived_dir / name).st_mtime_ns for name in file_hashes(real_lake)}
+    plan(real_lake, policy="observation_masking(window=10)", config=Config(),
+         session_id="pvlib__pvlib-python-1606")
+    after = {name: os.stat(real_lake.derived_dir / name).st_mtime_ns for name in file_hashes(real_lake)}
+    bucket = f".b{session_bucket('pvlib__pvlib-python-1606'):02d}.parquet"
+    changed = sorted(name for name in after if after[name] != before.get(name))
+    assert changed == [f"evictions/observation_masking_window_10-{KEY_SUFFIX}{bucket}",
+                       f"plans/observation_masking_window_10-{KEY_SUFFIX}{bucket}"]
 
 
 def test_replanning_one_session_keeps_the_other_sessions_rows(real_lake):
@@ -129,14 +150,14 @@ def test_ignored_sessions_are_skipped_and_counted(real_lake, tmp_path):
     # first prompt is "Warmup"
     config = config_from_dict({"ignore_patterns": ["^ADD MYAPP directory", "^warmup$"]})
     summary = plan(real_lake, policy="none", config=config)
-    assert (summary.sessions, summary.sessions_ignored) == (6, 4)
+    assert (summary.sessions, summary.sessions_ignored) == (8, 4)
     planned = {r[0] for r in rows(real_lake, "SELECT session_id FROM plans WHERE policy = 'none'")}
     assert not planned & {"019b04ae-b1c6-7c72-a134-a4c2de66058c",
                           "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9",
                           "f0a689a6-b0ac-407f-afcc-4fafa9e14e8a",
                           "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9/agent-0c4c3cf8"}
-    assert len(list(iter_session_inputs(real_lake, config))) == 6
-    assert len(list(iter_session_inputs(real_lake, config, include_ignored=True))) == 10
+    assert len(list(iter_session_inputs(real_lake, config))) == 8
+    assert len(list(iter_session_inputs(real_lake, config, include_ignored=True))) == 12
     plan(real_lake, policy="none", config=Config())     # restore for the other tests
 
 
@@ -204,8 +225,9 @@ def test_plan_and_suggest_commands(tmp_path):
     assert out.output == "[Compact? 7/5 calls | Task done | Clean state] Y/n/defer\n"
     out = runner.invoke(cli, ["--lake", str(lake.root), "suggest", "sess-strategic",
                               "--policy", "strategic(threshold=5)"], catch_exceptions=False)
-    assert "Boundary: Task done (1 todo items completed)" in out.output
-    assert "Why now: 7 weighted tool calls since the last compaction" in out.output
+    assert " Context Compaction Suggested\n" in out.output
+    assert "   Tool calls:     7 significant (threshold: 5)\n" in out.output
+    assert "marked complete (1 todo items completed)\n" in out.output
     data = json.loads(runner.invoke(cli, ["--lake", str(lake.root), "suggest", "sess-strategic",
                                           "--json"], catch_exceptions=False).output)
     assert data["suggestions"] == [] and data["suppressed"] == []    # 7 < 50

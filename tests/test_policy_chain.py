@@ -23,6 +23,9 @@ def busy_session():
         cid = b.call("Bash" if i % 3 else "Read",
                      {"command": f"run {i}"} if i % 3 else {"file_path": f"src/m{i}.py"})
         b.result(cid, ("payload %d " % i) * (2500 if i % 4 == 0 else 60), error=(i == 7))
+    fix = b.call("Edit", {"file_path": "src/m7.py", "old_string": "a", "new_string": "b"})
+    b.result(fix, "edited")                 # the error at step 7 is fixed ...
+    b.result(b.call("Bash", {"command": "run 7"}), "ok")    # ... and the run passes
     todo = b.call("TodoWrite", {"todos": [{"content": "x", "status": "completed"}]})
     b.result(todo, "Todos have been modified successfully")
     b.assistant("The importer and its tests are done.", at=13)

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ingest_paths
 from pipeline.config import config_from_dict
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, IgnorePatternWarning
 from pipeline.plan import plan
 from pipeline.policies.base import ParamError
 from pipeline.policies.ignore_patterns import compile_patterns, matching_pattern
@@ -23,12 +23,77 @@ def test_patterns_are_case_insensitive_searches():
     assert matching_pattern(None, compiled) is None
 
 
-def test_an_invalid_regex_names_its_position():
+def test_an_invalid_regex_is_dropped_with_a_warning_naming_its_position_and_text():
+    with pytest.warns(IgnorePatternWarning,
+                      match=r"ignore_patterns\[1\]: invalid regex '\[oops' .*dropped"):
+        compiled = compile_patterns(["fine", "[oops", "other"])
+    assert [p.pattern for p in compiled] == ["fine", "other"]
+    with pytest.warns(IgnorePatternWarning, match=r"ignore_patterns\[1\]: invalid regex '\[oops'"):
+        config = config_from_dict({"ignore_patterns": ["fine", "[oops"]})
+    assert config.ignore_patterns == ("fine", "[oops")
+
+
+def test_a_non_string_pattern_is_still_a_config_error():
     with pytest.raises(ParamError) as caught:
-        compile_patterns(["fine", "[oops"])
+        compile_patterns(["fine", 3])
     assert caught.value.key == "ignore_patterns[1]"
-    with pytest.raises(ConfigError, match=r"ignore_patterns\[1\]: invalid regex '\[oops'"):
-        config_from_dict({"ignore_patterns": ["fine", "[oops"]})
+    with pytest.raises(ConfigError, match=r"ignore_patterns\[1\]: must be a string"):
+        config_from_dict({"ignore_patterns": ["fine", 3]})
+
+
+@pytest.mark.parametrize("pattern, text, matches", [
+    (r"^(?<kind>cron|warmup)\b", "CRON: nightly sync", True),        # JS named group
+    (r"^(?<w>\w+) \k<w>$", "hello hello", True),                      # JS named backreference
+    (r"^(?<w>\w+) \k<w>$", "hello world", False),
+    (r"^\[CRON\]", "[cron] rotate logs", True),
+    (r"job$", "nightly job\n", False),          # JS $ without m: the very end only
+    (r"job$", "nightly job", True),
+    (r"^a.b$", "a\rb", False),                  # JS . excludes \r (and \n, U+2028/9)
+    (r"^\d+$", "\u0663\u0664", False),          # JS \d is ASCII digits only
+    (r"^\s$", "\ufeff", True),                   # JS \s includes U+FEFF
+    (r"^x[^]y$", "x\ny", True),                  # [^] is any character
+    (r"x[]", "x", False),                        # [] matches nothing
+    (r"^a{,2}$", "a{,2}", True),                 # not a quantifier in JS: literal
+    (r"^\A$", "a", True),                        # identity escape: the letter (case-insensitive)
+    (r"[[]x", "[x", True),                       # '[' inside a class is a literal
+    (r"^\/tmp\/", "/tmp/x", True),
+    (r"^\x41\u0042\cJ", "ab\n", True),
+])
+def test_patterns_follow_javascript_regex_semantics(pattern, text, matches):
+    assert (matching_pattern(text, compile_patterns([pattern])) == pattern) is matches
+
+
+@pytest.mark.parametrize("pattern", [
+    r"(?P<name>x)",           # Python's spelling is a syntax error in JavaScript
+    r"(?i)x",                 # inline flags too
+    r"(?<=a+)b",              # JavaScript allows it, Python's re cannot express it
+    r"(unclosed",
+    "x\\",                   # a trailing backslash
+])
+def test_patterns_javascript_rejects_or_python_cannot_express_are_dropped(pattern):
+    with pytest.warns(IgnorePatternWarning, match=r"ignore_patterns\[0\]: invalid regex"):
+        assert compile_patterns([pattern]) == []
+
+
+def test_the_cli_prints_the_warning_once_and_the_run_goes_on(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    folder = tmp_path / "archive" / "projects" / "-w"
+    folder.mkdir(parents=True)
+    (folder / "s-ignore.jsonl").write_text(line(1, "Nightly lint run: fix every warning") + "\n")
+    config = tmp_path / "ctxlake.toml"
+    config.write_text('ignore_patterns = ["(?<broken", "^nightly (?<what>lint)"]\n')
+    result = CliRunner().invoke(cli, ["--lake", str(tmp_path / "lake"), "run",
+                                      str(tmp_path / "archive"), "--config", str(config),
+                                      "--tz", "UTC", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    warnings = [l for l in result.stderr.splitlines() if l.startswith("warning: ")]
+    assert warnings == ["warning: ignore_patterns[0]: invalid regex '(?<broken' (invalid "
+                        "capture group name): dropped, the other patterns still apply"]
+    summary = json.loads(result.stdout)
+    assert summary["plans"][0]["sessions_ignored"] == 1
 
 
 def line(n: int, content, **extra) -> str:

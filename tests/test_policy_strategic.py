@@ -86,23 +86,107 @@ def test_each_boundary_kind_is_recognised():
                                              "found it")) is None
 
 
+INVESTIGATING = ("investigating: calls after a Bash error, not yet resolved by an edit and a "
+                 "passing run")
+
+
 def test_recent_errors_suppress_until_five_clean_results():
     b = SessionBuilder()
     b.prompt("implement the change", at=0)
     calls(b, "Edit", 5, at=1)
     calls(b, "Bash", 1, error=True, result="command failed")
     todo_done(b, at=2)
-    calls(b, "Read", 5, at=30)
+    calls(b, "Edit", 1, at=29)                       # the fix ...
+    calls(b, "Bash", 1, result="ok")                 # ... and a passing run resolve the error
+    calls(b, "Read", 3)
     todo_done(b, at=31)
     found, suppressed = points(b, "strategic(threshold=3)")
     assert [p["suppressed_by"] for p in suppressed] == \
-        [["recent errors: 1 of the last 5 tool results"]]
+        [["recent errors: 1 of the last 5 tool results", INVESTIGATING]]
     assert [p["time"] for p in found] == ["2026-01-05T09:31:00Z"]
+
+
+def test_the_investigation_pattern_suppresses_until_an_edit_and_a_passing_run():
+    def reasons(*steps) -> list[list[str]]:
+        b = SessionBuilder()
+        b.prompt("implement the change", at=0)
+        calls(b, "Edit", 3, at=1)
+        calls(b, "Bash", 1, error=True, result="command failed")
+        calls(b, "Read", 6)                          # the error leaves the 5-result window
+        for step in steps:
+            step(b)
+        todo_done(b, at=30)
+        found, suppressed = points(b, "strategic(threshold=3)")
+        return [p["suppressed_by"] for p in suppressed] + [[] for _ in found]
+
+    assert reasons() == [[INVESTIGATING]]                               # reads/greps only
+    assert reasons(lambda b: calls(b, "Grep", 2), lambda b: calls(b, "Bash", 1)) == \
+        [[INVESTIGATING]]                                               # runs without a fix
+    assert reasons(lambda b: calls(b, "Edit", 1)) == [[INVESTIGATING]]  # a fix, not yet run
+    assert reasons(lambda b: calls(b, "Edit", 1), lambda b: calls(b, "Bash", 1)) == [[]]
+    assert reasons(lambda b: calls(b, "Edit", 1),
+                   lambda b: calls(b, "Bash", 1, result="2 failed, 3 passed")) == \
+        [[INVESTIGATING]]                                               # the run did not pass
+
+
+def test_a_task_worded_as_a_fix_a_bug_or_an_investigation_is_never_interrupted():
+    def suppressed_by(prompt: str) -> list[list[str]]:
+        b = SessionBuilder()
+        b.prompt(prompt, at=0)
+        calls(b, "Edit", 5, at=1)
+        todo_done(b, at=2)
+        found, suppressed = points(b, "strategic(threshold=3)")
+        return [p["suppressed_by"] for p in suppressed] + [[] for _ in found]
+
+    debugging = ["debugging task: the task says it is a fix, a bug, debugging or an investigation"]
+    for prompt in ("fix the login redirect loop", "investigate why the cache misses",
+                   "Debug the flaky upload test", "there is a bug in the importer",
+                   "find the root cause of the timeouts"):
+        assert suppressed_by(prompt) == [debugging], prompt
+    for prompt in ("add the export feature", "use the prefix option", "update the fixtures"):
+        assert suppressed_by(prompt) == [[]], prompt
+    # a new task lifts it
+    b = SessionBuilder()
+    b.prompt("fix the login redirect loop", at=0)
+    calls(b, "Edit", 5, at=1)
+    todo_done(b, at=2)
+    b.prompt("now add the export feature", at=20)
+    calls(b, "Edit", 5, at=21)
+    todo_done(b, at=22)
+    found, suppressed = points(b, "strategic(threshold=3)")
+    assert [p["time"][11:16] for p in found] == ["09:22"] and len(suppressed) == 1
+
+
+def test_a_migration_rollback_or_destructive_command_just_run_suppresses():
+    def reasons(command: str, after: int = 0, tool: str = "Bash") -> list[list[str]]:
+        b = SessionBuilder()
+        b.prompt("ship the schema change", at=0)
+        calls(b, "Edit", 5, at=1)
+        key = "command" if tool == "Bash" else "query"
+        b.result(b.call(tool, {key: command}, at=2), "done")
+        calls(b, "Read", after)
+        todo_done(b, at=3)
+        found, suppressed = points(b, "strategic(threshold=3)")
+        return [[r for r in p["suppressed_by"] if r.startswith("critical")] for p in suppressed] \
+            + [[] for _ in found]
+
+    for command in ("alembic upgrade head", "git reset --hard HEAD~1", "rm -rf build/",
+                    "psql -c 'DROP TABLE users'", "terraform apply -auto-approve",
+                    "python manage.py migrate", "rails db:rollback", "kubectl delete ns x",
+                    "git push --force origin main"):
+        [[reason]] = reasons(command)
+        assert reason == f"critical operation: `{command}` in progress or just run", command
+    assert reasons("DROP TABLE users;", tool="mcp__db__query") == \
+        [["critical operation: `{\"query\":\"DROP TABLE users;\"}` in progress or just run"]]
+    assert reasons("alembic upgrade head", after=2) == [[]]   # 3 calls later: not just run
+    for command in ("alembic history", "git reset HEAD file.py", "rm build/old.txt",
+                    "echo 'select * from users'", "terraform plan"):
+        assert reasons(command) == [[]], command
 
 
 def test_an_unresolved_debugging_task_suppresses_until_tests_pass():
     b = SessionBuilder()
-    b.prompt("fix the crash in the parser", at=0)
+    b.prompt("the parser crashes on empty files", at=0)
     calls(b, "Bash", 1, at=1, error=True, result="Traceback: crash")
     calls(b, "Edit", 5, at=2)                                   # pushes the error out of view
     todo_done(b, at=3)
@@ -110,6 +194,7 @@ def test_an_unresolved_debugging_task_suppresses_until_tests_pass():
     todo_done(b, at=21)
     found, suppressed = points(b, "strategic(threshold=3)")
     assert [p["suppressed_by"] for p in suppressed] == [[
+        INVESTIGATING,
         "debugging: an error or failing test since the debugging request is not resolved yet"]]
     assert [p["seq"] for p in found] == [b.messages[-1]["seq"]]
 
@@ -176,17 +261,55 @@ def test_scenario_thresholds():
 
 def test_the_one_line_and_box_forms():
     point = {"seq": 90000, "turn": 12, "time": "2026-01-05T10:00:00Z", "weighted_calls": 72.0,
-             "threshold": 50.0, "minutes": 42.5, "boundary": "Task done",
+             "threshold": 50.0, "minutes": 42.5, "session_minutes": 45.2, "boundary": "Task done",
+             "boundary_kind": "todo_done", "task": "Add user authentication",
              "detail": "4 todo items completed", "state": "Clean state",
              "why": "72 weighted tool calls since the last compaction"}
     assert one_line(point) == "[Compact? 72/50 calls | Task done | Clean state] Y/n/defer"
-    drawn = box(point).splitlines()
-    assert drawn[0] == drawn[-1] and set(drawn[0]) == {"+", "-"}
-    assert all(line.startswith("| ") and line.endswith(" |") for line in drawn[1:-1])
-    text = "\n".join(drawn)
-    for fragment in ("Turn 12", "72 / 50", "Boundary: Task done (4 todo items completed)",
-                     "State: Clean state", "Why now: 72 weighted", "Y/n/defer"):
-        assert fragment in text
+    rule = "━" * 51
+    assert box(point) == "\n".join([
+        rule,
+        " Context Compaction Suggested",
+        rule,
+        " ",
+        " Session Metrics:",
+        "   Tool calls:     72 significant (threshold: 50)",
+        "   Session time:   45 minutes",
+        "   Last boundary:  Task completed 0 min ago",
+        " ",
+        " Boundary Detected:",
+        '   Task "Add user authentication" marked complete (4 todo items completed)',
+        "   No pending changes or active debugging",
+        " ",
+        " Recommendation: GOOD TIME TO COMPACT",
+        " ",
+        " Options:",
+        "   [1] Compact now (will invoke context-saver first)",
+        "   [2] Defer for 15 minutes",
+        "   [3] Defer until next boundary",
+        "   [4] Dismiss (don't suggest again this session)",
+        rule,
+    ])
+    commit = {**point, "boundary": "Committed", "boundary_kind": "commit",
+              "detail": 'git commit -m "feat: implement JWT auth flow"',
+              "commit_message": "feat: implement JWT auth flow"}
+    assert '   Git commit: "feat: implement JWT auth flow"' in box(commit).splitlines()
+    assert "   Last boundary:  Committed 0 min ago" in box(commit).splitlines()
+
+
+def test_a_suggestion_point_carries_what_the_box_shows():
+    b = SessionBuilder()
+    b.prompt("implement the change", at=0)
+    calls(b, "Edit", 5, at=1)
+    b.result(b.call("TodoWrite", {"todos": [
+        {"content": "Add user authentication", "status": "completed", "activeForm": "x"}]},
+        at=45), "ok")
+    calls(b, "Edit", 3, at=50)
+    b.result(b.call("Bash", {"command": 'git commit -am "feat: implement JWT auth flow"'}, at=58),
+             "[main 1a2] feat: implement JWT auth flow")
+    found, _ = points(b, "strategic(threshold=3, cooldown_minutes=0)")
+    assert [(p["session_minutes"], p.get("task"), p.get("commit_message")) for p in found] == [
+        (45.0, "Add user authentication", None), (58.0, None, "feat: implement JWT auth flow")]
 
 
 def test_the_plan_compacts_at_each_suggestion_point():

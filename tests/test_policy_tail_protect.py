@@ -107,3 +107,43 @@ def test_tail_protection_applies_to_context_editing_and_observation_masking():
     plain = plan_session_input(session, Config().resolve("observation_masking(window=1)"))
     plain_at = {e["call_id"]: e["at_seq"] for e in plain.evictions}
     assert plain_at[e4[0]] < last_prompt < masked[e4[0]]
+
+
+def test_texts_are_trimmed_before_the_10_and_20_character_tests():
+    def protected(user: str, assistant: str) -> bool:
+        b = SessionBuilder()
+        exchange(b, "first exchange here", "The first exchange is done.", 0)
+        ids = exchange(b, user, assistant, 1)
+        b.prompt("and after the break?", at=100)
+        result = plan_session_input(b.build(), Config().resolve(
+            "tail_protect(tail_pairs=1)+microcompact(keep_recent=1)"))
+        meta = json.loads([p for p in result.plans if p["step"] == "microcompact"][0]
+                          ["metadata_json"])
+        return meta["tailProtectedToolIds"] == ids
+
+    assert not protected("        hi        ", "   ok   " + " " * 20)   # padded: 2 and 2 chars
+    assert protected("  " + "x" * 10 + "  ", "ok")
+
+
+def test_the_block_holds_the_trimmed_texts():
+    b = SessionBuilder()
+    exchange(b, "   add the parser module\n\n", "\n  I added the parser module.  ", 0)
+    [plan] = plan_session_input(b.build(), Config().resolve("tail_protect")).plans
+    assert json.loads(plan["metadata_json"])["recentExchange"] == "\n".join([
+        "=== RECENT EXCHANGE (protected) ===", "User: add the parser module",
+        "Assistant: I added the parser module.", "---", "=== END RECENT EXCHANGE ===",
+    ])
+
+
+def test_no_recent_exchange_block_is_written_when_there_is_nothing_to_protect():
+    b = SessionBuilder()
+    exchange(b, "  hi  ", "  ok  ", 0)
+    exchange(b, "ok", "Done.", 1)
+    b.prompt("thanks", at=100)
+    [tail] = plan_session_input(b.build(), Config().resolve("tail_protect")).plans
+    meta = json.loads(tail["metadata_json"])
+    assert "recentExchange" not in meta and meta["protectedToolIds"] == []
+    result = plan_session_input(b.build(), Config().resolve(
+        "tail_protect+microcompact(keep_recent=1)"))
+    [mc] = [p for p in result.plans if p["step"] == "microcompact"]
+    assert "recentExchange" not in json.loads(mc["metadata_json"])

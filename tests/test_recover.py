@@ -57,13 +57,15 @@ class ClaudeTranscript:
 
     def reply(self, *blocks: dict, usage: dict | None = None, at: str | None = None,
               model: str | None = None) -> "ClaudeTranscript":
-        """One API response, written as one line per block (usage repeated on each)."""
+        """One API response, written as one line per block (usage repeated on each); its
+        message id and request id are unique across sessions, as the API's are."""
         self.calls += 1
         for block in blocks:
-            self._line("assistant", {"id": f"msg_{self.calls}", "type": "message", "role": "assistant",
+            self._line("assistant", {"id": f"msg_{self.session_id}_{self.calls}", "type": "message",
+                                     "role": "assistant",
                                      "model": model or self.model, "content": [block],
                                      "usage": self._usage(usage)}, at,
-                       requestId=f"req_{self.calls}")
+                       requestId=f"req_{self.session_id}_{self.calls}")
             at = None
         return self
 
@@ -133,12 +135,12 @@ def test_every_field_is_filled_from_the_evidence_of_a_working_session(tmp_path):
     lake, doc = _document(tmp_path, _working_session())
     md = doc.to_markdown()
     assert doc.memory_id == "CMEM-20251209-102001"   # the failed test result, one second later
-    assert md.startswith("# Recovery ID: CMEM-20251209-102001\n\n## Session ID\nsess-work\n\n")
+    assert md.startswith("# Recovery ID: CMEM-20251209-102001\n\n## Session ID\n(none)\n\n")
     assert _section(md, "Project Root") == "/work/proj"
-    assert _section(md, "Objective") == ("Add a --verbose flag to the CLI. Don't touch the tests. "
-                                         "Please keep the public API stable.")
+    # the specification's "High-level goal (1-2 sentences)"
+    assert _section(md, "Objective") == "Add a --verbose flag to the CLI. Don't touch the tests."
     assert _section(md, "Execution Plan") == (
-        "### Source: todo\n\n<details>\n<summary>Full Execution Plan (Click to expand)</summary>\n\n"
+        "### Source: todo (TodoWrite)\n\n<details>\n<summary>Full Execution Plan (Click to expand)</summary>\n\n"
         "- [x] Read the CLI\n- [>] Add the flag\n- [ ] Run the tests\n\n</details>")
     assert _section(md, "Working Files (Modified)") == (
         "- /work/proj/src/cli.py (role: edited)\n- /work/proj/docs/flags.md (role: created)")
@@ -159,6 +161,7 @@ def test_every_field_is_filled_from_the_evidence_of_a_working_session(tmp_path):
         "- Committed: Add --verbose flag")
     assert _section(md, "Pending") == "- Add the flag (in progress)\n- Run the tests"
     notes = _section(md, "Notes")
+    assert notes.startswith("- Transcript session ID: sess-work\n")
     assert "- Recorded: format claude_code, model claude-sonnet-4-5-20250929, branch main" in notes
     assert "- Counts: 1 prompt, 10 assistant responses, 9 tool calls (1 failed)" in notes
     assert notes.endswith('- Last assistant message: "Now I\'ll run the tests."\n')
@@ -207,7 +210,7 @@ def test_a_failure_followed_by_a_success_on_the_same_target_is_not_a_known_issue
     assert doc.last_action == ["Bash `make build` (2025-12-09 10:00:09 UTC)", "Result: success: ok"]
 
 
-def test_a_plan_written_with_exit_plan_mode_is_the_workflow_plan_and_its_approval_a_decision(tmp_path):
+def test_a_plan_written_with_exit_plan_mode_is_an_inferred_plan_and_its_approval_a_decision(tmp_path):
     t = ClaudeTranscript("sess-plan")
     t.user("plan the migration first")
     plan = "## Migration\n1. Dump the schema\n2. Write the new tables"
@@ -215,7 +218,8 @@ def test_a_plan_written_with_exit_plan_mode_is_the_workflow_plan_and_its_approva
     t.tool("AskUserQuestion", {"questions": [{"question": "Which database?", "options": []}]},
            'User has answered your questions: "Which database?"="PostgreSQL". You can now continue.')
     _, doc = _document(tmp_path, t)
-    assert (doc.plan_source, doc.plan_text) == ("workflow", plan)
+    assert (doc.plan_source, doc.plan_text) == ("inferred", plan)
+    assert "### Source: inferred\n" in doc.to_markdown()
     assert doc.decisions == ["Plan approved by the user (2025-12-09 10:00:01 UTC)",
                              "Which database?: PostgreSQL"]
     assert doc.pending == []
@@ -325,3 +329,101 @@ def test_recovery_file_names_are_safe_and_distinct():
     assert recovery_file_name("7f2abd2d-7cfc") == "7f2abd2d-7cfc.md"
     a, b = recovery_file_name("a/b"), recovery_file_name("a_b")
     assert a.startswith("a_b-") and a.endswith(".md") and b == "a_b.md" and a != b
+
+
+IMPL_PLAN = "## Phase 1: Setup\n- [x] Initialize project structure\n- [ ] Configure TypeScript"
+
+
+def test_plan_sources_follow_the_specifications_priority_workflow_todo_user_stated_inferred(
+        tmp_path):
+    def plan_of(name, steps) -> tuple[str, str]:
+        t = ClaudeTranscript(name)
+        t.user("Please do the following:\n1. add the model\n2. add the route")
+        for step in steps:
+            step(t)
+        t.say("Here's my plan:\n1. Profile the parser\n2. Cache the schema")
+        _, doc = _document(tmp_path / name, t)
+        source = _section(doc.to_markdown(), "Execution Plan").splitlines()[0]
+        return source, doc.plan_text
+
+    def todo(t):
+        t.tool("TodoWrite", {"todos": [{"content": "Add the model", "status": "pending",
+                                        "activeForm": "Adding"}]}, "Todos have been modified")
+
+    def write_plan(t):
+        t.tool("Write", {"file_path": "/work/proj/.workflow/active/WFS-auth/IMPL_PLAN.md",
+                         "content": IMPL_PLAN + "\n"}, "File created successfully")
+
+    def read_plan(t):
+        numbered = "".join(f"{n:>6}→{line}\n" for n, line in enumerate(IMPL_PLAN.splitlines(), 1))
+        t.tool("Read", {"file_path": "/work/proj/.workflow/active/WFS-auth/IMPL_PLAN.md"}, numbered)
+
+    assert plan_of("s-written", [todo, write_plan]) == ("### Source: workflow (IMPL_PLAN.md)", IMPL_PLAN)
+    assert plan_of("s-read", [read_plan, todo]) == ("### Source: workflow (IMPL_PLAN.md)", IMPL_PLAN)
+    assert plan_of("s-todo", [todo]) == ("### Source: todo (TodoWrite)", "- [ ] Add the model")
+    assert plan_of("s-user", []) == ("### Source: user-stated", "1. add the model\n2. add the route")
+
+
+def test_the_session_id_is_the_workflow_id_when_the_transcript_has_one(tmp_path):
+    t = ClaudeTranscript("sess-wfs")
+    t.user("continue the workflow")
+    t.tool("Read", {"file_path": "/work/proj/.workflow/active/WFS-jwt-refresh/IMPL_PLAN.md"},
+           "     1→## Phase 1\n     2→- [ ] step")
+    _, doc = _document(tmp_path / "a", t)
+    md = doc.to_markdown()
+    assert _section(md, "Session ID") == "WFS-jwt-refresh"
+    assert "- Transcript session ID: sess-wfs" in _section(md, "Notes")
+    assert doc.to_dict()["workflow_session_id"] == "WFS-jwt-refresh"
+    t = ClaudeTranscript("sess-wfs-text")
+    t.user("resume WFS-payments-v2 please")
+    t.say("Resuming WFS-payments-v2.")
+    _, doc = _document(tmp_path / "b", t)
+    assert _section(doc.to_markdown(), "Session ID") == "WFS-payments-v2"
+
+
+def test_the_project_root_is_the_top_most_folder_with_a_marker_when_the_tree_is_here(
+        tmp_path, monkeypatch):
+    from pipeline.recover import project_root
+
+    home = tmp_path / "home" / "bob"
+    monkeypatch.setenv("HOME", str(home))
+    repo = home / "code" / "mono"
+    pkg = repo / "packages" / "web"
+    (pkg / "src").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    (pkg / "package.json").write_text("{}")
+    (home / ".claude").mkdir()                       # the user's settings, not a project
+    assert project_root(str(pkg / "src")) == str(repo)
+    assert project_root(str(pkg)) == str(repo)
+    (tmp_path / "elsewhere").mkdir()
+    assert project_root(str(tmp_path / "elsewhere")) == str(tmp_path / "elsewhere")
+    assert project_root("/no/such/tree/here") == "/no/such/tree/here"
+    assert project_root("a1b2c3projecthash") == "a1b2c3projecthash"
+    t = ClaudeTranscript("sess-root", cwd=str(pkg / "src"))
+    t.user("build the web package")
+    _, doc = _document(tmp_path / "lake1", t)
+    assert _section(doc.to_markdown(), "Project Root") == str(repo)
+
+
+def test_recovery_ids_are_unique_per_lake_when_sessions_end_in_the_same_second(tmp_path):
+    import hashlib
+
+    archive = tmp_path / "archive"
+    for name in ("sess-x", "sess-y"):
+        t = ClaudeTranscript(name, start="2025-12-09T10:00:00")
+        t.user("the same second")
+        t.write(archive)
+    lone = ClaudeTranscript("sess-z", start="2025-12-09T11:00:00")
+    lone.user("another second")
+    lone.write(archive)
+    lake, _ = ingest_paths(tmp_path, archive)
+    summarize(lake, tz="UTC")
+    ids = {}
+    for name in ("sess-x", "sess-y", "sess-z"):
+        text = (lake.summaries_dir / "recovery" / f"{name}.md").read_text(encoding="utf-8")
+        ids[name] = text.splitlines()[0].removeprefix("# Recovery ID: ")
+    suffix = {n: hashlib.sha256(n.encode()).hexdigest()[:6] for n in ids}
+    assert ids == {"sess-x": f"CMEM-20251209-100000-{suffix['sess-x']}",
+                   "sess-y": f"CMEM-20251209-100000-{suffix['sess-y']}",
+                   "sess-z": "CMEM-20251209-110000"}
+    assert recover(lake, "sess-y").memory_id == ids["sess-y"]

@@ -37,3 +37,26 @@ def test_progress_is_quiet_when_stderr_is_not_a_terminal(monkeypatch):
     with render.byte_progress("ingest") as update:
         assert update is None
     assert sys.stderr.getvalue() == ""
+
+
+def test_the_sql_table_view_shows_backslashes_and_brackets_exactly_as_stored(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+    from tests.conftest import copy_real, ingest_paths
+
+    lake, _ = ingest_paths(tmp_path, copy_real(tmp_path, "codex/codex_session.jsonl"))
+    query = 'SELECT \'^\\[CRON\\]\' AS pattern, \'a[b]c\' AS "[col]"'
+    result = CliRunner().invoke(cli, ["--lake", str(lake.root), "sql", query],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    cells = result.output.split()
+    assert r"^\[CRON\]" in cells and "a[b]c" in cells and "[col]" in cells
+
+
+def test_a_table_title_is_literal_text_too():
+    table = render.table(["x"], [("[bold]y[/]",)], title="[red]t")
+    out = io.StringIO()
+    from rich.console import Console
+    Console(file=out, width=80).print(table)
+    assert "[red]t" in out.getvalue() and "[bold]y[/]" in out.getvalue()

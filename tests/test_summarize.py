@@ -44,29 +44,90 @@ def _day_sessions(tmp_path):
     return ingest_paths(tmp_path, archive)[0]
 
 
-def test_the_daily_log_has_the_exact_format_in_start_time_order(tmp_path):
+def _spec_estimate(lake, session_id: str) -> int:
+    """The specification's estimateTokens(messages' text joined with ""), in Python."""
+    from pipeline.tokens import estimate_tokens
+    return estimate_tokens(scalar(lake, "SELECT string_agg(text, '' ORDER BY seq) FROM messages "
+                                  "WHERE session_id = ? AND role IN ('user', 'assistant') "
+                                  "AND kind = 'text'", [session_id]))
+
+
+def test_the_daily_log_has_the_exact_format_in_end_time_order(tmp_path):
     lake = _day_sessions(tmp_path)
     result = summarize(lake, tz="UTC")
-    est = {sid: scalar(lake, "SELECT sum(est_tokens) FROM messages WHERE session_id = ?", [sid])
-           for sid in ("sess-a", "sess-b", "sess-c")}
+    est = {sid: _spec_estimate(lake, sid) for sid in ("sess-a", "sess-b", "sess-c")}
+    assert est["sess-b"] == 33 and est["sess-c"] == 4      # ceil(132 / 4), ceil(14 / 4)
     assert _log(lake, "2025-12-09") == (
         "# Session Log — 2025-12-09\n"
         "\n"
         "### 08:00\n"
-        f"- **Topic:** {'x' * 119}…\n"
+        f"- **Topic:** {'x' * 120}\n"
         "- **Messages:** 1 user / 1 assistant\n"
-        f"- **Est. tokens:** ~{est['sess-b']:,}\n"
-        "\n"
+        "- **Est. tokens:** ~33\n"
         "### 09:05\n"
-        "- **Topic:** Refactor the parser module\n"
+        "- **Topic:** Refactor   the   parser module\n"
         "- **Messages:** 2 user / 2 assistant\n"
-        f"- **Est. tokens:** ~{est['sess-a']:,}\n"
-        "\n"
+        f"- **Est. tokens:** ~{est['sess-a']}\n"
         "### 23:30\n"
         "- **Topic:** late night fix\n"
         "- **Messages:** 1 user / 0 assistant\n"
-        f"- **Est. tokens:** ~{est['sess-c']:,}\n")
+        "- **Est. tokens:** ~4\n")
     assert (result.days_written, result.sessions_listed, result.sessions_ignored) == (1, 3, 0)
+
+
+def test_the_entry_time_and_day_are_the_sessions_end_and_the_estimate_is_of_the_text_joined(
+        tmp_path):
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-long", start="2025-12-09T23:50:00")
+    t.user("a" * 5)                                 # 5 + 5 + 5 chars: 3 tokens joined,
+    t.say("b" * 5)                                  # not 2 + 2 + 2 summed per message
+    t.reply({"type": "thinking", "thinking": "t" * 400, "signature": "s"},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/w/p.py"}})
+    t.user([{"type": "tool_result", "tool_use_id": "t1", "content": "r" * 400}])
+    t.user("c" * 5, at="2025-12-10T00:20:00")
+    t.write(archive)
+    lake, _ = ingest_paths(tmp_path, archive)
+    summarize(lake, tz="UTC")
+    assert sorted(p.name for p in (lake.summaries_dir / "sessions").iterdir()) == ["2025-12-10.md"]
+    assert _log(lake, "2025-12-10") == (
+        "# Session Log — 2025-12-10\n\n### 00:20\n- **Topic:** (no topic)\n"
+        "- **Messages:** 2 user / 2 assistant\n- **Est. tokens:** ~4\n")
+
+
+def test_a_touched_session_that_now_ends_a_day_later_moves_to_that_day(tmp_path):
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-grow", start="2025-12-09T23:50:00")
+    t.user("start the overnight migration")
+    t.write(archive)
+    lake, _ = ingest_paths(tmp_path, archive)
+    summarize(lake, tz="UTC")
+    assert _log(lake, "2025-12-09").count("### 23:50") == 1
+    t.user("and check it in the morning", at="2025-12-10T07:00:00")
+    t.write(archive)
+    ingest_paths(tmp_path, archive)
+    summarize(lake, tz="UTC", sessions=["sess-grow"])
+    assert sorted(p.name for p in (lake.summaries_dir / "sessions").iterdir()) == ["2025-12-10.md"]
+    assert "### 07:00\n- **Topic:** start the overnight migration\n" in _log(lake, "2025-12-10")
+
+
+def test_session_logging_false_turns_the_daily_logs_off(tmp_path):
+    from pipeline.config import config_from_dict
+    from pipeline.nightly import run_nightly
+
+    lake = _day_sessions(tmp_path)
+    result = summarize(lake, tz="UTC", session_logging=False)
+    assert not (lake.summaries_dir / "sessions").exists()
+    assert (result.days_written, result.sessions_listed, result.recovery_written) == (0, 0, 3)
+    assert config_from_dict({"session_logging": False}).session_logging is False
+    assert config_from_dict({}).session_logging is True
+    config = tmp_path / "ctxlake.toml"
+    config.write_text("session_logging = false\n", encoding="utf-8")
+    summary = run_nightly([tmp_path / "archive"], lake=lake, config_path=config, tz="UTC",
+                          workers=1)
+    assert summary.summaries["days_written"] == 0
+    assert not (lake.summaries_dir / "sessions").exists()
+    with pytest.raises(ConfigError, match="session_logging: expected true or false"):
+        config_from_dict({"session_logging": "no"})
 
 
 def test_days_are_split_in_the_given_time_zone(tmp_path):
@@ -113,10 +174,14 @@ def test_ignored_sessions_are_left_out_and_counted_and_a_day_left_empty_is_remov
     assert sorted(p.name for p in (lake.summaries_dir / "recovery").iterdir()) == ["sess-a.md"]
 
 
-def test_an_invalid_ignore_pattern_is_a_config_error_naming_it(tmp_path):
+def test_an_invalid_ignore_pattern_is_dropped_with_a_warning_naming_it_and_the_others_apply(
+        tmp_path):
+    from pipeline.errors import IgnorePatternWarning
+
     lake = _day_sessions(tmp_path)
-    with pytest.raises(ConfigError, match=r"ignore_patterns\[1\].*invalid regex '\(oops'"):
-        summarize(lake, tz="UTC", ignore_patterns=["fine", "(oops"])
+    with pytest.warns(IgnorePatternWarning, match=r"ignore_patterns\[1\]: invalid regex '\(oops'"):
+        result = summarize(lake, tz="Asia/Tokyo", ignore_patterns=["^LATE NIGHT", "(oops"])
+    assert result.ignored_session_ids == ["sess-c"]
 
 
 def test_sub_agent_sessions_are_not_listed_and_undated_sessions_are_counted(tmp_path):
@@ -147,13 +212,38 @@ def test_topic_rules():
     assert topic_of([]) == "(no topic)"
     assert topic_of(["<environment_context>\n<cwd>/x</cwd>\n</environment_context>", "  \n"]) == "(no topic)"
     assert topic_of(["<system-reminder>a</system-reminder>", "\n\n  first   real\tline\nsecond"]) == \
-        "first real line"
+        "first   real\tline"
     assert topic_of(["# AGENTS.md instructions for /x\n\n<INSTRUCTIONS>\nrules\n</INSTRUCTIONS>",
-                     "do it"]) == "do it"
-    assert topic_of(["<command-name>/review</command-name>\n<command-args></command-args>"]) == "(no topic)"
+                     "do it now, please"]) == "do it now, please"
+    assert topic_of([("<command-name>/review</command-name>\n<command-args></command-args>", True)]
+                    ) == "(no topic)"
     assert topic_of(["y" * 120]) == "y" * 120
-    assert topic_of(["y" * 121]) == "y" * 119 + "…"
+    assert topic_of(["y" * 121]) == "y" * 120               # first 120 characters, no ellipsis
     assert len(topic_of(["z" * 500])) == 120
+
+
+def test_the_topic_is_the_first_message_longer_than_10_characters_after_cleaning():
+    assert topic_of(["fix it", "   ten chars   ", "eleven char", "later"]) == "eleven char"
+    assert topic_of(["  0123456789  ", "x"]) == "(no topic)"         # 10 after trimming
+    assert topic_of(["hi\nthere, this is long"]) == "hi"             # the first line of it
+    assert topic_of(["<system-reminder>a long injected reminder</system-reminder>ok",
+                     "the real request"]) == "the real request"
+
+
+def test_a_slash_commands_arguments_are_its_text_for_the_topic(tmp_path):
+    command = ("<command-message>review is running</command-message>\n"
+               "<command-name>/review</command-name>\n"
+               "<command-args>the login redirect change</command-args>")
+    assert topic_of([(command, True), "later prompt that is long"]) == "the login redirect change"
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-cmd", start="2025-12-09T10:00:00")
+    t.user("<command-name>/init</command-name>\n<command-args></command-args>")
+    t.user(command)
+    t.user("a later prompt typed by hand")
+    t.write(archive)
+    lake, _ = ingest_paths(tmp_path, archive)
+    summarize(lake, tz="UTC")
+    assert "- **Topic:** the login redirect change\n" in _log(lake, "2025-12-09")
 
 
 def test_render_day_of_one_entry():
@@ -161,7 +251,8 @@ def test_render_day_of_one_entry():
     entry = LogEntry("s", datetime(2025, 1, 2, tzinfo=timezone.utc), "07:05", "t", 3, 4, 12345)
     assert render_day("2025-01-02", [entry]) == (
         "# Session Log — 2025-01-02\n\n### 07:05\n- **Topic:** t\n- **Messages:** 3 user / 4 assistant\n"
-        "- **Est. tokens:** ~12,345\n")
+        "- **Est. tokens:** ~12345\n")
+    assert render_day("2025-01-02", [entry, entry]).count("~12345\n### 07:05\n") == 1
 
 
 def test_the_real_claude_session_log_counts_prompts_and_api_responses_from_the_raw_file(tmp_path):
@@ -172,11 +263,11 @@ def test_the_real_claude_session_log_counts_prompts_and_api_responses_from_the_r
     prompts = [o for o in raw if o["type"] == "user" and isinstance(o["message"]["content"], str)
                and not o.get("isMeta") and not o["message"]["content"].lstrip().startswith("<")]
     responses = {(o["message"]["id"], o["requestId"]) for o in raw if o["type"] == "assistant"}
-    first = min(o["timestamp"] for o in raw if o.get("timestamp"))
+    last = max(o["timestamp"] for o in raw if o.get("timestamp"))
     summarize(lake, tz="UTC")
-    text = _log(lake, first[:10])
+    text = _log(lake, last[:10])
     assert text.count("### ") == 1   # the sub-agent (agent file) is not listed on its own
-    assert f"### {first[11:16]}\n" in text
+    assert f"### {last[11:16]}\n" in text
     assert f"- **Topic:** {prompts[0]['message']['content']}\n" in text
     assert f"- **Messages:** {len(prompts)} user / {len(responses)} assistant\n" in text
 

@@ -6,11 +6,20 @@ response is written as several lines (one per content block) sharing ``message.i
 ``requestId`` with usage repeated and ``output_tokens`` final only on the last line: every row
 gets ``api_call_id = "<message.id>:<requestId>"`` and the ``messages`` view keeps usage once
 per call (largest ``output_tokens``). Lines lacking either id are never deduplicated.
+``usage.cache_creation.ephemeral_1h_input_tokens`` (the 1-hour part of the cache writes) is
+``cache_write_1h_tokens``; a line's ``costUSD`` (written by older versions) is
+``cost_usd_recorded``.
 
 Sub-agents: records carrying ``agentId`` (``agent-*.jsonl`` beside the main file, or
 ``<sessionId>/subagents/``) form their own session ``<sessionId>/agent-<agentId>`` whose
 ``parent_session_id`` is ``sessionId``. Inline sidechains of 1.0.x (``isSidechain: true``
-without ``agentId``) stay in the main session with ``is_sidechain = true``.
+without ``agentId``, written into the main file) are sub-agent sessions too: each thread (a
+sidechain record with ``parentUuid: null`` and the records descending from it through
+``parentUuid``) is the session ``<sessionId>/sidechain-<first 8 characters of the uuid of its
+first record>`` (the whole uuid if another thread of the file has that prefix) with
+``parent_session_id = sessionId``, planned, applied, replayed and summarised like a sub-agent
+file (its usage belongs to it, counted once). A sidechain record whose parent is unknown
+starts a thread of its own; one without a uuid joins the last thread.
 """
 
 from __future__ import annotations
@@ -53,9 +62,42 @@ class ClaudeCodeReader(Reader):
         self.session_id: str | None = state.get("session_id")
         self.seen: set[str] = set(state.get("sessions", []))
         self._undo: tuple[str | None, str | None] = (self.session_id, None)
+        # inline sidechain threads: uuid of a sidechain record -> uuid of its thread's root
+        self.threads: dict[str, str] = dict(state.get("sidechain_threads", {}))
+        self.last_thread: str | None = state.get("last_sidechain_thread")
+        self.thread_names: dict[str, str] = dict(state.get("sidechain_names", {}))
 
     def finish(self, out: Emitter) -> dict:
-        return {"session_id": self.session_id, "sessions": sorted(self.seen)}
+        state = {"session_id": self.session_id, "sessions": sorted(self.seen)}
+        if self.threads:
+            state["sidechain_threads"] = dict(sorted(self.threads.items()))
+            state["last_sidechain_thread"] = self.last_thread
+            state["sidechain_names"] = dict(sorted(self.thread_names.items()))
+        return state
+
+    def _thread_name(self, root: str) -> str:
+        name = self.thread_names.get(root)
+        if name is None:
+            name = root[:8]
+            if name in self.thread_names.values():
+                name = root
+            self.thread_names[root] = name
+        return name
+
+    def _thread_of(self, obj: dict) -> str:
+        """The root uuid of the inline sidechain thread ``obj`` belongs to."""
+        uuid, parent = obj.get("uuid"), obj.get("parentUuid")
+        uuid = uuid if isinstance(uuid, str) and uuid else None
+        if isinstance(parent, str) and parent in self.threads:
+            root = self.threads[parent]
+        elif uuid is not None:
+            root = uuid
+        else:
+            root = self.last_thread or "unknown"
+        if uuid is not None:
+            self.threads[uuid] = root
+        self.last_thread = root
+        return root
 
     # ------------------------------------------------------------------------------
     def _session_of(self, obj: dict) -> tuple[str, str | None]:
@@ -67,6 +109,8 @@ class ClaudeCodeReader(Reader):
         agent = obj.get("agentId")
         if isinstance(agent, str) and agent:
             return f"{base}/agent-{agent}", base
+        if obj.get("isSidechain") is True:
+            return f"{base}/sidechain-{self._thread_name(self._thread_of(obj))}", base
         return base, None
 
     def rollback(self) -> None:
@@ -131,13 +175,21 @@ class ClaudeCodeReader(Reader):
             if mid and rid:
                 common["api_call_id"] = f"{mid}:{rid}"
             if usage:
+                split = usage.get("cache_creation")
                 usage_cols = dict(
                     input_tokens=exact_int(usage.get("input_tokens")),
                     output_tokens=exact_int(usage.get("output_tokens")),
                     cache_creation_tokens=exact_int(usage.get("cache_creation_input_tokens")),
                     cache_read_tokens=exact_int(usage.get("cache_read_input_tokens")),
+                    # the 1-hour TTL part of the cache writes (priced at the 1-hour rate)
+                    cache_write_1h_tokens=exact_int(split.get("ephemeral_1h_input_tokens"))
+                    if isinstance(split, dict) else None,
                     usage_scope="call",
                 )
+            cost = obj.get("costUSD")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                # older Claude Code versions record the cost they computed for the call
+                usage_cols["cost_usd_recorded"] = float(cost)
         special = None
         if obj.get("isCompactSummary"):
             special = "summary"
@@ -166,9 +218,9 @@ class ClaudeCodeReader(Reader):
                     if COMMAND_WRAPPER.match(text):
                         kind = "meta"
                     else:
-                        # an inline sidechain's "user" text is the parent agent's Task prompt
-                        inline_sidechain = common["is_sidechain"] and not obj.get("agentId")
-                        is_prompt = bool(text.strip()) and not inline_sidechain
+                        # in a sub-agent session (agent file or inline sidechain thread) the
+                        # "user" text is the parent agent's Task prompt: its own prompt
+                        is_prompt = bool(text.strip())
                 out.message(role=role, kind=kind, text=text, is_prompt=is_prompt, **row)
             elif btype in ("thinking", "redacted_thinking"):
                 out.message(role=role, kind="thinking", subtype=btype,

@@ -466,7 +466,8 @@ class SessionView:
             if self.is_prompt[i]:
                 if not last_was_prompt:
                     if start is not None:
-                        out.append(Exchange(start, s, "\n".join(user), "\n".join(assistant)))
+                        out.append(Exchange(start, s, "\n".join(user).strip(),
+                                            "\n".join(assistant).strip()))
                     start, user, assistant = s, [], []
                 user.append(self.text[i])
                 last_was_prompt = True
@@ -476,7 +477,8 @@ class SessionView:
             if self.role[i] in ("assistant", "tool") or self.kind[i] in ("tool_use", "tool_result"):
                 last_was_prompt = False
         if start is not None:
-            out.append(Exchange(start, _INF, "\n".join(user), "\n".join(assistant)))
+            out.append(Exchange(start, _INF, "\n".join(user).strip(),
+                                "\n".join(assistant).strip()))
         self._exchanges = out
         self._exchange_starts = [e.start for e in out]
         return out
@@ -486,8 +488,9 @@ class SessionView:
         """The last ``pairs`` meaningful exchanges starting before ``at_seq`` (oldest first).
 
         An exchange whose user text has < ``min_user`` chars AND whose assistant text has
-        < ``min_assistant`` chars is skipped (not counted, not protected). Assistant text is
-        taken up to ``at_seq`` only (a policy knows the past only).
+        < ``min_assistant`` chars is skipped (not counted, not protected); both texts are
+        trimmed first (the specification's ``.trim()``: a whitespace-padded "hi" is 2
+        characters). Assistant text is taken up to ``at_seq`` only (a policy knows the past).
         """
         if pairs <= 0:
             return []
@@ -507,7 +510,7 @@ class SessionView:
     def _assistant_text(self, start: int, stop: int) -> str:
         lo, hi = bisect.bisect_left(self.seq, start), bisect.bisect_left(self.seq, stop)
         return "\n".join(self.text[i] for i in range(lo, hi)
-                         if self.role[i] == "assistant" and self.kind[i] == "text")
+                         if self.role[i] == "assistant" and self.kind[i] == "text").strip()
 
     def tail_protected(self, at_seq: int) -> set[int]:
         """Seqs of items inside the tail exchanges at ``at_seq`` (empty without tail_protect)."""
@@ -523,12 +526,17 @@ class SessionView:
         return out
 
     def recent_exchange_block(self, at_seq: int, pairs: int, min_user: int, min_assistant: int,
-                              max_tokens: int) -> str:
-        """The POLICIES.md "recent exchange" block at ``at_seq``."""
+                              max_tokens: int) -> str | None:
+        """The POLICIES.md "recent exchange" block at ``at_seq``: None when no exchange is
+        meaningful (the specification writes no block then). Each message is its trimmed
+        text truncated to ``max_tokens`` estimated tokens."""
         from pipeline.tokens import truncate_to_tokens
 
+        exchanges = self.tail_exchanges(at_seq, pairs, min_user, min_assistant)
+        if not exchanges:
+            return None
         lines = ["=== RECENT EXCHANGE (protected) ==="]
-        for ex in self.tail_exchanges(at_seq, pairs, min_user, min_assistant):
+        for ex in exchanges:
             lines.append("User: " + truncate_to_tokens(ex.user_text, max_tokens))
             lines.append("Assistant: " + truncate_to_tokens(ex.assistant_text, max_tokens))
             lines.append("---")

@@ -201,9 +201,11 @@ def clear_at(view: SessionView, ledger: Ledger, out: PolicyOutput, *, at_seq: in
     }
     if view.prior.tail_pairs > 0:
         prior = view.prior
-        metadata["recentExchange"] = view.recent_exchange_block(
+        block = view.recent_exchange_block(
             at_seq, prior.tail_pairs, prior.tail_min_user_chars, prior.tail_min_assistant_chars,
             prior.tail_block_tokens)
+        if block is not None:       # nothing to protect: no block at all
+            metadata["recentExchange"] = block
     if extra:
         metadata.update(extra)
     out.plans.append(plan_row(view, trigger=trigger, at_seq=at_seq, tokens_before=tokens_before,

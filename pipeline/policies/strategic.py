@@ -17,13 +17,26 @@ Boundaries (checked when the call's result arrives, and only if it is not an err
 - ``Plan written``: ``ExitPlanMode``, or a write-family call to a ``*plan*.md`` file.
 - ``Review done``: a task-family call (Task/Agent/task) whose input mentions a review.
 
-A boundary with count >= threshold is a suggestion point unless suppressed by:
-- ``recent errors``: an error among the last ``error_lookback`` (5) tool results;
-- ``debugging``: the current prompt asks to debug/fix (:data:`DEBUG_PROMPT`) and an error or
+A boundary with count >= threshold is a suggestion point unless suppressed (the
+specification: never in the middle of work) by:
+- debugging:
+  ``debugging task``: the current task's wording says it is a fix, a bug, debugging or an
+  investigation (:data:`DEBUG_TASK`: "fix the login redirect loop", "investigate why the
+  cache misses");
+  ``recent errors``: an error among the last ``error_lookback`` (5) tool results;
+  ``investigating``: an error result not yet resolved by a successful edit followed by a
+  passing run (a successful shell call without a failure in its output): the reads, greps
+  and runs after it are the investigation pattern;
+  ``debugging``: the current prompt names a failure (:data:`DEBUG_PROMPT`) and an error or
   failing test seen since it has not been followed by a passing test run;
-- ``uncommitted edits``: an edit/write since the last successful commit, when the session uses
-  git (a git branch is recorded, or a git command ran before);
-- ``failing tests``: the last test run (:data:`TEST_COMMAND`) failed;
+- active implementation:
+  ``uncommitted edits``: an edit/write since the last successful commit, when the session
+  uses git (a git branch is recorded, or a git command ran before);
+  ``failing tests``: the last test run (:data:`TEST_COMMAND`) failed;
+- ``critical operation``: a migration, rollback or destructive command
+  (:data:`CRITICAL_COMMAND`: ``alembic upgrade``, ``git reset --hard``, ``rm -rf``,
+  ``DROP TABLE``, ``terraform apply``, ...) among the last ``critical_lookback`` (3) tool
+  calls: in progress (no result yet) or just run;
 - ``cooldown``: a suggestion less than ``cooldown_minutes`` (10) earlier.
 Suppressed points are reported too, with their reasons.
 
@@ -62,6 +75,29 @@ SCENARIO_RULES: list[tuple[str, re.Pattern]] = [
     ("quick_fix", re.compile(r"\b(quick\w*|small|typo|tweak|minor|one-liner|simple fix)\b", re.I)),
 ]
 DEBUG_PROMPT = SCENARIO_RULES[0][1]
+# the specification: a task whose name says debug / fix / investigate
+DEBUG_TASK = re.compile(r"\b(fix(?:e[sd]|ing)?|bug(?:s|fix\w*)?|debug\w*|investigat\w*|"
+                        r"diagnos\w*|troubleshoot\w*|root[- ]cause)\b", re.I)
+# migrations, rollbacks and destructive commands (shell commands, and SQL in any tool input)
+CRITICAL_COMMAND = re.compile(
+    r"\balembic\s+(?:upgrade|downgrade|stamp)\b|\bmanage\.py\s+migrate\b|"
+    r"\b(?:rails|rake)\s+db:(?:migrate|rollback|drop|reset|schema:load)\b|"
+    r"\bflask\s+db\s+(?:upgrade|downgrade)\b|\bprisma\s+(?:migrate|db\s+push)\b|"
+    r"\b(?:knex|sequelize|typeorm|flyway|goose|dbmate|diesel|sqlx|migrate)\b[^|;&\n]*"
+    r"\b(?:migrate|migration:run|up|down|rollback|redo)\b|\bliquibase\s+(?:update|rollback)\b|"
+    r"\b(?:npm|pnpm|yarn)\s+(?:run\s+)?(?:migrate|db:migrate)\b|\bmake\s+migrate\b|"
+    r"\bterraform\s+(?:apply|destroy|import|state\s+rm)\b|\bpulumi\s+(?:up|destroy)\b|"
+    r"\bkubectl\s+(?:apply|delete|replace|rollout\s+undo|drain)\b|"
+    r"\bhelm\s+(?:install|upgrade|rollback|uninstall|delete)\b|"
+    r"\bgit\s+reset\s+--hard\b|\bgit\s+push\b[^|;&\n]*\s(?:--force\b|-f\b|--force-with-lease\b)|"
+    r"\bgit\s+clean\s+-[a-z]*f|\bgit\s+(?:checkout|restore)\s+(?:--\s+)?\.(?:\s|$)|"
+    r"\bgit\s+branch\s+-D\b|\bgit\s+rebase\b|"
+    r"\brm\s+-[a-zA-Z]*[rR][a-zA-Z]*f|\brm\s+-[a-zA-Z]*f[a-zA-Z]*[rR]|\brm\s+--recursive\b|"
+    r"\b(?:mkfs|dd\s+if=|shred|wipefs)\b|"
+    r"\b(?:DROP|TRUNCATE)\s+(?:TABLE|DATABASE|SCHEMA|INDEX|VIEW)\b|\bTRUNCATE\s+\w|"
+    r"\bDELETE\s+FROM\b|\bALTER\s+TABLE\b[^;]*\bDROP\b|\brollback\b", re.I)
+SQL_CRITICAL = re.compile(r"\b(?:DROP|TRUNCATE)\s+(?:TABLE|DATABASE|SCHEMA)\b|\bDELETE\s+FROM\b",
+                          re.I)
 GIT_COMMIT = re.compile(r"\bgit\s+(?:(?:-C|-c)\s+\S+\s+|--?[\w-]+(?:=\S+)?\s+)*commit\b")
 GIT_ANY = re.compile(r"\bgit\s")
 COMMIT_FAILED = re.compile(r"nothing to commit|no changes added to commit|^\s*(error|fatal):|"
@@ -86,6 +122,7 @@ class StrategicParams:
     weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     default_weight: float = 1.0
     error_lookback: int = 5
+    critical_lookback: int = 3
     cooldown_minutes: float = 10.0
     keep_recent: int = 5
     compactable_tools: tuple[str, ...] = DEFAULT_COMPACTABLE
@@ -100,7 +137,7 @@ class StrategicParams:
         for name, weight in self.weights.items():
             if weight < 0:
                 raise ParamError(f"weights.{name}", "must be >= 0")
-        require_at_least(self, error_lookback=0, cooldown_minutes=0)
+        require_at_least(self, error_lookback=0, critical_lookback=0, cooldown_minutes=0)
         if self.keep_recent < 1:
             raise ParamError("keep_recent", "must be at least 1")
 
@@ -165,7 +202,12 @@ class _State:
     prompt: str = ""
     debug_prompt: bool = False             # the current prompt asks to debug / fix
     debug_trouble: bool = False            # an error/failing test since a debugging prompt
+    debug_task: bool = False               # the current task's wording says fix/debug/...
+    open_error: str | None = None          # an unresolved error result (its tool)
+    fix_edit: bool = False                 # a successful edit since that error
+    critical: list = field(default_factory=list)   # (is critical, command) of the calls so far
     tasks: dict = field(default_factory=dict)
+    todo_task: str = ""                    # the last completed todo item's text
 
 
 def _minutes(a: int | None, b: int | None) -> float | None:
@@ -196,6 +238,7 @@ def suggestion_points(view: SessionView, params: StrategicParams
             else:
                 st.prompt += "\n" + view.text[i]
             st.debug_prompt = bool(DEBUG_PROMPT.search(st.prompt))
+            st.debug_task = bool(DEBUG_TASK.search(st.prompt))
             continue
         if kind == "boundary" and view.subtype[i] != "microcompact_boundary":
             st.count, st.segment_start = 0.0, last_ts
@@ -207,6 +250,7 @@ def suggestion_points(view: SessionView, params: StrategicParams
             if call is not None and call.family == "shell" and GIT_ANY.search(
                     shell_command(call.input_json)):
                 st.git_used = True
+            st.critical.append(_critical(call))
             continue
         if kind != "tool_result":
             continue
@@ -222,6 +266,9 @@ def suggestion_points(view: SessionView, params: StrategicParams
             obj = _parse(call.input_json)
             if family == "shell":
                 command = shell_command(call.input_json)
+                if st.open_error and st.fix_edit and not item.is_error \
+                        and not TEST_FAILED.search(item.text[-TAIL_CHARS:]):
+                    st.open_error, st.fix_edit = None, False     # an edit, then a passing run
                 if TEST_COMMAND.search(command):
                     # a test summary is at the end of the output
                     failed = item.is_error or bool(TEST_FAILED.search(item.text[-TAIL_CHARS:]))
@@ -236,6 +283,8 @@ def suggestion_points(view: SessionView, params: StrategicParams
                     boundary, detail = "commit", command.strip()[:80]
             elif family in ("edit", "write") and not item.is_error:
                 st.uncommitted = True
+                if st.open_error:
+                    st.fix_edit = True
                 target = _input_path(obj)
                 if target and PLAN_FILE.search(target):
                     boundary, detail = "plan", target
@@ -243,8 +292,11 @@ def suggestion_points(view: SessionView, params: StrategicParams
                 boundary, detail = "plan", "plan mode exited"
             elif family == "todo" and not item.is_error:
                 if todo_all_completed(obj):
-                    n = len(obj.get("todos") or obj.get("plan"))
-                    boundary, detail = "todo_done", f"{n} todo items completed"
+                    items = obj.get("todos") or obj.get("plan")
+                    boundary, detail = "todo_done", f"{len(items)} todo items completed"
+                    last = items[-1]
+                    st.todo_task = str(last.get("content") or last.get("step")
+                                       or last.get("description") or "")
                 elif name == "TaskUpdate" and isinstance(obj, dict):
                     task = obj.get("taskId") or obj.get("id")
                     if task is not None:
@@ -256,6 +308,8 @@ def suggestion_points(view: SessionView, params: StrategicParams
                 boundary, detail = "review", "review sub-agent finished"
         if item.is_error and st.debug_prompt:
             st.debug_trouble = True
+        if item.is_error:
+            st.open_error, st.fix_edit = (call.tool_name if call is not None else None) or "a tool", False
         if boundary is None:
             continue
         threshold = params.threshold
@@ -267,9 +321,19 @@ def suggestion_points(view: SessionView, params: StrategicParams
         if round(st.count, 6) < threshold:     # weights like 0.3 do not add up exactly
             continue
         reasons = []
+        if st.debug_task:
+            reasons.append("debugging task: the task says it is a fix, a bug, debugging or an "
+                           "investigation")
         recent = st.results[-params.error_lookback:] if params.error_lookback else []
         if any(recent):
             reasons.append(f"recent errors: {sum(recent)} of the last {len(recent)} tool results")
+        if st.open_error:
+            reasons.append(f"investigating: calls after a {st.open_error} error, not yet resolved "
+                           "by an edit and a passing run")
+        critical = [cmd for flag, cmd in st.critical[-params.critical_lookback:] if flag] \
+            if params.critical_lookback else []
+        if critical:
+            reasons.append(f"critical operation: `{critical[-1][:80]}` in progress or just run")
         if st.debug_trouble and st.debug_prompt:
             reasons.append("debugging: an error or failing test since the debugging request "
                            "is not resolved yet")
@@ -286,8 +350,15 @@ def suggestion_points(view: SessionView, params: StrategicParams
             "time": _iso(last_ts), "weighted_calls": round(st.count, 1),
             "threshold": threshold, "scenario": scenario,
             "minutes": _minutes(st.segment_start, last_ts),
+            "session_minutes": _minutes(first_ts, last_ts),
             "boundary": BOUNDARY_LABELS[boundary], "boundary_kind": boundary, "detail": detail,
         }
+        if boundary == "todo_done" and st.todo_task:
+            point["task"] = st.todo_task
+        if boundary == "commit":
+            message = COMMIT_MESSAGE.search(detail)
+            if message:
+                point["commit_message"] = next(g for g in message.groups() if g is not None)
         if reasons:
             point["suppressed_by"] = reasons
             suppressed.append(point)
@@ -300,6 +371,20 @@ def suggestion_points(view: SessionView, params: StrategicParams
         suggestions.append(point)
         st.count, st.segment_start, st.last_suggestion = 0.0, last_ts, last_ts
     return suggestions, suppressed
+
+
+COMMIT_MESSAGE = re.compile(r"""-[a-zA-Z]*m\s*(?:"([^"]*)"|'([^']*)'|(\S+))""")
+
+
+def _critical(call) -> tuple[bool, str]:
+    """(is this call a migration, rollback or destructive command, its text)."""
+    if call is None:
+        return False, ""
+    if call.family == "shell":
+        command = shell_command(call.input_json)
+        return bool(CRITICAL_COMMAND.search(command)), " ".join(command.split())
+    text = call.input_json or ""
+    return bool(SQL_CRITICAL.search(text)), " ".join(text.split())
 
 
 def _iso(ts: int | None) -> str | None:
@@ -344,29 +429,57 @@ def one_line(point: dict) -> str:
             f"{point['boundary']} | {point.get('state', 'Clean state')}] Y/n/defer")
 
 
+BOX_RULE = "━" * 51
+BOX_BOUNDARY = {"todo_done": "Task completed", "commit": "Committed", "plan": "Plan written",
+                "review": "Review finished"}
+
+
+def _minutes_text(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    whole = round(value)
+    return f"{whole} minute" + ("" if whole == 1 else "s")
+
+
 def box(point: dict) -> str:
-    """The full form: a box with the point, the boundary, the state and why now."""
-    minutes = point.get("minutes")
+    """The full form, in the specification's layout (Session Metrics, Boundary Detected,
+    Recommendation, Options [1]-[4])."""
+    kind = point.get("boundary_kind")
+    label = BOX_BOUNDARY.get(kind, point["boundary"])
+    detected = []
+    if kind == "todo_done" and point.get("task"):
+        detected.append(f'Task "{point["task"]}" marked complete ({point["detail"]})')
+    elif kind == "commit":
+        detected.append(f'Git commit: "{point["commit_message"]}"' if point.get("commit_message")
+                        else f"Git commit: {point['detail']}")
+    elif kind == "plan":
+        detected.append(f"Plan written: {point['detail']}")
+    elif kind == "review":
+        detected.append(f"Review finished: {point['detail']}")
+    else:
+        detected.append(f"{point['boundary']}: {point['detail']}")
+    detected.append("No pending changes or active debugging")
     lines = [
-        "Compact now?",
-        f"Turn {point['turn']} (seq {point['seq']})" + (f" at {point['time']}" if point.get("time")
-                                                          else ""),
-        f"Weighted tool calls: {_num(point['weighted_calls'])} / {_num(point['threshold'])}"
-        + (f" over {minutes:g} min" if minutes is not None else ""),
-        f"Boundary: {point['boundary']} ({point['detail']})" if point.get("detail")
-        else f"Boundary: {point['boundary']}",
-        f"State: {point.get('state', 'Clean state')}",
-        f"Why now: {point.get('why', '')}",
-        "Y/n/defer",
+        BOX_RULE,
+        " Context Compaction Suggested",
+        BOX_RULE,
+        " ",
+        " Session Metrics:",
+        f"   Tool calls:     {_num(point['weighted_calls'])} significant "
+        f"(threshold: {_num(point['threshold'])})",
+        f"   Session time:   {_minutes_text(point.get('session_minutes'))}",
+        f"   Last boundary:  {label} 0 min ago",
+        " ",
+        " Boundary Detected:",
+        *[f"   {line}" for line in detected],
+        " ",
+        " Recommendation: GOOD TIME TO COMPACT",
+        " ",
+        " Options:",
+        "   [1] Compact now (will invoke context-saver first)",
+        "   [2] Defer for 15 minutes",
+        "   [3] Defer until next boundary",
+        "   [4] Dismiss (don't suggest again this session)",
+        BOX_RULE,
     ]
-    width = min(max(len(line) for line in lines), 96)
-    wrapped: list[str] = []
-    for line in lines:
-        while len(line) > width:
-            cut = line.rfind(" ", 0, width)
-            cut = cut if cut > 0 else width
-            wrapped.append(line[:cut])
-            line = "  " + line[cut:].lstrip()
-        wrapped.append(line)
-    top = "+" + "-" * (width + 2) + "+"
-    return "\n".join([top, *[f"| {line.ljust(width)} |" for line in wrapped], top])
+    return "\n".join(lines)

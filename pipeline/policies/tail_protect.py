@@ -2,8 +2,8 @@
 
 An exchange is a user prompt and everything up to the next prompt. Walking back from a
 decision point, an exchange whose user text has fewer than ``min_user_chars`` (10) characters
-AND whose assistant text has fewer than ``min_assistant_chars`` (20) is skipped: not counted
-and not protected. The tool results inside the chosen exchanges are protected at that point.
+AND whose assistant text has fewer than ``min_assistant_chars`` (20), both trimmed first, is
+skipped: not counted and not protected. The tool results inside the chosen exchanges are protected at that point.
 
 Use it in a chain before a clearing policy (``tail_protect+microcompact``): later steps
 (microcompact, context_editing, observation_masking, strategic) exclude the protected results
@@ -15,6 +15,8 @@ at the last seq) with the block and ``protectedToolIds``.
 The block: ``=== RECENT EXCHANGE (protected) ===``, then per exchange (oldest first)
 ``User: ...``, ``Assistant: ...``, ``---``, then ``=== END RECENT EXCHANGE ===``; each message
 truncated to ``block_tokens`` (150) estimated tokens (:func:`pipeline.tokens.truncate_to_tokens`).
+When no exchange is meaningful there is nothing to protect and no block is written (the plan
+metadata has no ``recentExchange`` key).
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ def plan_session(session: SessionInput, params: TailProtectParams) -> PolicyOutp
     ids = [view.item_by_seq[s].call_id for s in sorted(protected)
            if view.item_by_seq[s].call_id is not None]
     total = view.context_tokens(end)
+    metadata = {"trigger": "tail", "tailPairs": params.tail_pairs, "protectedToolIds": ids}
+    if block is not None:           # nothing meaningful to protect: no block at all
+        metadata["recentExchange"] = block
     out.plans.append(plan_row(view, trigger="tail", at_seq=end - 1, tokens_before=total, saved=0,
-                              evicted=0, preserved=0, kept=len(protected), metadata={
-                                  "trigger": "tail", "tailPairs": params.tail_pairs,
-                                  "protectedToolIds": ids, "recentExchange": block}))
+                              evicted=0, preserved=0, kept=len(protected), metadata=metadata))
     return out

@@ -1,0 +1,28 @@
+"""Deterministic crash points for the kill tests (never armed in normal use).
+
+``CTXLAKE_CRASH_AT=<point>[@<n>]`` makes this process SIGKILL itself the ``n``-th time (default
+the first) it passes the named point, e.g. ``ingest:committed`` or ``stage:plan:done``. The
+nightly job passes ``stage:<name>:start`` / ``stage:<name>:batch`` / ``stage:<name>:done`` at
+every stage boundary, so a test can kill a run exactly there and check that the next run
+finishes the work. Unset (the default), a crash point costs one dictionary look-up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_passed: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """Count one pass of ``name``; SIGKILL this process when it is the armed one."""
+    armed = os.environ.get("CTXLAKE_CRASH_AT")
+    if not armed:
+        return
+    point, _, nth = armed.partition("@")
+    if point != name:
+        return
+    _passed[name] = _passed.get(name, 0) + 1
+    if _passed[name] == (int(nth) if nth.isdigit() else 1):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,411 @@
+"""The nightly job finishes what a killed run left undone and does only what it owes.
+
+A run is killed (SIGKILL, in a forked child) at every stage boundary (``CTXLAKE_CRASH_AT``,
+:mod:`pipeline.crash`) and at random moments; one plain run afterwards must leave pruned
+outputs, the payload store, daily logs, recovery documents and every table exactly as an
+uninterrupted run leaves them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest import ingest
+from pipeline.lake import Lake, detach_forked_worker
+from pipeline.nightly import run_nightly
+from tests.conftest import REAL, copy_real, rows, scalar
+
+SAMPLES = ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",
+           "codex/codex_session.jsonl", "mini_swe_agent/pvlib__pvlib-python-1606.traj.json")
+POLICIES = ("payload_prune+microcompact", "observation_masking(window=10)")
+STAGES = ["flags", "correlate", "calibrate", *(f"{kind}:{p}" for p in POLICIES
+                                              for kind in ("plan", "apply")), "summarize"]
+# table contents compared after recovery (columns that name a run or a time of day left out)
+TABLES = {
+    "sources": "* EXCLUDE (ingested_at, run_id)", "records": "*", "messages": "*",
+    "tool_calls": "*", "tool_results": "*", "session_info": "*",
+    "quarantine": "* EXCLUDE (detected_at)", "sessions": "*", "plans": "*", "evictions": "*",
+    "tool_paths": "*", "token_calibration": "*", "session_flags": "*",
+}
+
+
+def _night(lake_root: Path, archive: Path, **options) -> object:
+    return run_nightly([archive], lake=Lake(lake_root), workers=1, tz="UTC",
+                       policies=options.pop("policies", POLICIES), **options)
+
+
+def snapshot(lake_root: Path, *, store: bool = True) -> dict[str, str]:
+    """sha256 of every output, store file, summary, and of each table's sorted rows."""
+    out = {}
+    folders = ["out", "summaries"] + (["store"] if store else [])
+    for folder in folders:
+        for path in sorted((lake_root / folder).rglob("*")):
+            if path.is_file():
+                out[str(path.relative_to(lake_root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    lake = Lake(lake_root)
+    for table, columns in TABLES.items():
+        found = rows(lake, f"SELECT {columns} FROM {table} ORDER BY ALL")
+        out[f"table:{table}"] = hashlib.sha256(repr(found).encode()).hexdigest() + f":{len(found)}"
+    return out
+
+
+def _assert_same(lake_root: Path, setup, what: str = "") -> None:
+    got = snapshot(lake_root)
+    if got == setup["expected"]:
+        return
+    differing = sorted(k for k in set(got) | set(setup["expected"]) if got.get(k) != setup["expected"].get(k))
+    detail = []
+    for key in differing:
+        if key.startswith("table:"):
+            table = key[6:]
+            mine = rows(Lake(lake_root), f"SELECT {TABLES[table]} FROM {table} ORDER BY ALL")
+            theirs = rows(Lake(setup["base"] / "reference"), f"SELECT {TABLES[table]} FROM {table} ORDER BY ALL")
+            first = next(((a, b) for a, b in zip(mine, theirs) if a != b), (len(mine), len(theirs)))
+            detail.append(f"{table}: {first}")
+    pytest.fail(f"{what} differs from an uninterrupted run: {differing}\n" + "\n".join(detail)[:3000])
+
+
+def _child(lake_root: str, archive: str, crash_at: str | None) -> None:
+    if crash_at:
+        os.environ["CTXLAKE_CRASH_AT"] = crash_at
+    try:
+        _night(Path(lake_root), Path(archive))
+    finally:
+        os._exit(0)
+
+
+def _start(lake_root: Path, archive: Path, crash_at: str | None = None):
+    # spawned, not forked: the parent ran DuckDB and the tokenizers' thread pools, which a
+    # forked child cannot use
+    child = multiprocessing.get_context("spawn").Process(
+        target=_child, args=(str(lake_root), str(archive), crash_at))
+    child.start()
+    return child
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    base = tmp_path_factory.mktemp("nightly-kill")
+    archive = copy_real(base, *SAMPLES)
+    reference = base / "reference"
+    summary = _night(reference, archive)
+    assert summary.status == "ok", summary.stages
+    expected = snapshot(reference)
+    # the policies evict and store payloads: a killed apply has something to lose
+    assert any(k.startswith("store/") for k in expected) and any(k.startswith("out/") for k in expected)
+    assert any(k.startswith("summaries/recovery/") for k in expected)
+    return {"base": base, "archive": archive, "expected": expected}
+
+
+BOUNDARIES = ["ingest:committed"] + [f"stage:{s}:{when}" for s in STAGES
+                                     for when in ("start", "batch", "done")]
+# a stage's ledger is written after each batch (batch) and once more at its end (done)
+
+
+@pytest.mark.parametrize("point", BOUNDARIES)
+def test_a_run_killed_at_a_stage_boundary_is_finished_by_the_next_run(setup, point):
+    lake_root = setup["base"] / point.replace(":", "_").replace("+", "_").replace("(", "_").replace(")", "_")
+    child = _start(lake_root, setup["archive"], point)
+    child.join(120)
+    assert child.exitcode == -signal.SIGKILL, f"{point} was not reached"
+    summary = _night(lake_root, setup["archive"])
+    assert summary.status == "ok" and summary.interrupted_runs, summary.stages
+    _assert_same(lake_root, setup)
+    statuses = [r[0] for r in rows(Lake(lake_root), "SELECT status FROM runs ORDER BY started_at")]
+    assert statuses == ["interrupted", "ok"]
+
+
+def test_twelve_runs_killed_at_random_moments_are_each_finished_by_one_plain_run(setup):
+    started = time.perf_counter()
+    _night(setup["base"] / "timing", setup["archive"])
+    duration = time.perf_counter() - started
+    rng = random.Random(20261201)
+    killed = 0
+    for trial in range(12):
+        lake_root = setup["base"] / f"random-{trial}"
+        child = _start(lake_root, setup["archive"])
+        time.sleep(rng.uniform(0.05, duration))
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(60)
+        killed += child.exitcode == -signal.SIGKILL
+        _night(lake_root, setup["archive"])
+        _assert_same(lake_root, setup, f"trial {trial}")
+    assert killed >= 8       # most trials really were killed mid-run
+
+
+def test_a_night_killed_while_doing_a_grown_file_is_finished_by_the_next_run(setup, tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    grown = archive / "claude_code" / "claude_session.jsonl"
+    reference, trial = tmp_path / "reference", tmp_path / "trial"
+    for lake_root in (reference, trial):
+        _night(lake_root, archive)
+    extra = json.loads(grown.read_text().splitlines()[-1])
+    extra.update(uuid="00000000-0000-4000-8000-00000000beef", timestamp="2025-12-09T20:30:00.000Z",
+                 type="user", message={"role": "user", "content": "and now add a README"})
+    with open(grown, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(extra) + "\n")
+    _night(reference, archive)
+    for point in ("stage:correlate:done", "stage:plan:payload_prune+microcompact:batch",
+                  "stage:apply:observation_masking(window=10):start", "stage:summarize:batch"):
+        child = _start(trial, archive, point)
+        child.join(120)
+        assert child.exitcode == -signal.SIGKILL, point
+    summary = _night(trial, archive)
+    assert summary.status == "ok"
+    assert snapshot(trial) == snapshot(reference)
+
+
+def test_a_night_with_nothing_new_does_nothing(setup):
+    lake_root = setup["base"] / "reference"
+    summary = _night(lake_root, setup["archive"])
+    assert snapshot(lake_root) == setup["expected"]
+    assert summary.ingest["files_unchanged"] == len(SAMPLES)
+    assert [(s["stage"], s["done"], s["failed"]) for s in summary.stages] == [
+        (name, 0, 0) for name in STAGES]
+    assert summary.touched_sessions == 0 and summary.status == "ok"
+
+
+def test_one_appended_line_redoes_only_its_session_and_its_file(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    with open(archive / "codex" / "codex_session.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"timestamp": "2025-12-10T10:00:00.000Z", "type": "event_msg",
+                                 "payload": {"type": "user_message", "message": "thanks"}}) + "\n")
+    summary = _night(lake_root, archive)
+    assert summary.ingest["files_appended"] == 1
+    done = {s["stage"]: s["done"] for s in summary.stages}
+    assert done == {name: 1 for name in STAGES}
+
+
+def test_ingest_then_run_summarizes_every_session(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake = Lake(tmp_path / "lake")
+    ingest([archive], lake=lake, workers=1)
+    summary = run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    assert summary.ingest["files_unchanged"] == len(SAMPLES)
+    top_level = scalar(lake, "SELECT count(*) FROM sessions WHERE parent_session_id IS NULL")
+    assert summary.summaries["recovery_written"] == top_level == 3
+    assert len(list((lake.root / "summaries" / "sessions").glob("*.md"))) == summary.summaries["days_written"] >= 1
+
+
+def test_a_removed_source_leaves_tables_outputs_and_summaries(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    full, reduced = tmp_path / "full", tmp_path / "reduced"
+    _night(full, archive)
+    gone = archive / "mini_swe_agent" / "pvlib__pvlib-python-1606.traj.json"
+    outputs = list((full / "out").rglob(gone.name))
+    assert len(outputs) == 2
+    gone.unlink()
+    summary = _night(full, archive)
+    assert summary.ingest["removed"] == [str(gone)]
+    assert not any(p.exists() for p in outputs)
+    assert scalar(Lake(full), "SELECT count(*) FROM sessions WHERE session_id LIKE 'pvlib%'") == 0
+    _night(reduced, archive)
+    assert snapshot(full, store=False) == snapshot(reduced, store=False)
+
+
+def test_a_time_zone_change_rewrites_the_day_files_under_the_new_zone(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    changed, fresh = tmp_path / "changed", tmp_path / "fresh"
+    _night(changed, archive)
+    summary = run_nightly([archive], lake=Lake(changed), workers=1, tz="Pacific/Kiritimati",
+                          policies=POLICIES)
+    assert any("time zone changed" in w for w in summary.warnings)
+    assert {s["stage"]: s["done"] for s in summary.stages}["summarize"] == 4
+    run_nightly([archive], lake=Lake(fresh), workers=1, tz="Pacific/Kiritimati", policies=POLICIES)
+    logs = lambda root: {p.name: p.read_text() for p in (root / "summaries" / "sessions").glob("*.md")}
+    assert logs(changed) == logs(fresh) and len(logs(fresh)) >= 1
+    listed = "".join(logs(changed).values())
+    assert listed.count("### ") == 3        # each top-level session under one day only
+
+
+def test_a_policy_parameter_change_replans_only_that_policy(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    config = tmp_path / "ctxlake.toml"
+    config.write_text('[policies.mask]\npolicy = "observation_masking"\nwindow = 10\n')
+    lake_root = tmp_path / "lake"
+    policies = ("payload_prune+microcompact", "mask")
+    _night(lake_root, archive, policies=policies, config_path=config)
+    config.write_text('[policies.mask]\npolicy = "observation_masking"\nwindow = 5\n')
+    summary = _night(lake_root, archive, policies=policies, config_path=config)
+    done = {s["stage"]: s["done"] for s in summary.stages}
+    assert done == {"flags": 0, "correlate": 0, "calibrate": 0,
+                    "plan:payload_prune+microcompact": 0, "apply:payload_prune+microcompact": 0,
+                    "plan:mask": 4, "apply:mask": 4, "summarize": 0}
+    assert scalar(Lake(lake_root), "SELECT count(DISTINCT config_hash) FROM plans WHERE policy = 'mask'") == 1
+
+
+def test_a_deleted_output_is_written_again_by_the_next_run(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    doc = next((lake_root / "summaries" / "recovery").glob("*.md"))
+    pruned = next((lake_root / "out").rglob("*.traj.json"))
+    before = doc.read_bytes(), pruned.read_bytes()
+    doc.unlink()
+    pruned.unlink()
+    summary = _night(lake_root, archive)
+    assert (doc.read_bytes(), pruned.read_bytes()) == before
+    done = {s["stage"]: s["done"] for s in summary.stages}
+    assert done["summarize"] == 1 and sum(v for k, v in done.items() if k.startswith("apply:")) == 1
+
+
+def _hold_lock_with_a_worker(lake_root: str, pid_file: str) -> None:
+    lake = Lake(lake_root)
+    with lake.lock():
+        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=detach_forked_worker)
+        worker_pid = pool.submit(os.getpid).result()
+        Path(pid_file).write_text(str(worker_pid))
+        pool.submit(time.sleep, 60)
+        time.sleep(60)
+    os._exit(0)
+
+
+def test_killing_only_the_main_process_leaves_no_lock_and_no_worker(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    lake.root.mkdir()
+    pid_file = tmp_path / "worker.pid"
+    main = multiprocessing.get_context("fork").Process(
+        target=_hold_lock_with_a_worker, args=(str(lake.root), str(pid_file)))
+    main.start()
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    worker = int(pid_file.read_text())
+    os.kill(main.pid, signal.SIGKILL)
+    main.join(10)
+    with lake.lock():        # free at once: the worker never held it
+        pass
+    for _ in range(100):     # and the worker died with its parent
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the worker outlived its killed parent")
+
+
+def test_a_lake_made_before_the_run_log_had_states_still_opens(tmp_path):
+    import pyarrow.parquet as pq
+
+    archive = copy_real(tmp_path, "codex/codex_session.jsonl")
+    lake = Lake(tmp_path / "lake")
+    ingest([archive], lake=lake, workers=1)
+    old = pq.read_table(lake.runs_path).select(["run_id", "started_at", "finished_at", "files",
+                                                "files_skipped", "lines", "records",
+                                                "quarantined", "held_back"])
+    pq.write_table(old, lake.runs_path)
+    assert scalar(lake, "SELECT count(*) FROM messages") > 0
+    assert rows(lake, "SELECT command, status, ingest_committed FROM runs") == [("ingest", "ok", True)]
+
+
+def test_the_nightly_job_refreshes_the_html_report_for_the_sessions_that_changed(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    config = tmp_path / "ctxlake.toml"
+    config.write_text("[report]\nhtml = true\n")
+    lake_root = tmp_path / "lake"
+    first = _night(lake_root, archive, config_path=config)
+    assert (lake_root / "html" / "index.html").is_file()
+    assert first.html["sessions_rendered"] == first.html["sessions"] >= 3
+    with open(archive / "codex" / "codex_session.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"timestamp": "2025-12-10T10:00:00.000Z", "type": "event_msg",
+                                 "payload": {"type": "user_message", "message": "thanks"}}) + "\n")
+    second = _night(lake_root, archive, config_path=config)
+    assert {s["stage"]: s["done"] for s in second.stages}["html"] == 1
+    assert second.html["sessions_rendered"] == 1
+
+
+def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_path, monkeypatch):
+    import pipeline.calibrate
+    from click.testing import CliRunner
+    from pipeline.cli import cli
+
+    archive = copy_real(tmp_path, *SAMPLES)
+
+    def broken(lake, *, sessions=None):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pipeline.calibrate, "calibrate", broken)
+    result = CliRunner().invoke(cli, ["--lake", str(tmp_path / "lake"), "run", str(archive),
+                                      "--tz", "UTC", "--json"], catch_exceptions=False)
+    assert result.exit_code == 1
+    summary = json.loads(result.output)
+    states = {s["stage"]: s["status"] for s in summary["stages"]}
+    assert states.pop("calibrate") == "failed" and set(states.values()) == {"ok"}
+    assert summary["status"] == "failed" and "calibrate: OSError: disk full" in summary["warnings"]
+    monkeypatch.undo()
+    again = run_nightly([archive], lake=Lake(tmp_path / "lake"), workers=1, tz="UTC")
+    assert {s["stage"]: s["done"] for s in again.stages}["calibrate"] == 4
+    assert again.status == "ok" and again.exit_code == 0
+
+
+def test_a_second_run_while_one_holds_the_lake_exits_75(tmp_path):
+    from click.testing import CliRunner
+    from pipeline.cli import cli
+
+    archive = copy_real(tmp_path, "codex/codex_session.jsonl")
+    lake = Lake(tmp_path / "lake")
+    lake.root.mkdir()
+    holder = multiprocessing.get_context("fork").Process(target=_hold, args=(str(lake.root),))
+    holder.start()
+    try:
+        for _ in range(100):
+            if (lake.root / ".lock").exists() and (lake.root / ".lock").read_text():
+                break
+            time.sleep(0.05)
+        result = CliRunner().invoke(cli, ["--lake", str(lake.root), "run", str(archive)],
+                                    catch_exceptions=False)
+        assert result.exit_code == 75
+        assert "another ctxlake run is using this lake" in result.output
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join()
+
+
+def _hold(lake_root: str) -> None:
+    with Lake(lake_root).lock():
+        time.sleep(30)
+    os._exit(0)
+
+
+def test_status_shows_the_lake_its_runs_and_what_each_stage_owes(tmp_path):
+    from click.testing import CliRunner
+    from pipeline.cli import cli
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    run_nightly([archive], lake=Lake(lake_root), workers=1, tz="UTC")
+    ingest([archive / "codex"], lake=Lake(lake_root), workers=1)   # nothing new: owes nothing
+    status = lambda: json.loads(CliRunner().invoke(
+        cli, ["--lake", str(lake_root), "status", "--tz", "UTC", "--json"],
+        catch_exceptions=False).output)
+    first = status()
+    assert first["lake"] == str(lake_root.resolve()) and first["sessions"] == 4
+    assert [r["command"] for r in first["runs"]] == ["ingest", "run"]
+    assert all(p["todo"] == 0 for p in first["pending"].values())
+    with open(archive / "codex" / "codex_session.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"timestamp": "2025-12-10T10:00:00.000Z", "type": "event_msg",
+                                 "payload": {"type": "user_message", "message": "thanks"}}) + "\n")
+    ingest([archive / "codex"], lake=Lake(lake_root), workers=1)
+    owed = {name: p["todo"] for name, p in status()["pending"].items()}
+    assert owed == {"flags": 1, "correlate": 1, "calibrate": 1,
+                    "plan:payload_prune+microcompact": 1, "apply:payload_prune+microcompact": 1,
+                    "summarize": 1}
+    later = json.loads(CliRunner().invoke(cli, ["--lake", str(lake_root), "status", "--tz",
+                                                "Asia/Tokyo", "--json"]).output)
+    assert later["pending"]["summarize"]["full"] is True
