@@ -1137,6 +1137,9 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
                            [(r["run_id"], r["command"], r["status"], r["started_at"],
                              r["seconds"], r["sessions_done"], r["sessions_failed"])
                             for r in status.runs], title="last runs"))
+    out.print(render.table(["transcripts", "path", "found", "from"],
+                           [(loc["kind"], loc["path"], "yes" if loc["found"] else "no", loc["origin"])
+                            for loc in status.locations], title="where a run without PATH reads"))
     out.print(render.table(["stage", "owed", "removed", "all (settings changed)"],
                            [(name, p["todo"], p["removed"], "yes" if p["full"] else "")
                             for name, p in status.pending.items()], title="pending"))

@@ -247,9 +247,30 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
     stages.append((Stage("summarize", summarize_settings, inputs.sessions, summarize_work,
                          missing=lambda rows: _missing_summaries(lake, rows),
                          upstream=("flags",)), ("flags",)))
+    stages.append(_usage_stage(lake, inputs, results))
     if config.report_html:
         stages.append(_html_stage(lake, settings, inputs, results, summarize_settings))
     return stages
+
+
+def _usage_stage(lake: Lake, inputs: LakeInputs, results: dict) -> tuple[Stage, tuple[str, ...]]:
+    """The usage tables the reports read (per-call rows of the changed sessions, the calls
+    once across the lake with their cost, the 15-minute sums): ``pipeline.usage.refresh_usage``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from pipeline.usage import refresh_usage
+
+    try:
+        prices = version("genai-prices")
+    except PackageNotFoundError:
+        prices = None
+
+    def usage_work(owed: Owed, commit):
+        results["usage"] = refresh_usage(lake, sessions=_scope(owed))
+        commit(_all_done(owed))
+
+    return (Stage("usage", {"price_snapshot": prices, "layout": LAYOUT, "version": __version__},
+                  inputs.sessions, usage_work), ())
 
 
 def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, results: dict,
