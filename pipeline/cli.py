@@ -233,6 +233,8 @@ def _print_ingest(summary, as_json: bool) -> None:
         out.print(f"[yellow]warning[/]: {where}: {problem['reason']}")
     if len(shown) > 20:
         out.print(f"... and {len(shown) - 20} more: ctxlake sql \"SELECT * FROM quarantine\"")
+    for folder in summary.own_folders:
+        out.print(f"skipped: {folder}")
     out.print(f"lake: {summary.lake}")
 
 
@@ -284,10 +286,15 @@ def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_byte
 @click.option("--ndjson", "as_ndjson", is_flag=True, help="Print rows as JSON lines (one object a line).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print rows as a Markdown table.")
+@click.option("--unsafe", is_flag=True,
+              help="Allow any statement and file access (COPY, ATTACH, read_csv, ...).")
 @pass_lake
 def sql(obj: LakeContext, query: str | None, query_file, as_json: bool, as_ndjson: bool,
-        as_csv: bool, as_markdown: bool) -> None:
-    """Run a SQL query over the lake's views.
+        as_csv: bool, as_markdown: bool, unsafe: bool) -> None:
+    """Run a read-only SQL query over the lake's views.
+
+    Only SELECT (and SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) over the views: no COPY ... TO,
+    ATTACH, file-reading or file-writing functions, unless --unsafe is given.
 
     \b
     Example:
@@ -303,7 +310,8 @@ def sql(obj: LakeContext, query: str | None, query_file, as_json: bool, as_ndjso
         raise click.UsageError(f"choose one output format, not {' and '.join(chosen)}")
     if (query is None) == (query_file is None):
         raise click.UsageError("give the query as QUERY or with -f FILE (one of them)")
-    columns, rows = run_query(obj.lake, query if query is not None else query_file.read())
+    columns, rows = run_query(obj.lake, query if query is not None else query_file.read(),
+                              unsafe=unsafe)
     if as_json:
         click.echo(render.to_json(render.rows_to_dicts(columns, rows)))
     elif as_ndjson:
@@ -1142,6 +1150,8 @@ def _print_nightly(summary, as_json: bool) -> None:
     for problem in [p for p in ing["problems"] if p["severity"] == "error"][:10]:
         where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
         out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
+    for folder in ing.get("own_folders", []):
+        out.print(f"  skipped: {folder}")
     if ing.get("unrecognized"):
         out.print(f"  {len(ing['unrecognized'])} files not recognised as a transcript (skipped; "
                   "force a reader with ctxlake ingest --format): "

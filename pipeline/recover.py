@@ -952,10 +952,14 @@ def recover(lake: Lake, session: str, *, out: Path | None = None) -> RecoveryDoc
     return document
 
 
+MAX_NAME_CHARS = 200   # file names end at 255 bytes on most file systems; room for a suffix
+
+
 def recovery_file_name(session_id: str) -> str:
-    """``<session id>.md`` with unsafe characters replaced; a hash keeps changed names unique."""
+    """``<session id>.md`` with unsafe characters replaced; a hash keeps changed names unique.
+    A session id too long for a file name is cut to its first 200 characters (plus the hash)."""
     import hashlib
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", session_id).strip(".") or "session"
-    if safe != session_id:
-        safe = f"{safe}-{hashlib.sha256(session_id.encode('utf-8')).hexdigest()[:8]}"
+    if safe != session_id or len(safe) > MAX_NAME_CHARS:
+        safe = f"{safe[:MAX_NAME_CHARS]}-{hashlib.sha256(session_id.encode('utf-8')).hexdigest()[:8]}"
     return f"{safe}.md"

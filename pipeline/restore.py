@@ -24,7 +24,7 @@ import orjson
 
 from pipeline.apply import LOCATOR, OUTPUT_TEMP, encode_json_string
 from pipeline.errors import LakeNotFoundError, StoreError
-from pipeline.lake import Lake, atomic_write_bytes
+from pipeline.lake import OUTPUT_MARKER, Lake, atomic_write_bytes
 from pipeline.store import (
     MANIFEST_DIR, MANIFEST_SUFFIX, PAYLOAD_SUFFIX, SHA256_NAME, TEMP_PREFIX, PayloadStore,
     sha256_hex,
@@ -230,7 +230,7 @@ def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
             for dirpath, dirnames, names in os.walk(out_root):
                 dirnames.sort()
                 for name in sorted(names):
-                    if OUTPUT_TEMP.match(name):
+                    if OUTPUT_TEMP.match(name) or name == OUTPUT_MARKER:
                         continue
                     _verify_output(Path(dirpath) / name, store, manifests, sound, report,
                                    problem)

@@ -75,7 +75,7 @@ import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.errors import ConfigError
-from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock
+from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
 from pipeline.recover import (
     build_documents, lake_memory_ids, meaningful_text, recovery_file_name,
 )
@@ -192,15 +192,23 @@ def compile_ignore_patterns(patterns: Iterable[str]) -> list[re.Pattern]:
         raise ConfigError(str(error), hint="ignore_patterns are Python regular expressions") from None
 
 
+# the first bytes of what summarize writes: only such files are ever deleted
+LOG_PREFIX = "# Session Log — ".encode()
+RECOVERY_PREFIX = b"# Recovery ID: "
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     """Atomically write ``text`` unless the file already holds exactly these bytes."""
     data = text.encode("utf-8")
-    try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
-    atomic_write_bytes(path, data, fsync=False)   # one flush per run: see _summarize
+    if not path.is_symlink():
+        try:
+            if path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+    # a rename: a symlink planted at ``path`` is replaced, not followed; one flush per run:
+    # see _summarize
+    atomic_write_bytes(path, data, fsync=False)
     return True
 
 
@@ -236,6 +244,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
     recovery_dir = lake.summaries_dir / "recovery"
     summary = SummarizeSummary(lake=str(lake.root), tz=zone_name, log_dir=str(log_dir),
                                recovery_dir=str(recovery_dir))
+    for folder in (log_dir, recovery_dir):
+        refuse_symlinks(lake.root, folder, what="summaries folder")
     con = lake.connect()
     try:
         summary.prices_written = _write_model_prices(lake, con)
@@ -299,8 +309,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
             entries = sorted(per_day[day], key=lambda e: (e.logged_at, e.session_id))
             path = log_dir / f"{day}.md"
             if not entries:
-                if path.exists():
-                    path.unlink()
+                if remove_own_file(path, LOG_PREFIX):
                     summary.days_removed += 1
                 continue
             summary.sessions_listed += len(entries)
@@ -310,8 +319,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                 summary.days_unchanged += 1
         if session_logging and touched is None and log_dir.exists():
             for path in sorted(log_dir.iterdir()):
-                if LOG_NAME.match(path.name) and path.stem not in per_day:
-                    path.unlink()
+                if LOG_NAME.match(path.name) and path.stem not in per_day \
+                        and remove_own_file(path, LOG_PREFIX):
                     summary.days_removed += 1
 
         # recovery documents
@@ -341,8 +350,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         if recovery_dir.exists():
             for path in sorted(recovery_dir.glob("*.md")):
                 gone = path.name not in expected_names if stale is None else path.name in stale
-                if gone:
-                    path.unlink()
+                if gone and remove_own_file(path, RECOVERY_PREFIX):
                     summary.recovery_removed += 1
     finally:
         con.close()
