@@ -46,6 +46,8 @@ LEDGER = pa.schema([
 ])
 
 MARKER = ""
+# rows of each ledger file version read in this process (table id -> (table, rows))
+_ROWS: dict[int, tuple[pa.Table, dict[str, dict]]] = {}
 
 
 def fingerprint(value: Any) -> str:
@@ -152,7 +154,11 @@ class Ledger:
 
     def read(self, stage: str) -> dict[str, dict]:
         table = read_parquet_cached(self.path(stage), LEDGER)
-        return {item: row for item, row in zip(table.column("item").to_pylist(), table.to_pylist())}
+        cached = _ROWS.get(id(table))
+        if cached is None or cached[0] is not table:
+            rows = {row["item"]: row for row in table.to_pylist()}
+            _ROWS[id(table)] = cached = (table, rows)
+        return dict(cached[1])
 
     def write(self, stage: str, rows: dict[str, dict]) -> None:
         ordered = [rows[item] for item in sorted(rows)]
