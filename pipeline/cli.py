@@ -61,17 +61,37 @@ class CtxlakeGroup(click.Group):
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lake", "lake_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Lake directory (default: $CTXLAKE_HOME or ./data/lake).")
+@click.option("--engine", "engine_name", type=click.Choice(["local", "ray"]), default=None,
+              envvar="CTXLAKE_ENGINE",
+              help="Where ingest, plan and replay run their units: local process pools "
+                   "(default) or Ray tasks (the ctxlake[ray] extra; default: the config's "
+                   "engine, else local).")
+@click.option("--ray-address", default=None, envvar="CTXLAKE_RAY_ADDRESS",
+              help="With --engine ray: the cluster to join ('auto': the running one, "
+                   "'ray://HOST:10001'); default: start a local Ray instance.")
 @click.version_option(package_name="ctxlake")
 @click.pass_context
-def cli(ctx: click.Context, lake_dir: Path | None) -> None:
+def cli(ctx: click.Context, lake_dir: Path | None, engine_name: str | None,
+        ray_address: str | None) -> None:
     """ctxlake: ingest, analyse, compact and replay AI coding-agent transcripts.
 
     \b
     Example:
       ctxlake ingest ~/.claude/projects
       ctxlake sql "SELECT format, count(*) FROM sessions GROUP BY ALL"
+      ctxlake --engine ray --ray-address auto run ~/.claude/projects
     """
+    from pipeline import engine as engines
+
     ctx.obj = LakeContext(Lake(lake_dir or default_lake()))
+    if engine_name is not None or ray_address is not None:
+        if ctx.resilient_parsing:
+            return
+        try:
+            chosen = engines.make_engine(engine_name or "ray", ray_address)
+        except CtxlakeError as error:
+            raise CtxlakeClickError(error) from None
+        ctx.with_resource(engines.activate(chosen))
 
 
 def _print_ingest(summary, as_json: bool) -> None:

@@ -6,6 +6,8 @@ exists, else the built-in defaults (the numbers of POLICIES.md). Format::
     ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive JavaScript regexes
     session_logging = true                             # false: no daily session logs
     quiet_minutes = 60                                 # ingest: a file untouched this long is settled
+    engine = "local"                                   # or "ray" (pipeline.engine; ctxlake[ray])
+    ray_address = "auto"                               # with ray: join this cluster (default: local)
 
     [memory]                       # extra managed-memory roots (pipeline.memory syntax)
     project = ["docs/agent-notes/"]
@@ -60,7 +62,7 @@ __all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec
 
 DEFAULT_CONFIG_NAME = "ctxlake.toml"
 TOP_KEYS = {"ignore_patterns", "memory", "policies", "quiet_minutes", "session_logging", "sweeps",
-            "report"}
+            "report", "engine", "ray_address"}
 REPORT_KEYS = ("html",)
 MEMORY_KEYS = ("project", "user", "team")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -116,6 +118,8 @@ class Config:
     session_logging: bool = True
     quiet_minutes: float = 60.0
     report_html: bool = False           # [report] html: the nightly job refreshes the HTML report
+    engine: str = "local"               # where stages run their units (pipeline.engine)
+    ray_address: str | None = None      # with engine = "ray": None starts a local instance
 
     # -- derived -------------------------------------------------------------------------
     def where(self) -> str | None:
@@ -404,8 +408,16 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     if not isinstance(report_html, bool):
         raise ConfigError(f"report.html: expected true or false, got {_type_name(report_html)}",
                           path=where)
+    engine = _check_value("engine", data.get("engine", "local"), str, where)
+    if engine not in ("local", "ray"):
+        raise ConfigError(f"engine: unknown engine '{engine}'", path=where,
+                          hint="engines: local, ray")
+    ray_address = data.get("ray_address")
+    if ray_address is not None:
+        ray_address = _check_value("ray_address", ray_address, str, where)
     config = Config(path, tuple(patterns), memory, policies, sweeps, session_logging,
-                    quiet_minutes, report_html=report_html)
+                    quiet_minutes, report_html=report_html, engine=engine,
+                    ray_address=ray_address)
     # every named chain and sweep must resolve now, not halfway through a run
     for name, named in policies.items():
         if named.chain:

@@ -548,12 +548,41 @@ def _worker_chunk(index: int) -> Any:
     return shared["work"](shared["loaded"], shared["chunks"][index], classifier, shared["extra"])
 
 
+def _chunk_loaded(loaded: LoadedSessions, chunk: list[SessionRow]) -> LoadedSessions:
+    """The part of ``loaded`` that ``chunk`` (a contiguous run of its rows) needs: each table
+    sliced to the chunk's rows (zero-copy) and the offsets moved, so a remote task gets only
+    its own sessions."""
+    ids = [r.session_id for r in chunk]
+    tables, slices = {}, {}
+    for kind in ("messages", "calls", "results"):
+        where = [loaded.slices[kind][sid] for sid in ids if sid in loaded.slices[kind]]
+        lo = min((o for o, _ in where), default=0)
+        hi = max((o + n for o, n in where), default=0)
+        tables[kind] = getattr(loaded, kind).slice(lo, hi - lo)
+        slices[kind] = {sid: (loaded.slices[kind][sid][0] - lo, loaded.slices[kind][sid][1])
+                        for sid in ids if sid in loaded.slices[kind]}
+    return LoadedSessions(list(chunk), tables["messages"], tables["calls"], tables["results"],
+                          slices, {sid: loaded.read_paths[sid] for sid in ids
+                                   if sid in loaded.read_paths})
+
+
+def _engine_chunk(shared: tuple, job: tuple) -> Any:
+    """One session chunk on a remote engine: ``work`` on the chunk's own tables."""
+    from pipeline.crash import crash_point
+
+    work, config, extra = shared
+    loaded, chunk = job
+    result = work(loaded, chunk, _classifier(config), extra)
+    crash_point("engine:session_chunk")     # work done, result not returned yet (kill tests)
+    return result
+
+
 def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
                        session_id: str | None = None, since: Any = None,
                        sessions: Iterable[str] | None = None,
                        batch_extra: Callable[[Any, list[SessionRow]], Any] | None = None,
                        progress: Callable[[int, int], None] | None = None,
-                       workers: int | None = None) -> ChunkRun:
+                       workers: int | None = None, engine: Any = None) -> ChunkRun:
     """Call ``work(loaded, chunk, classifier, extra)`` on every non-ignored session of the lake
     (or ``session_id``, or those started at/after ``since``), in session id order.
 
@@ -564,7 +593,14 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     least ``PARALLEL_MIN_BYTES`` of text and two chunks runs over a forked process pool of
     ``workers`` (default: up to 2), so ``work``'s results must pickle. ``progress(done,
     total)`` counts sessions, ignored ones included.
+
+    ``engine`` (:mod:`pipeline.engine`; default: the activated one, else the config's): with
+    Ray, each chunk of a pass is a Ray task over its own slice of the loaded tables (the
+    driver loads, the tasks work, results come back in session order), whatever its size.
     """
+    from pipeline import engine as engines
+
+    chosen = engines.resolve(engine, config)
     rows = list_sessions(lake, config, session_id=session_id, since=since, sessions=sessions)
     if session_id is not None and not rows:
         raise _no_session(session_id)
@@ -590,7 +626,17 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         done += len(batch) - len(wanted)
         chunks = _batches(wanted, CHUNK_BYTES)
         size = sum(r.text_bytes for r in wanted)
-        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2:
+        if not engines.is_local(chosen):
+            jobs = [(_chunk_loaded(loaded, chunk), chunk) for chunk in chunks]
+            for chunk, result in zip(chunks, chosen.map(_engine_chunk, jobs,
+                                                        shared=(work, config, extra))):
+                run.results.append(result)
+                done += len(chunk)
+                if progress:
+                    progress(done, len(rows))
+            continue
+        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2 \
+                or not engines.fork_safe():
             for chunk in chunks:
                 run.results.append(work(loaded, chunk, classifier, extra))
                 done += len(chunk)
