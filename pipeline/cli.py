@@ -83,6 +83,10 @@ def cli(ctx: click.Context, lake_dir: Path | None, engine_name: str | None,
     """
     from pipeline import engine as engines
 
+    try:
+        engines.check_lake_location(lake_dir or default_lake())
+    except CtxlakeError as error:
+        raise CtxlakeClickError(error) from None
     ctx.obj = LakeContext(Lake(lake_dir or default_lake()))
     if engine_name is not None or ray_address is not None:
         if ctx.resilient_parsing:

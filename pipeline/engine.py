@@ -26,6 +26,7 @@ import contextlib
 import contextvars
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -66,6 +67,13 @@ class LocalEngine(Engine):
 
     def describe(self) -> dict:
         return {"engine": "local"}
+
+
+def _warm_worker() -> None:
+    """Import what the jobs run (a Ray worker is a fresh interpreter, not a fork)."""
+    import pipeline.ingest  # noqa: F401
+    import pipeline.plan  # noqa: F401
+    import pipeline.replay  # noqa: F401
 
 
 def _run_job(fn: Callable, shared: Any, job: Any, env: dict[str, str]) -> Any:
@@ -122,6 +130,11 @@ class RayEngine(Engine):
         if self._remote is None:
             self._remote = ray.remote(max_retries=self.max_retries,
                                       retry_exceptions=False)(_run_job)
+            # one import task per CPU, not waited for: the workers start and import the
+            # stages while the driver lists and loads its first jobs
+            warm = ray.remote(num_cpus=1)(_warm_worker)
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            self._warming = [warm.remote() for _ in range(max(1, min(cpus, 256)))]
         return ray
 
     def map(self, fn: Callable[[Any], Any], jobs: Sequence[Any], *,
@@ -179,6 +192,24 @@ def resolve(engine: Engine | None = None, config: Any = None) -> Engine:
     if config is not None and getattr(config, "engine", "local") != "local":
         return make_engine(config.engine, getattr(config, "ray_address", None))
     return LocalEngine()
+
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
+
+
+def check_lake_location(path: str | os.PathLike) -> None:
+    """Refuse an object-store lake (``s3://``, ``gs://``, any ``scheme://``) with a clear error.
+
+    The lake needs a POSIX filesystem: the payload store's exclusive create (``O_EXCL`` then
+    ``link``) and its refusal of symlinks (``O_NOFOLLOW`` on every segment), the lake lock
+    (``flock``), and the atomic rename of every part, derived file and output. Object stores
+    have none of these, so a bucket is used through a POSIX mount (or a shared filesystem)."""
+    match = _URL.match(os.fspath(path))
+    if match:
+        raise UsageError(f"the lake '{os.fspath(path)}' is an object-store URL "
+                         f"({match.group(1)}://), and a lake needs a POSIX filesystem",
+                         hint="use a shared filesystem (NFS, EFS, Filestore, Lustre) or mount the "
+                              "bucket (s3fs, mountpoint-s3, gcsfuse) and pass the mount path")
 
 
 def is_local(engine: Engine) -> bool:

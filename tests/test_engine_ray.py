@@ -175,3 +175,12 @@ def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert marker.exists()          # a Ray worker died with a planned chunk in hand
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
+
+
+def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
+    from pipeline import engine as engines
+    from pipeline.config import config_from_dict
+
+    chosen = engines.resolve(None, config_from_dict({"engine": "ray", "ray_address": "auto"}))
+    assert isinstance(chosen, engines.RayEngine)
+    assert chosen.describe() == {"engine": "ray", "ray_address": "auto"}
