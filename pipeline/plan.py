@@ -548,22 +548,32 @@ def _worker_chunk(index: int) -> Any:
     return shared["work"](shared["loaded"], shared["chunks"][index], classifier, shared["extra"])
 
 
-def _chunk_loaded(loaded: LoadedSessions, chunk: list[SessionRow]) -> LoadedSessions:
-    """The part of ``loaded`` that ``chunk`` (a contiguous run of its rows) needs: each table
-    sliced to the chunk's rows (zero-copy) and the offsets moved, so a remote task gets only
-    its own sessions."""
+def _ipc(table: pa.Table) -> pa.Buffer:
+    """``table`` as an Arrow IPC stream: only its own rows' bytes (a pickled slice would carry
+    the whole buffers it points into, i.e. the whole pass)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _chunk_job(loaded: LoadedSessions, chunk: list[SessionRow], extra: Any) -> tuple:
+    """What a remote task needs for ``chunk`` (a contiguous run of ``loaded.rows``): each
+    table's rows of the chunk (Arrow IPC), their offsets, the chunk's read paths and, when the
+    pass's ``extra`` is a dict by session id, the chunk's entries (else None: shared)."""
     ids = [r.session_id for r in chunk]
     tables, slices = {}, {}
     for kind in ("messages", "calls", "results"):
         where = [loaded.slices[kind][sid] for sid in ids if sid in loaded.slices[kind]]
         lo = min((o for o, _ in where), default=0)
         hi = max((o + n for o, n in where), default=0)
-        tables[kind] = getattr(loaded, kind).slice(lo, hi - lo)
+        tables[kind] = _ipc(getattr(loaded, kind).slice(lo, hi - lo))
         slices[kind] = {sid: (loaded.slices[kind][sid][0] - lo, loaded.slices[kind][sid][1])
                         for sid in ids if sid in loaded.slices[kind]}
-    return LoadedSessions(list(chunk), tables["messages"], tables["calls"], tables["results"],
-                          slices, {sid: loaded.read_paths[sid] for sid in ids
-                                   if sid in loaded.read_paths})
+    own_extra = {sid: extra[sid] for sid in ids if sid in extra} \
+        if isinstance(extra, dict) else None
+    return (list(chunk), tables, slices,
+            {sid: loaded.read_paths[sid] for sid in ids if sid in loaded.read_paths}, own_extra)
 
 
 def _engine_chunk(shared: tuple, job: tuple) -> Any:
@@ -571,8 +581,11 @@ def _engine_chunk(shared: tuple, job: tuple) -> Any:
     from pipeline.crash import crash_point
 
     work, config, extra = shared
-    loaded, chunk = job
-    result = work(loaded, chunk, _classifier(config), extra)
+    chunk, tables, slices, read_paths, own_extra = job
+    loaded = LoadedSessions(chunk, *(pa.ipc.open_stream(tables[kind]).read_all()
+                                     for kind in ("messages", "calls", "results")),
+                            slices, read_paths)
+    result = work(loaded, chunk, _classifier(config), extra if own_extra is None else own_extra)
     crash_point("engine:session_chunk")     # work done, result not returned yet (kill tests)
     return result
 
@@ -595,8 +608,9 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     total)`` counts sessions, ignored ones included.
 
     ``engine`` (:mod:`pipeline.engine`; default: the activated one, else the config's): with
-    Ray, each chunk of a pass is a Ray task over its own slice of the loaded tables (the
-    driver loads, the tasks work, results come back in session order), whatever its size.
+    Ray, each chunk of a pass is a Ray task over its own rows of the loaded tables (the
+    driver loads, the tasks work, results come back in session order), whatever its size;
+    an ``extra`` that is a dict by session id is split the same way (else shared whole).
     """
     from pipeline import engine as engines
 
@@ -627,9 +641,9 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         chunks = _batches(wanted, CHUNK_BYTES)
         size = sum(r.text_bytes for r in wanted)
         if not engines.is_local(chosen):
-            jobs = [(_chunk_loaded(loaded, chunk), chunk) for chunk in chunks]
-            for chunk, result in zip(chunks, chosen.map(_engine_chunk, jobs,
-                                                        shared=(work, config, extra))):
+            jobs = [_chunk_job(loaded, chunk, extra) for chunk in chunks]
+            shared = (work, config, None if isinstance(extra, dict) else extra)
+            for chunk, result in zip(chunks, chosen.map(_engine_chunk, jobs, shared=shared)):
                 run.results.append(result)
                 done += len(chunk)
                 if progress:
