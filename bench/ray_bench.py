@@ -12,7 +12,8 @@ Each figure is a whole CLI process (imports included) on a fresh copy of the lak
 - ``ray-start``: ``--engine ray``, which starts a local Ray instance in the process (about 5 s
   of Ray start and shutdown per command on this box);
 - ``ray-joined``: ``--engine ray --ray-address auto`` against an instance started once with
-  ``ray start --head --num-cpus 2`` (how a cluster is used: it is up before the night's run).
+  ``ray start --head --block --num-cpus 2`` (how a cluster is used: it is up before the
+  night's run; the bench ends it by its pid).
 
 Replay runs a sweep of ``SWEEP`` (8 settings + the ``none`` baseline) and the single setting
 ``microcompact``; the difference gives the cost of one setting per session and per GB, used for
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -120,8 +122,14 @@ def main() -> int:
     archive = _archive(args.workdir, size, args.seed)
     config = args.workdir / "ctxlake.toml"
     config.write_text("[sweeps]\nbench = [" + ", ".join(json.dumps(s) for s in SWEEP) + "]\n")
-    subprocess.run([RAY, "start", "--head", "--num-cpus", "2", "--include-dashboard=false",
-                    "--disable-usage-stats"], check=True, capture_output=True)
+    # the joined mode's instance: a head in the foreground (--block), ended by its pid
+    head = subprocess.Popen([RAY, "start", "--head", "--block", "--num-cpus", "2",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(120):
+        if subprocess.run([RAY, "status"], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.5)
     rounds: dict[str, list[dict]] = {mode: [] for mode in MODES}
     try:
         for index in range(repeat):
@@ -131,7 +139,12 @@ def main() -> int:
                 print(f"round {index + 1} {mode:<10} run {r['run_s']:6.2f} s  sweep "
                       f"{r['sweep_s']:6.2f} s  single {r['single_s']:6.2f} s", flush=True)
     finally:
-        subprocess.run([RAY, "stop"], capture_output=True)
+        head.send_signal(signal.SIGINT)      # how --block is told to stop the instance
+        try:
+            head.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait()
     medians = {mode: {key: round(statistics.median(r[key] for r in runs), 3)
                       for key in ("run_s", "run_cpu_s", "ingest_s", "sweep_s", "sweep_cpu_s",
                                   "single_s", "single_cpu_s", "startup_s", "sessions")}

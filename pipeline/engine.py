@@ -118,9 +118,9 @@ class RayEngine(Engine):
         import ray
 
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if self.address:
-                kwargs["address"] = self.address
+            # no address: a new local instance (ray.init() alone would join one found running)
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "address": self.address or "local"}
             try:
                 ray.init(**kwargs)
             except ConnectionError as exc:
