@@ -7,20 +7,45 @@ Exit codes: 0 ok, 1 data errors reported, 2 usage error.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import os
 import sys
 import warnings
 from pathlib import Path
 
 import click
 
-from pipeline import render
+from pipeline import __version__
 from pipeline.errors import CtxlakeError, IgnorePatternWarning
-from pipeline.lake import Lake, default_lake
+
+
+class _Lazy:
+    """A module imported on first use: ``ctxlake --version`` and a report load only what they
+    need (rich, pyarrow and the stages stay unimported until a command uses them)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+render = _Lazy("pipeline.render")
 
 
 class LakeContext:
-    def __init__(self, lake: Lake):
-        self.lake = lake
+    def __init__(self, root: Path):
+        self.root = root
+        self._lake = None
+
+    @property
+    def lake(self):
+        """The :class:`~pipeline.lake.Lake` (imported on first use)."""
+        if self._lake is None:
+            from pipeline.lake import Lake
+            self._lake = Lake(self.root)
+        return self._lake
 
 
 pass_lake = click.make_pass_decorator(LakeContext)
@@ -69,7 +94,7 @@ class CtxlakeGroup(click.Group):
 @click.option("--ray-address", default=None, envvar="CTXLAKE_RAY_ADDRESS",
               help="With --engine ray: the cluster to join ('auto': the running one, "
                    "'ray://HOST:10001'); default: start a local Ray instance.")
-@click.version_option(package_name="ctxlake")
+@click.version_option(version=__version__, package_name="ctxlake")  # no metadata scan
 @click.pass_context
 def cli(ctx: click.Context, lake_dir: Path | None, engine_name: str | None,
         ray_address: str | None) -> None:
@@ -81,13 +106,15 @@ def cli(ctx: click.Context, lake_dir: Path | None, engine_name: str | None,
       ctxlake sql "SELECT format, count(*) FROM sessions GROUP BY ALL"
       ctxlake --engine ray --ray-address auto run ~/.claude/projects
     """
-    from pipeline import engine as engines
+    from pipeline import engine as engines   # stdlib only: no cost for the other commands
 
+    # pipeline.lake.default_lake, without importing the lake module
+    root = lake_dir or Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
     try:
-        engines.check_lake_location(lake_dir or default_lake())
+        engines.check_lake_location(root)
     except CtxlakeError as error:
         raise CtxlakeClickError(error) from None
-    ctx.obj = LakeContext(Lake(lake_dir or default_lake()))
+    ctx.obj = LakeContext(root)
     if engine_name is not None or ray_address is not None:
         if ctx.resilient_parsing:
             return
@@ -136,9 +163,11 @@ def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_byte
            quiet_minutes) -> None:
     """Ingest transcript files or folders into the lake (incremental).
 
-    With no PATH, reads whichever of ~/.claude/projects, ~/.gemini/tmp and ~/.codex/sessions
-    exist. A last line without a newline is held back for the next run, unless the file has
-    not been modified for --quiet-minutes and that line is complete JSON.
+    With no PATH, reads whichever standard folders exist: $CLAUDE_CONFIG_DIR (a
+    comma-separated list) or ~/.config/claude/projects and ~/.claude/projects,
+    $CODEX_HOME/sessions or ~/.codex/sessions, and ~/.gemini/tmp. A last line without a
+    newline is held back for the next run, unless the file has not been modified for
+    --quiet-minutes and that line is complete JSON.
 
     \b
     Example:
@@ -613,13 +642,28 @@ def recover_command(obj: LakeContext, session: str, out_file: Path | None, as_js
         click.echo(document.to_markdown(), nl=False)
 
 
-def _usage_options(command):
+def _usage_options(command, *, breakdown: bool = True):
     options = [
         click.option("--since", default=None, help="First local day, YYYY-MM-DD (inclusive)."),
         click.option("--until", default=None, help="Last local day, YYYY-MM-DD (inclusive)."),
         click.option("--tz", default=None, help="Time zone of the days (IANA name; default: this machine's)."),
         click.option("--project", default=None, help="Only sessions whose project path contains this text."),
-        click.option("--breakdown", is_flag=True, help="One row per model within each period."),
+    ]
+    if breakdown:
+        options.append(click.option(
+            "--breakdown", type=click.Choice(["model", "agent", "project", "format"]),
+            is_flag=False, flag_value="model", default=None,
+            help="Rows per model (the default of a bare --breakdown), agent (main thread vs "
+                 "each sub-agent type), project or format within each period."))
+    options += [
+        click.option("--order", type=click.Choice(["asc", "desc"]), default="asc", show_default=True,
+                     help="Oldest first (asc) or newest first (desc)."),
+        click.option("--limit", type=click.IntRange(min=1), default=None,
+                     help="Show only the first N rows of that order (the total covers them)."),
+        click.option("--compact", is_flag=True,
+                     help="The narrow layout (fits 80 columns; automatic when the wide one does not fit the terminal)."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                     default=None, help="Config file with [prices] (default: $CTXLAKE_CONFIG or ./ctxlake.toml)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
     ]
     for option in reversed(options):
@@ -627,61 +671,159 @@ def _usage_options(command):
     return command
 
 
+def _price_config(config_path: Path | None):
+    """The config file's prices, loading the config module only when there is a file."""
+    if config_path is None and not os.environ.get("CTXLAKE_CONFIG") and not Path("ctxlake.toml").is_file():
+        return None
+    from pipeline.config import load_config
+    return load_config(config_path)
+
+
+def _usage_layout(requested_compact: bool, build, *, text_columns: int = 2):
+    """(console, table): the wide table when it fits the terminal (or output is not a
+    terminal), else the compact one; ``--compact`` forces it. ``build(compact)`` returns the
+    (columns, rows) of a layout."""
+    out = render.console()
+    if not requested_compact:
+        table = render.usage_table(*build(False), text_columns=text_columns)
+        needed = out.measure(table, options=out.options.update(max_width=10_000)).maximum
+        if not sys.stdout.isatty() or needed <= out.width:
+            return out, table
+    return out, render.usage_table(*build(True), compact=True, text_columns=text_columns)
+
+
+def _usage_footer(out, result) -> None:
+    if result.totals.unpriced_models:
+        out.print("UNPRICED: no price for " + ", ".join(result.totals.unpriced_models)
+                  + " (their tokens are counted, their cost is not)", markup=False)
+    if getattr(result, "rows_omitted", 0):
+        out.print(f"{result.rows_omitted} more rows not shown (--limit)")
+    out.print(f"prices: {result.price_source}; time zone {result.tz}", markup=False)
+
+
 def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, breakdown,
-                      as_json) -> None:
+                      order, limit, compact, config_path, as_json) -> None:
     from pipeline.usage import table_rows, usage_report
 
-    result = usage_report(obj.lake, period=period, tz=tz, since=since, until=until,
-                          project=project, breakdown=breakdown)
+    result = usage_report(obj.root, period=period, tz=tz, since=since, until=until,
+                          project=project, breakdown=breakdown, order=order, limit=limit,
+                          config=_price_config(config_path))
     if as_json:
         click.echo(render.to_json(result.to_dict()))
         return
-    columns, rows = table_rows(result)
-    out = render.console()
-    out.print(render.table(columns, rows, max_width=80))
-    if result.totals.unpriced_models:
-        out.print("UNPRICED: no price for " + ", ".join(result.totals.unpriced_models)
-                  + " (their tokens are counted, their cost is not)")
-    out.print(f"prices: {result.price_source}; time zone {result.tz}")
+    out, table = _usage_layout(compact, lambda narrow: table_rows(result, compact=narrow))
+    out.print(table)
+    flagged = [row.period for row in result.rows if row.figures.cost_mismatch]
+    if flagged:
+        out.print("!: the recorded cost differs from the computed cost by more than 5% ("
+                  + ", ".join(p or "(no date)" for p in flagged[:5])
+                  + (" ..." if len(flagged) > 5 else "") + ")", markup=False)
+    _usage_footer(out, result)
 
 
 @report.command("daily")
 @_usage_options
 @pass_lake
-def report_daily(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+def report_daily(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                 config_path, as_json) -> None:
     """Tokens (input, output, cache write, cache read) and cost per day.
 
     \b
     Example:
       ctxlake report daily --since 2025-12-01 --tz Europe/Paris --breakdown
+      ctxlake report daily --breakdown agent --order desc --limit 7
     """
-    _run_usage_report(obj, "day", since, until, tz, project, breakdown, as_json)
+    _run_usage_report(obj, "day", since, until, tz, project, breakdown, order, limit, compact,
+                      config_path, as_json)
+
+
+@report.command("weekly")
+@_usage_options
+@pass_lake
+def report_weekly(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                  config_path, as_json) -> None:
+    """Tokens and cost per week (Monday first; a week is named by its Monday).
+
+    \b
+    Example:
+      ctxlake report weekly --breakdown project --json
+    """
+    _run_usage_report(obj, "week", since, until, tz, project, breakdown, order, limit, compact,
+                      config_path, as_json)
 
 
 @report.command("monthly")
 @_usage_options
 @pass_lake
-def report_monthly(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+def report_monthly(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                   config_path, as_json) -> None:
     """Tokens (input, output, cache write, cache read) and cost per month.
 
     \b
     Example:
       ctxlake report monthly --json
     """
-    _run_usage_report(obj, "month", since, until, tz, project, breakdown, as_json)
+    _run_usage_report(obj, "month", since, until, tz, project, breakdown, order, limit, compact,
+                      config_path, as_json)
 
 
 @report.command("session")
 @_usage_options
 @pass_lake
-def report_session(obj: LakeContext, since, until, tz, project, breakdown, as_json) -> None:
+def report_session(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
+                   config_path, as_json) -> None:
     """Tokens (input, output, cache write, cache read) and cost per session.
 
     \b
     Example:
       ctxlake report session --project myapp --breakdown
+      ctxlake report session --order desc --limit 10 --breakdown format
     """
-    _run_usage_report(obj, "session", since, until, tz, project, breakdown, as_json)
+    _run_usage_report(obj, "session", since, until, tz, project, breakdown, order, limit,
+                      compact, config_path, as_json)
+
+
+@report.command("blocks")
+@click.option("--active", "active_only", is_flag=True, help="Only the active block, with its projection.")
+@functools.partial(_usage_options, breakdown=False)
+@pass_lake
+def report_blocks(obj: LakeContext, active_only, since, until, tz, project, order, limit, compact,
+                  config_path, as_json) -> None:
+    """5-hour billing windows: tokens and cost per block, the active block's burn rate and
+    its projected usage at the end of the block (as ccusage shows them).
+
+    A block starts at the hour of its first call (UTC) and lasts 5 hours; a pause of more
+    than 5 hours is a gap.
+
+    \b
+    Example:
+      ctxlake report blocks --order desc --limit 4
+      ctxlake report blocks --active --json
+    """
+    from pipeline.usage import block_table_rows, blocks_report
+
+    result = blocks_report(obj.root, tz=tz, since=since, until=until, project=project,
+                           active_only=active_only, order=order, limit=limit,
+                           config=_price_config(config_path))
+    if as_json:
+        click.echo(render.to_json(result.to_dict()))
+        return
+    out, table = _usage_layout(compact, lambda narrow: block_table_rows(result, compact=narrow),
+                               text_columns=3)
+    out.print(table)
+    active = result.active
+    if active is None:
+        out.print("no active block (no call in the last 5 hours)")
+    else:
+        rate, projection = active.burn_rate, active.projection
+        if rate:
+            cost = "-" if rate["cost_usd_per_hour"] is None else f"${rate['cost_usd_per_hour']:,.4f}/h"
+            out.print(f"burn rate: {rate['tokens_per_minute']:,.0f} tokens/min, {cost}", markup=False)
+        if projection:
+            cost = "-" if projection["cost_usd"] is None else f"${projection['cost_usd']:,.4f}"
+            out.print(f"projected at block end: {projection['total_tokens']:,} tokens, {cost} "
+                      f"({projection['remaining_minutes']} min left)", markup=False)
+    _usage_footer(out, result)
 
 
 def _print_plan(summaries, as_json: bool) -> None:
@@ -915,8 +1057,9 @@ def _print_nightly(summary, as_json: bool) -> None:
 def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, strict, as_json) -> None:
     """The nightly job: ingest, correlate, calibrate, plan, apply, summarize (incremental).
 
-    With no PATH, reads whichever of ~/.claude/projects, ~/.gemini/tmp and ~/.codex/sessions
-    exist. One run at a time per lake.
+    With no PATH, reads whichever standard folders exist: $CLAUDE_CONFIG_DIR (a
+    comma-separated list) or ~/.config/claude/projects and ~/.claude/projects,
+    $CODEX_HOME/sessions or ~/.codex/sessions, and ~/.gemini/tmp. One run at a time per lake.
 
     \b
     Example:

@@ -30,6 +30,22 @@ exists, else the built-in defaults (the numbers of POLICIES.md). Format::
     [report]                       # the nightly job also refreshes the HTML report
     html = true                    # (<lake>/html; default false)
 
+    [prices."acme-model-9"]        # custom price or override, USD per million tokens
+    input = 2.0                    # uncached input (required)
+    output = 8.0                   # output, reasoning included (required)
+    cache_write = 2.5              # 5-minute cache writes (default: input)
+    cache_write_1h = 4.0           # 1-hour cache writes (default: cache_write)
+    cache_read = 0.2               # cache reads (default: input)
+    request = 0.0                  # USD per API call (default: 0)
+    [[prices."acme-model-9".tiers]]  # from this many total input tokens of a call up
+    above = 200000                 # the call's input + cache write + cache read > above
+    input = 4.0                    # keys not given keep the base tier's value
+    output = 12.0
+
+Prices (``[prices."<model>"]``, the model name exactly as the transcripts record it) are used
+by the usage reports instead of the bundled genai-prices snapshot for that model, at every
+time of day and date (no conditional prices).
+
 Policy specs (CLI ``--policy``, chain steps, sweeps): ``name``, ``name(key=value, ...)`` with
 TOML values (``window=5``, ``exclude_tools=["Read"]``, ``scenario="docs"``), or steps joined
 with ``+`` (``payload_prune+microcompact(keep_recent=3)``). Unknown keys, wrong types, values
@@ -50,6 +66,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from decimal import Decimal
+
 import orjson
 
 from pipeline.errors import ConfigError
@@ -61,8 +79,9 @@ __all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec
            "DEFAULT_CONFIG_NAME"]
 
 DEFAULT_CONFIG_NAME = "ctxlake.toml"
-TOP_KEYS = {"ignore_patterns", "memory", "policies", "quiet_minutes", "session_logging", "sweeps",
-            "report", "engine", "ray_address"}
+TOP_KEYS = {"ignore_patterns", "memory", "policies", "prices", "quiet_minutes", "session_logging",
+            "sweeps", "report", "engine", "ray_address"}
+PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read", "request")
 REPORT_KEYS = ("html",)
 MEMORY_KEYS = ("project", "user", "team")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -109,6 +128,20 @@ class NamedPolicy:
 
 
 @dataclass(frozen=True)
+class PriceTier:
+    """One tier of a custom price: USD per million tokens (``request``: USD per call), for
+    calls whose total input tokens are above ``above`` (-1: the base tier)."""
+
+    above: int
+    input: Decimal
+    output: Decimal
+    cache_write: Decimal
+    cache_write_1h: Decimal
+    cache_read: Decimal
+    request: Decimal
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path | None = None
     ignore_patterns: tuple[str, ...] = ()
@@ -118,6 +151,7 @@ class Config:
     session_logging: bool = True
     quiet_minutes: float = 60.0
     report_html: bool = False           # [report] html: the nightly job refreshes the HTML report
+    prices: Mapping[str, tuple[PriceTier, ...]] = field(default_factory=dict)  # model -> tiers
     engine: str = "local"               # where stages run their units (pipeline.engine)
     ray_address: str | None = None      # with engine = "ray": None starts a local instance
 
@@ -408,6 +442,7 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     if not isinstance(report_html, bool):
         raise ConfigError(f"report.html: expected true or false, got {_type_name(report_html)}",
                           path=where)
+    prices = _parse_prices(data.get("prices", {}), where)
     engine = _check_value("engine", data.get("engine", "local"), str, where)
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine: unknown engine '{engine}'", path=where,
@@ -416,7 +451,7 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     if ray_address is not None:
         ray_address = _check_value("ray_address", ray_address, str, where)
     config = Config(path, tuple(patterns), memory, policies, sweeps, session_logging,
-                    quiet_minutes, report_html=report_html, engine=engine,
+                    quiet_minutes, report_html=report_html, prices=prices, engine=engine,
                     ray_address=ray_address)
     # every named chain and sweep must resolve now, not halfway through a run
     for name, named in policies.items():
@@ -426,6 +461,69 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
         for spec in specs:
             config.resolve(spec)
     return config
+
+
+def _price_value(key: str, value: Any, where: str | None) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{key}: expected a number (USD), got {_type_name(value)}", path=where)
+    number = Decimal(str(value))
+    if not number.is_finite() or number < 0:
+        raise ConfigError(f"{key}: a price must be a number >= 0, got {value}", path=where)
+    return number
+
+
+def _parse_prices(raw: Any, where: str | None) -> dict[str, tuple[PriceTier, ...]]:
+    """``[prices."<model>"]`` tables: a base price and optional ``tiers`` (see the module doc)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"prices: expected a table, got {_type_name(raw)}", path=where)
+    out: dict[str, tuple[PriceTier, ...]] = {}
+    for model, table in raw.items():
+        prefix = f'prices."{model}"'
+        if not isinstance(table, dict):
+            raise ConfigError(f"{prefix}: expected a table, got {_type_name(table)}", path=where)
+        if not model.strip():
+            raise ConfigError("prices: a model name may not be empty", path=where)
+        unknown = set(table) - set(PRICE_KEYS) - {"tiers"}
+        if unknown:
+            raise ConfigError(f"{prefix}.{sorted(unknown)[0]}: unknown key", path=where,
+                              hint="keys: " + ", ".join((*PRICE_KEYS, "tiers")))
+        for required in ("input", "output"):
+            if required not in table:
+                raise ConfigError(f"{prefix}.{required}: missing (USD per million tokens)",
+                                  path=where)
+        values = {key: _price_value(f"{prefix}.{key}", table[key], where)
+                  for key in PRICE_KEYS if key in table}
+        values.setdefault("cache_write", values["input"])
+        values.setdefault("cache_write_1h", values["cache_write"])
+        values.setdefault("cache_read", values["input"])
+        values.setdefault("request", Decimal(0))
+        tiers = [PriceTier(above=-1, **values)]
+        raw_tiers = table.get("tiers", [])
+        if not isinstance(raw_tiers, list):
+            raise ConfigError(f"{prefix}.tiers: expected a list of tables, got "
+                              f"{_type_name(raw_tiers)}", path=where)
+        for index, tier in enumerate(raw_tiers):
+            tier_prefix = f"{prefix}.tiers[{index}]"
+            if not isinstance(tier, dict):
+                raise ConfigError(f"{tier_prefix}: expected a table, got {_type_name(tier)}",
+                                  path=where)
+            unknown = set(tier) - set(PRICE_KEYS) - {"above"}
+            if unknown:
+                raise ConfigError(f"{tier_prefix}.{sorted(unknown)[0]}: unknown key", path=where,
+                                  hint="keys: above, " + ", ".join(PRICE_KEYS))
+            above = tier.get("above")
+            if isinstance(above, bool) or not isinstance(above, int) or above < 0:
+                raise ConfigError(f"{tier_prefix}.above: expected a whole number of input "
+                                  f"tokens >= 0, got {above!r}", path=where)
+            if above <= tiers[-1].above:
+                raise ConfigError(f"{tier_prefix}.above: tiers must go up ({above} after "
+                                  f"{tiers[-1].above})", path=where)
+            tier_values = dict(values)
+            tier_values.update({key: _price_value(f"{tier_prefix}.{key}", tier[key], where)
+                                for key in PRICE_KEYS if key in tier})
+            tiers.append(PriceTier(above=above, **tier_values))
+        out[model] = tuple(tiers)
+    return out
 
 
 def config_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Config:

@@ -59,10 +59,9 @@ GC_THRESHOLD_0 = 20_000
 
 
 def standard_locations() -> list[Path]:
-    home = Path.home()
-    candidates = [home / ".claude" / "projects", home / ".gemini" / "tmp",
-                  home / ".codex" / "sessions"]
-    return [p for p in candidates if p.exists()]
+    """The transcript folders that exist (``pipeline.locations``: what ccusage discovers)."""
+    from pipeline.locations import found_locations
+    return found_locations()
 
 
 def source_id_for(path: str) -> str:

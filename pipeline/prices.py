@@ -34,8 +34,12 @@ Decisions:
   OpenRouter model id; then SWE-agent 0.x shortcuts (``gpt4`` is ``gpt-4-1106-preview``,
   from ``SHORTCUTS`` in SWE-agent's ``sweagent/agent/models.py``). Anything else, a null model
   and Claude Code's ``<synthetic>`` are unpriced: reports show them as UNPRICED, never $0.
-- Cache writes are priced as genai-prices' generic ``cache_write_tokens`` (Anthropic's
-  5-minute TTL price): the lake does not split 5-minute from 1-hour writes.
+- Cache writes are priced at genai-prices' ``cache_write`` (Anthropic's 5-minute TTL) price,
+  except the part the transcript records as 1-hour writes (Claude Code's
+  ``usage.cache_creation.ephemeral_1h_input_tokens``, the lake's ``cache_write_1h_tokens``),
+  which pays the ``cache_write_1h`` price (2x input for Claude), as ccusage does.
+- Custom prices from the config file (``[prices."model"]``, see :mod:`pipeline.config`)
+  replace these rows for the models they name, at report time (:func:`override_rows`).
 - No ``price_context`` (service tier, batch): standard prices.
 - A call without a timestamp is priced at the model's first (base) price; run-level usage
   (``usage_scope = 'run'``, e.g. SWE-agent ``model_stats`` totals) is priced at the base tier,
@@ -50,8 +54,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timezone
 from decimal import Decimal
 from typing import Iterable
-
-import pyarrow as pa
 
 __all__ = ["PRICE_SOURCE", "MODEL_PRICES", "ResolvedModel", "resolve_model", "model_price_table",
            "reference_cost"]
@@ -68,24 +70,37 @@ SWE_AGENT_SHORTCUTS = {
 # Names that are never a model (Claude Code writes "<synthetic>" on locally made messages).
 NOT_A_MODEL = re.compile(r"^<.*>$")
 
-MONEY = pa.decimal128(38, 12)
-MODEL_PRICES = pa.schema([
-    ("model", pa.string()),            # the model name as recorded in the lake
-    ("provider", pa.string()),         # genai-prices provider id
-    ("priced_as", pa.string()),        # genai-prices model id
-    ("priority", pa.int32()),          # index of the conditional price (last active wins; 0 = base)
-    ("start_date", pa.date32()),       # conditional price: active from this UTC date
-    ("time_from", pa.time64("us")),    # conditional price: daily UTC window [from, to)
-    ("time_to", pa.time64("us")),
-    ("input_above", pa.int64()),       # tier: total input tokens > input_above ...
-    ("input_upto", pa.int64()),        # ... and <= input_upto (null: no upper bound)
-    ("request_usd", MONEY),            # fee per API call
-    ("input_usd_per_mtok", MONEY),     # uncached input
-    ("cache_write_usd_per_mtok", MONEY),
-    ("cache_read_usd_per_mtok", MONEY),
-    ("output_usd_per_mtok", MONEY),
-    ("price_source", pa.string()),
-])
+
+@functools.cache
+def _model_prices_schema():
+    """The ``model_prices`` table's schema (pyarrow is imported only when a table is built)."""
+    import pyarrow as pa
+
+    MONEY = pa.decimal128(38, 12)
+    return pa.schema([
+        ("model", pa.string()),            # the model name as recorded in the lake
+        ("provider", pa.string()),         # genai-prices provider id
+        ("priced_as", pa.string()),        # genai-prices model id
+        ("priority", pa.int32()),          # index of the conditional price (last active wins; 0 = base)
+        ("start_date", pa.date32()),       # conditional price: active from this UTC date
+        ("time_from", pa.time64("us")),    # conditional price: daily UTC window [from, to)
+        ("time_to", pa.time64("us")),
+        ("input_above", pa.int64()),       # tier: total input tokens > input_above ...
+        ("input_upto", pa.int64()),        # ... and <= input_upto (null: no upper bound)
+        ("request_usd", MONEY),            # fee per API call
+        ("input_usd_per_mtok", MONEY),     # uncached input
+        ("cache_write_usd_per_mtok", MONEY),   # 5-minute cache writes (Anthropic's default TTL)
+        ("cache_write_1h_usd_per_mtok", MONEY),  # 1-hour cache writes
+        ("cache_read_usd_per_mtok", MONEY),
+        ("output_usd_per_mtok", MONEY),
+        ("price_source", pa.string()),
+    ])
+
+
+def __getattr__(name: str):
+    if name == "MODEL_PRICES":
+        return _model_prices_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _source() -> str:
@@ -166,8 +181,9 @@ def _probe(model_price, total_input: int, **parts: int) -> Decimal:
     return model_price.calc_price(usage)["total_price"]
 
 
-def _linear_prices(model_price, low: int) -> tuple[Decimal, Decimal, Decimal, Decimal, Decimal]:
-    """(fee, input, cache write, cache read, output) USD per token for totals just above ``low``.
+def _linear_prices(model_price, low: int) -> tuple[Decimal, Decimal, Decimal, Decimal, Decimal, Decimal]:
+    """(fee, input, cache write, 1-hour cache write, cache read, output) USD per token for
+    totals just above ``low``.
 
     Measured with genai-prices on usages whose total input lies in the tier (low, ...]:
     f(T) = fee + a*T gives a and the fee from two totals; then one probe per other kind.
@@ -177,9 +193,12 @@ def _linear_prices(model_price, low: int) -> tuple[Decimal, Decimal, Decimal, De
     per_input = f2 - f1
     fee = f1 - per_input * t1
     per_write = (_probe(model_price, t2, cache_write_tokens=t2) - fee) / t2
+    # 1-hour writes are a part of the cache writes (genai-prices' Usage); a model without a
+    # 1-hour price pays its cache-write price for them
+    per_write_1h = (_probe(model_price, t2, cache_write_tokens=t2, cache_write_1h_tokens=t2) - fee) / t2
     per_read = (_probe(model_price, t2, cache_read_tokens=t2) - fee) / t2
     per_output = (_probe(model_price, t2, output_tokens=t2) - fee - per_input * t2) / t2
-    return fee, per_input, per_write, per_read, per_output
+    return fee, per_input, per_write, per_write_1h, per_read, per_output
 
 
 def _utc_time(value: time) -> time:
@@ -213,13 +232,14 @@ def _rows_for(name: str) -> tuple[dict, ...]:
         bounds = [-1, *_thresholds(model_price)]
         for index, low in enumerate(bounds):
             high = bounds[index + 1] if index + 1 < len(bounds) else None
-            fee, per_input, per_write, per_read, per_output = _linear_prices(model_price, low)
+            fee, per_input, per_write, per_write_1h, per_read, per_output = _linear_prices(model_price, low)
             rows.append(dict(
                 model=name, provider=resolved.provider, priced_as=resolved.priced_as,
                 priority=priority, start_date=start_date, time_from=time_from, time_to=time_to,
                 input_above=low, input_upto=high, request_usd=_money(fee),
                 input_usd_per_mtok=_money(per_input * MILLION),
                 cache_write_usd_per_mtok=_money(per_write * MILLION),
+                cache_write_1h_usd_per_mtok=_money(per_write_1h * MILLION),
                 cache_read_usd_per_mtok=_money(per_read * MILLION),
                 output_usd_per_mtok=_money(per_output * MILLION),
                 price_source=PRICE_SOURCE))
@@ -238,7 +258,7 @@ def _money(value: Decimal) -> Decimal:
     return value.quantize(Decimal("1e-12"))
 
 
-def model_price_table(models: Iterable[str | None]) -> pa.Table:
+def model_price_table(models: Iterable[str | None]) -> "pa.Table":
     """The ``model_prices`` rows for these recorded model names (an unpriced name gets one row
     with NULL prices, so a reader of the table can tell "looked up, no price" from "not seen").
 
@@ -248,15 +268,18 @@ def model_price_table(models: Iterable[str | None]) -> pa.Table:
     for name in sorted({m for m in models if m}):
         rows.extend(_rows_for(name))
     rows.sort(key=lambda r: (r["model"], r["priority"], r["input_above"]))
-    return pa.Table.from_pylist(rows, schema=MODEL_PRICES)
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=_model_prices_schema())
 
 
 def reference_cost(model: str | None, timestamp: datetime | None, *, input_tokens: int = 0,
                    output_tokens: int = 0, cache_write_tokens: int = 0,
-                   cache_read_tokens: int = 0) -> Decimal | None:
+                   cache_read_tokens: int = 0, cache_write_1h_tokens: int = 0) -> Decimal | None:
     """Cost of ONE call straight from ``genai_prices.calc_price`` (the check for the SQL path).
 
-    ``input_tokens`` is the uncached input, as stored in the lake. None when unpriced.
+    ``input_tokens`` is the uncached input, as stored in the lake; ``cache_write_1h_tokens``
+    is the 1-hour part of ``cache_write_tokens``. None when unpriced.
     """
     resolved = resolve_model(model)
     if resolved is None:
@@ -264,7 +287,8 @@ def reference_cost(model: str | None, timestamp: datetime | None, *, input_token
     from genai_prices import Usage
     usage = Usage(input_tokens=input_tokens + cache_write_tokens + cache_read_tokens,
                   output_tokens=output_tokens, cache_write_tokens=cache_write_tokens,
-                  cache_read_tokens=cache_read_tokens)
+                  cache_read_tokens=cache_read_tokens,
+                  **({"cache_write_1h_tokens": cache_write_1h_tokens} if cache_write_1h_tokens else {}))
     snapshot = _snapshot()
     provider = next(p for p in snapshot.providers if p.id == resolved.provider)
     when = timestamp

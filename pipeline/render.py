@@ -8,15 +8,13 @@ import io
 import sys
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
-from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress,
-                           TimeRemainingColumn, TransferSpeedColumn)
-from rich import box
-from rich.table import Table
-from rich.text import Text
+
+if TYPE_CHECKING:  # rich is imported by the functions that draw (JSON output never loads it)
+    from rich.console import Console
+    from rich.table import Table
 
 
 def _default(value: Any) -> Any:
@@ -62,6 +60,8 @@ def to_csv(columns: list[str], rows: list[tuple]) -> str:
 
 def console(stderr: bool = False) -> Console:
     """A console for results; when output is not a terminal, wide enough not to fold tables."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 240
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
@@ -71,10 +71,32 @@ def table(columns: list[str], rows: list[tuple], *, title: str | None = None,
           max_width: int = 60) -> Table:
     """A rich table of plain values: cells and headers are literal text, never console markup
     (a value such as ``^\\[CRON\\]`` or ``a[b]c`` is shown exactly as stored)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     out = Table(title=Text(title) if title is not None else None, show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD)
     for col in columns:
         out.add_column(Text(str(col)), overflow="fold", max_width=max_width)
     for row in rows:
+        out.add_row(*[Text("" if v is None else _cell(v)) for v in row])
+    return out
+
+
+def usage_table(columns: list[str], rows: list[tuple], *, compact: bool = False,
+                text_columns: int = 2) -> Table:
+    """A usage report table: numbers right-aligned, and no cell ever wraps (numbers, dates,
+    model names; a cell with several models has one per line). ``compact``: narrow padding,
+    so the compact report fits 80 columns. The first ``text_columns`` are left-aligned."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    out = Table(show_lines=False, box=box.SIMPLE_HEAD if not sys.stdout.isatty() else box.HEAVY_HEAD,
+                pad_edge=not compact, padding=(0, 1) if not compact else (0, 1, 0, 0))
+    for index, col in enumerate(columns):
+        out.add_column(Text(str(col)), no_wrap=True, justify="left" if index < text_columns else "right")
+    for row in rows:   # literal text, never console markup (a model name may hold brackets)
         out.add_row(*[Text("" if v is None else _cell(v)) for v in row])
     return out
 
@@ -90,6 +112,10 @@ def _cell(value: Any) -> str:
 @contextlib.contextmanager
 def byte_progress(description: str) -> Iterator:
     """A progress callback ``(done, total)`` drawing a bar on stderr, quiet when not a TTY."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
+                               TransferSpeedColumn)
+
     if not sys.stderr.isatty():
         yield None
         return
@@ -107,6 +133,9 @@ def byte_progress(description: str) -> Iterator:
 @contextlib.contextmanager
 def step_progress(description: str) -> Iterator:
     """A progress callback ``(done, total)`` counting items, quiet when not a TTY."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     if not sys.stderr.isatty():
         yield None
         return
@@ -125,6 +154,9 @@ def step_progress(description: str) -> Iterator:
 def stage_progress() -> Iterator:
     """A factory ``stage(name) -> callback(done, total)``: one bar per pipeline stage on
     stderr, quiet (the factory returns None) when stderr is not a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     if not sys.stderr.isatty():
         yield lambda name: None
         return

@@ -55,6 +55,7 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "output_tokens": pa.int64(),
         "cache_creation_tokens": pa.int64(),
         "cache_read_tokens": pa.int64(),
+        "cache_write_1h_tokens": pa.int64(),  # the 1-hour part of cache_creation_tokens (Claude)
         "reasoning_tokens": pa.int64(),
         "usage_scope": pa.string(),   # call | run : what the recorded usage on this row covers
         "cost_usd_recorded": pa.float64(),

@@ -9,12 +9,13 @@ the only string slots (``{name}``) are for identifiers and lake locations, fille
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from pathlib import Path
 
 
 @functools.cache
 def sql_dir() -> Path:
+    from importlib import resources   # imported when first needed (~3 ms a process)
+
     packaged = resources.files("pipeline") / "sql"
     if packaged.is_dir():
         return Path(str(packaged))

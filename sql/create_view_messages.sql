@@ -4,7 +4,7 @@ WITH current_rows AS (
     SELECT * FROM _messages_current
 ),
 ranked AS (
-    -- usage dedup rule, mirrored in create_view_usage_calls.sql (ranked): change both together
+    -- usage dedup rule, mirrored in create_view_usage_call_rows_live.sql (ranked): change both together
     SELECT
         *,
         api_call_id IS NULL

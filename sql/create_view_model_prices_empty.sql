@@ -14,6 +14,7 @@ WITH final AS (
         CAST(NULL AS DECIMAL(38, 12)) AS request_usd,
         CAST(NULL AS DECIMAL(38, 12)) AS input_usd_per_mtok,
         CAST(NULL AS DECIMAL(38, 12)) AS cache_write_usd_per_mtok,
+        CAST(NULL AS DECIMAL(38, 12)) AS cache_write_1h_usd_per_mtok,
         CAST(NULL AS DECIMAL(38, 12)) AS cache_read_usd_per_mtok,
         CAST(NULL AS DECIMAL(38, 12)) AS output_usd_per_mtok,
         CAST(NULL AS VARCHAR) AS price_source

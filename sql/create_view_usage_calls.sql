@@ -1,56 +1,33 @@
--- usage_calls: recorded usage once per API call (or per run), dated, with its cost from model_prices (NULL = unpriced)
+-- usage_calls: recorded usage once per API call across the whole lake (or per run), dated, with its cost from model_prices (NULL = unpriced)
 CREATE OR REPLACE VIEW usage_calls AS
-WITH current_usage AS (
-    -- rows that carry recorded usage, read from the current parts directly (not from the
-    -- messages view, whose dedup window runs over every message row: ~5x the work)
-    SELECT session_id, source_id, seq, api_call_id, usage_scope, model, "timestamp",
-           input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens,
-           reasoning_tokens, cost_usd_recorded
-    FROM _messages_current
-    WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL
-       OR cache_creation_tokens IS NOT NULL OR cache_read_tokens IS NOT NULL
-       OR cost_usd_recorded IS NOT NULL
+WITH call_rows AS (
+    -- per-session call rows: derived/usage_call_rows (refresh_usage) while current, else computed
+    SELECT * FROM usage_call_rows_current
 ),
-ranked AS (
-    -- usage dedup rule, mirrored in create_view_messages.sql (ranked): change both together;
-    -- on these rows only (same partitions, so the same survivors): usage once per API call,
-    -- the row with the largest output_tokens (FORMATS.md)
+session_rows AS (
+    -- each row with its session's first call and whether the session records its own cost
     SELECT
         *,
-        api_call_id IS NULL
-            OR input_tokens IS NULL
-            OR row_number() OVER (
-                PARTITION BY session_id, api_call_id, input_tokens IS NULL
-                ORDER BY output_tokens DESC NULLS LAST, seq DESC
-            ) = 1 AS usage_kept
-    FROM current_usage
+        min(recorded_at) OVER (PARTITION BY session_id) AS session_first_at,
+        bool_or(cost_usd_recorded IS NOT NULL) OVER (PARTITION BY session_id) AS cost_recorded
+    FROM call_rows
 ),
 usage_rows AS (
-    SELECT
-        session_id, source_id, seq, api_call_id, coalesce(usage_scope, 'call') AS usage_scope,
-        model, "timestamp" AS recorded_at,
-        CASE WHEN usage_kept THEN coalesce(input_tokens, 0) ELSE 0 END AS input_tokens,
-        CASE WHEN usage_kept THEN coalesce(output_tokens, 0) ELSE 0 END AS output_tokens,
-        CASE WHEN usage_kept THEN coalesce(cache_creation_tokens, 0) ELSE 0 END AS cache_write_tokens,
-        CASE WHEN usage_kept THEN coalesce(cache_read_tokens, 0) ELSE 0 END AS cache_read_tokens,
-        CASE WHEN usage_kept THEN coalesce(reasoning_tokens, 0) ELSE 0 END AS reasoning_tokens,
-        cost_usd_recorded
-    FROM ranked
-    WHERE usage_kept OR cost_usd_recorded IS NOT NULL
+    -- one call once across the lake (Claude Code copies earlier calls into a resumed or
+    -- forked session's file, same message.id:requestId): kept in the session that recorded
+    -- it first (its own time, then the session's first call, then the file path, as ccusage
+    -- orders files); session rows and transcripts stay whole, only usage is deduplicated
+    SELECT * FROM session_rows
+    QUALIFY call_key IS NULL OR row_number() OVER (
+        PARTITION BY call_key
+        ORDER BY recorded_at NULLS LAST, session_first_at NULLS LAST, source_path, session_id, seq
+    ) = 1
 ),
-undated_sessions AS (
-    SELECT DISTINCT session_id FROM usage_rows WHERE recorded_at IS NULL
-),
-last_seen AS (
-    SELECT session_id, max(recorded_at) AS last_at
-    FROM usage_rows SEMI JOIN undated_sessions USING (session_id)
-    GROUP BY session_id
-),
-dated AS (
-    -- a row without its own time (run-level totals) is dated at the session's last timed usage
-    SELECT usage_rows.*, coalesce(recorded_at, last_seen.last_at) AS "timestamp"
-    FROM usage_rows
-    LEFT JOIN last_seen USING (session_id)
+prices AS (
+    -- price tables written before the 1-hour cache-write price get it as NULL (the 5-minute price)
+    SELECT * FROM model_prices
+    UNION ALL BY NAME
+    SELECT CAST(NULL AS DECIMAL(38, 12)) AS cache_write_1h_usd_per_mtok WHERE false
 ),
 measured AS (
     SELECT
@@ -60,21 +37,17 @@ measured AS (
              ELSE input_tokens + cache_write_tokens + cache_read_tokens END AS tier_tokens,
         CAST(timezone('UTC', "timestamp") AS DATE) AS utc_day,
         CAST(timezone('UTC', "timestamp") AS TIME) AS utc_time
-    FROM dated
-),
-regimes AS (
-    -- models with conditional prices (time windows, start dates) need the choice below
-    SELECT model, max(priority) > 0 AS conditional FROM model_prices GROUP BY model
+    FROM usage_rows
 ),
 candidates AS (
     -- the price row of each call's tier (tiers never overlap) whose condition holds;
     -- priority 0 (the first price) always qualifies, as genai-prices falls back to it
-    SELECT measured.*, regimes.conditional, prices.priority, prices.priced_as,
+    SELECT measured.*, prices.priority, prices.priced_as,
            prices.request_usd, prices.input_usd_per_mtok, prices.cache_write_usd_per_mtok,
+           coalesce(prices.cache_write_1h_usd_per_mtok, prices.cache_write_usd_per_mtok) AS cache_write_1h_usd_per_mtok,
            prices.cache_read_usd_per_mtok, prices.output_usd_per_mtok
     FROM measured
-    LEFT JOIN regimes ON regimes.model = measured.model
-    LEFT JOIN model_prices AS prices
+    LEFT JOIN prices
         ON prices.model = measured.model
        AND measured.tier_tokens > prices.input_above
        AND (prices.input_upto IS NULL OR measured.tier_tokens <= prices.input_upto)
@@ -87,25 +60,35 @@ candidates AS (
                  END)))
 ),
 matched AS (
-    -- one row per call: unconditional models have exactly one candidate (or none: unpriced)
-    SELECT * FROM candidates WHERE NOT coalesce(conditional, false)
-    UNION ALL
-    -- genai-prices: the last active conditional price wins
-    SELECT * FROM candidates WHERE conditional
-    QUALIFY row_number() OVER (PARTITION BY source_id, seq ORDER BY priority DESC) = 1
+    -- one row per call: an unconditional model has one candidate (or none: unpriced); with
+    -- conditional prices, the last active one wins (genai-prices)
+    SELECT * FROM candidates
+    QUALIFY row_number() OVER (PARTITION BY source_id, seq ORDER BY priority DESC NULLS LAST) = 1
+),
+costed AS (
+    SELECT
+        *,
+        request_usd
+            + (input_tokens * input_usd_per_mtok
+               + (cache_write_tokens - cache_write_1h_tokens) * cache_write_usd_per_mtok
+               + cache_write_1h_tokens * cache_write_1h_usd_per_mtok
+               + cache_read_tokens * cache_read_usd_per_mtok
+               + output_tokens * output_usd_per_mtok) * CAST(0.000001 AS DECIMAL(7, 6)) AS cost_usd
+    FROM matched
 ),
 final AS (
     SELECT
-        session_id, source_id, seq, api_call_id, usage_scope, model, "timestamp", recorded_at,
-        input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, reasoning_tokens,
+        session_id, source_id, seq, api_call_id, call_key, usage_scope, model, "timestamp",
+        recorded_at, input_tokens, output_tokens, cache_write_tokens, cache_write_1h_tokens,
+        cache_read_tokens, reasoning_tokens,
         input_tokens + output_tokens + cache_write_tokens + cache_read_tokens AS total_tokens,
         priced_as,
-        request_usd
-            + (input_tokens * input_usd_per_mtok
-               + cache_write_tokens * cache_write_usd_per_mtok
-               + cache_read_tokens * cache_read_usd_per_mtok
-               + output_tokens * output_usd_per_mtok) * CAST(0.000001 AS DECIMAL(7, 6)) AS cost_usd,
-        CAST(cost_usd_recorded AS DECIMAL(38, 12)) AS recorded_cost_usd
-    FROM matched
+        cost_usd,
+        CAST(cost_usd_recorded AS DECIMAL(38, 12)) AS recorded_cost_usd,
+        -- the computed cost of a session that records its own (to compare them), else NULL
+        CASE WHEN cost_recorded THEN cost_usd END AS compared_cost_usd,
+        cost_recorded,
+        project, format, parent_session_id, agent
+    FROM costed
 )
 SELECT * FROM final

@@ -328,3 +328,84 @@ def test_the_nightly_job_refreshes_the_html_report_for_the_sessions_that_changed
     second = _night(lake_root, archive, config_path=config)
     assert {s["stage"]: s["done"] for s in second.stages}["html"] == 1
     assert second.html["sessions_rendered"] == 1
+
+
+def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_path, monkeypatch):
+    import pipeline.calibrate
+    from click.testing import CliRunner
+    from pipeline.cli import cli
+
+    archive = copy_real(tmp_path, *SAMPLES)
+
+    def broken(lake, *, sessions=None):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pipeline.calibrate, "calibrate", broken)
+    result = CliRunner().invoke(cli, ["--lake", str(tmp_path / "lake"), "run", str(archive),
+                                      "--tz", "UTC", "--json"], catch_exceptions=False)
+    assert result.exit_code == 1
+    summary = json.loads(result.output)
+    states = {s["stage"]: s["status"] for s in summary["stages"]}
+    assert states.pop("calibrate") == "failed" and set(states.values()) == {"ok"}
+    assert summary["status"] == "failed" and "calibrate: OSError: disk full" in summary["warnings"]
+    monkeypatch.undo()
+    again = run_nightly([archive], lake=Lake(tmp_path / "lake"), workers=1, tz="UTC")
+    assert {s["stage"]: s["done"] for s in again.stages}["calibrate"] == 4
+    assert again.status == "ok" and again.exit_code == 0
+
+
+def test_a_second_run_while_one_holds_the_lake_exits_75(tmp_path):
+    from click.testing import CliRunner
+    from pipeline.cli import cli
+
+    archive = copy_real(tmp_path, "codex/codex_session.jsonl")
+    lake = Lake(tmp_path / "lake")
+    lake.root.mkdir()
+    holder = multiprocessing.get_context("fork").Process(target=_hold, args=(str(lake.root),))
+    holder.start()
+    try:
+        for _ in range(100):
+            if (lake.root / ".lock").exists() and (lake.root / ".lock").read_text():
+                break
+            time.sleep(0.05)
+        result = CliRunner().invoke(cli, ["--lake", str(lake.root), "run", str(archive)],
+                                    catch_exceptions=False)
+        assert result.exit_code == 75
+        assert "another ctxlake run is using this lake" in result.output
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join()
+
+
+def _hold(lake_root: str) -> None:
+    with Lake(lake_root).lock():
+        time.sleep(30)
+    os._exit(0)
+
+
+def test_status_shows_the_lake_its_runs_and_what_each_stage_owes(tmp_path):
+    from click.testing import CliRunner
+    from pipeline.cli import cli
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    run_nightly([archive], lake=Lake(lake_root), workers=1, tz="UTC")
+    ingest([archive / "codex"], lake=Lake(lake_root), workers=1)   # nothing new: owes nothing
+    status = lambda: json.loads(CliRunner().invoke(
+        cli, ["--lake", str(lake_root), "status", "--tz", "UTC", "--json"],
+        catch_exceptions=False).output)
+    first = status()
+    assert first["lake"] == str(lake_root.resolve()) and first["sessions"] == 4
+    assert [r["command"] for r in first["runs"]] == ["ingest", "run"]
+    assert all(p["todo"] == 0 for p in first["pending"].values())
+    with open(archive / "codex" / "codex_session.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"timestamp": "2025-12-10T10:00:00.000Z", "type": "event_msg",
+                                 "payload": {"type": "user_message", "message": "thanks"}}) + "\n")
+    ingest([archive / "codex"], lake=Lake(lake_root), workers=1)
+    owed = {name: p["todo"] for name, p in status()["pending"].items()}
+    assert owed == {"flags": 1, "correlate": 1, "calibrate": 1,
+                    "plan:payload_prune+microcompact": 1, "apply:payload_prune+microcompact": 1,
+                    "summarize": 1}
+    later = json.loads(CliRunner().invoke(cli, ["--lake", str(lake_root), "status", "--tz",
+                                                "Asia/Tokyo", "--json"]).output)
+    assert later["pending"]["summarize"]["full"] is True

@@ -57,13 +57,15 @@ class ClaudeTranscript:
 
     def reply(self, *blocks: dict, usage: dict | None = None, at: str | None = None,
               model: str | None = None) -> "ClaudeTranscript":
-        """One API response, written as one line per block (usage repeated on each)."""
+        """One API response, written as one line per block (usage repeated on each); its
+        message id and request id are unique across sessions, as the API's are."""
         self.calls += 1
         for block in blocks:
-            self._line("assistant", {"id": f"msg_{self.calls}", "type": "message", "role": "assistant",
+            self._line("assistant", {"id": f"msg_{self.session_id}_{self.calls}", "type": "message",
+                                     "role": "assistant",
                                      "model": model or self.model, "content": [block],
                                      "usage": self._usage(usage)}, at,
-                       requestId=f"req_{self.calls}")
+                       requestId=f"req_{self.session_id}_{self.calls}")
             at = None
         return self
 

@@ -6,6 +6,9 @@ response is written as several lines (one per content block) sharing ``message.i
 ``requestId`` with usage repeated and ``output_tokens`` final only on the last line: every row
 gets ``api_call_id = "<message.id>:<requestId>"`` and the ``messages`` view keeps usage once
 per call (largest ``output_tokens``). Lines lacking either id are never deduplicated.
+``usage.cache_creation.ephemeral_1h_input_tokens`` (the 1-hour part of the cache writes) is
+``cache_write_1h_tokens``; a line's ``costUSD`` (written by older versions) is
+``cost_usd_recorded``.
 
 Sub-agents: records carrying ``agentId`` (``agent-*.jsonl`` beside the main file, or
 ``<sessionId>/subagents/``) form their own session ``<sessionId>/agent-<agentId>`` whose
@@ -164,13 +167,21 @@ class ClaudeCodeReader(Reader):
             if mid and rid:
                 common["api_call_id"] = f"{mid}:{rid}"
             if usage:
+                split = usage.get("cache_creation")
                 usage_cols = dict(
                     input_tokens=exact_int(usage.get("input_tokens")),
                     output_tokens=exact_int(usage.get("output_tokens")),
                     cache_creation_tokens=exact_int(usage.get("cache_creation_input_tokens")),
                     cache_read_tokens=exact_int(usage.get("cache_read_input_tokens")),
+                    # the 1-hour TTL part of the cache writes (priced at the 1-hour rate)
+                    cache_write_1h_tokens=exact_int(split.get("ephemeral_1h_input_tokens"))
+                    if isinstance(split, dict) else None,
                     usage_scope="call",
                 )
+            cost = obj.get("costUSD")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                # older Claude Code versions record the cost they computed for the call
+                usage_cols["cost_usd_recorded"] = float(cost)
         special = None
         if obj.get("isCompactSummary"):
             special = "summary"

@@ -1,0 +1,70 @@
+"""Where transcripts live: the folders ccusage discovers, for ``ctxlake ingest`` with no PATH
+and for ``ctxlake status``.
+
+- Claude Code: ``$CLAUDE_CONFIG_DIR`` (one folder or a comma-separated list; each folder's
+  ``projects/``) when set, else both ``~/.config/claude/projects`` (newer Claude Code) and
+  ``~/.claude/projects``: the same rule as ccusage.
+- Codex CLI: ``$CODEX_HOME/sessions`` when ``CODEX_HOME`` is set, else ``~/.codex/sessions``.
+- Gemini CLI: ``~/.gemini/tmp`` (its ``<project hash>/chats/`` session files).
+
+Pure lookups: nothing is created, and a symlinked folder is reported as found (ingest itself
+decides what it follows).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+__all__ = ["Location", "discover_locations", "found_locations"]
+
+
+@dataclass(frozen=True)
+class Location:
+    kind: str          # claude_code | codex_cli | gemini_cli
+    path: str          # the folder ingest reads
+    found: bool        # it exists and is a folder
+    origin: str        # CLAUDE_CONFIG_DIR | CODEX_HOME | default
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "path": self.path, "found": self.found, "origin": self.origin}
+
+
+def discover_locations(env: Mapping[str, str] | None = None,
+                       home: str | Path | None = None) -> list[Location]:
+    """Every standard transcript folder, found or not, in a fixed order (Claude, Codex, Gemini).
+
+    ``env`` / ``home``: the environment and home folder to use (default: this process's).
+    """
+    env = os.environ if env is None else env
+    home = Path(home) if home is not None else Path.home()
+    candidates: list[tuple[str, Path, str]] = []
+    claude_dirs = [part.strip() for part in env.get("CLAUDE_CONFIG_DIR", "").split(",") if part.strip()]
+    if claude_dirs:
+        candidates += [("claude_code", Path(part).expanduser() / "projects", "CLAUDE_CONFIG_DIR")
+                       for part in claude_dirs]
+    else:
+        candidates += [("claude_code", home / ".config" / "claude" / "projects", "default"),
+                       ("claude_code", home / ".claude" / "projects", "default")]
+    codex_home = env.get("CODEX_HOME", "").strip()
+    if codex_home:
+        candidates.append(("codex_cli", Path(codex_home).expanduser() / "sessions", "CODEX_HOME"))
+    else:
+        candidates.append(("codex_cli", home / ".codex" / "sessions", "default"))
+    candidates.append(("gemini_cli", home / ".gemini" / "tmp", "default"))
+    out: list[Location] = []
+    seen: set[str] = set()
+    for kind, path, origin in candidates:
+        if str(path) in seen:
+            continue
+        seen.add(str(path))
+        out.append(Location(kind, str(path), path.is_dir(), origin))
+    return out
+
+
+def found_locations(env: Mapping[str, str] | None = None,
+                    home: str | Path | None = None) -> list[Path]:
+    """The folders of :func:`discover_locations` that exist (what ingest reads by default)."""
+    return [Path(loc.path) for loc in discover_locations(env, home) if loc.found]
