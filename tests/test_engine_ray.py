@@ -39,7 +39,9 @@ masking = ["observation_masking(window=3)", "observation_masking(window=10)"]
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    # address="local": a new instance of this process's own, even when another test process
+    # (pytest-xdist) has one running, which ray.init() alone would join
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              object_store_memory=200 * 1024 * 1024)
     yield
     ray.shutdown()
