@@ -99,7 +99,7 @@ from pipeline.config import policy_key
 from pipeline.errors import CtxlakeError, StoreError, UsageError
 from pipeline.formats.base import content_text
 from pipeline.jsonspan import SpanError, find_spans, parse_pointer, resolve
-from pipeline.lake import Lake, glob_escape
+from pipeline.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
 from pipeline.store import (
     PayloadStore, _write_all, arm_crash_points, crash_point, sha256_hex, sync_filesystems,
 )
@@ -621,7 +621,7 @@ def _same_file(path: Path, sha: str, size: int) -> bool:
 def _write_temp(path: Path, pieces: list, mode: int) -> Path:
     """Write the output's bytes to a temp file beside it (made durable by the batch barrier,
     then renamed into place by :func:`_commit`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     tmp = path.with_name(f".ctxlake-{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
@@ -764,6 +764,11 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
     arm_crash_points()
     with lake.lock():
         rows, files = _load_inputs(lake, policy, session_id, evictions)
+        # ctxlake's own folder: never a symlink, marked so that ingest never reads it back
+        refuse_symlinks(out_root, target_root, what="output folder")
+        private_dirs(target_root)
+        write_marker(target_root, OUTPUT_MARKER, "ctxlake apply outputs: never read as a transcript archive\n")
+        sources_real = {os.path.realpath(f["path"]) for f in files}
         if source_ids is not None:
             wanted = set(source_ids)
             files = [f for f in files if f["source_id"] in wanted]
@@ -809,7 +814,7 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
 
             for source in files:
                 outcome = _prepare_one(source, by_source.get(source["source_id"], []), store,
-                                       target_root, taken, summary)
+                                       target_root, taken, summary, sources_real)
                 summary.outputs[source["source_id"]] = {
                     "output": None if outcome is None else str(outcome.output),
                     "path": source["path"]}
@@ -869,8 +874,22 @@ class _Outcome:
             summary.files_copied += 1
 
 
+def _unsafe_output(target_root: Path, output: Path, sources_real: set[str]) -> str | None:
+    """Why ``output`` must not be written: a symlink on its way from the output folder, or a
+    path that resolves to a source file (the archive is never modified); else None."""
+    current = target_root
+    for part in output.relative_to(target_root).parts:
+        current = current / part
+        if os.path.islink(current):
+            return f"refusing a symlink in the output folder ({current}): not followed"
+    if os.path.realpath(output) in sources_real:
+        return f"the output {output} is a source file of the archive: refused, sources are never modified"
+    return None
+
+
 def _prepare_one(source: dict, evictions: list[dict], store: PayloadStore, target_root: Path,
-                 taken: dict[Path, str], summary: ApplySummary) -> _Outcome | None:
+                 taken: dict[Path, str], summary: ApplySummary,
+                 sources_real: set[str] = frozenset()) -> _Outcome | None:
     """Store what the file's plan removes, then write its output to a temp file (or find the
     output already up to date). None when the file has no output at all."""
     path = source["path"]
@@ -887,10 +906,14 @@ def _prepare_one(source: dict, evictions: list[dict], store: PayloadStore, targe
         return None
     taken[output] = path
     summary.files += 1
+    unsafe = _unsafe_output(target_root, output, sources_real)
+    if unsafe is not None:
+        outcome.fail("unsafe", unsafe)
+        return None
     try:
         with open(path, "rb") as handle:
             data = handle.read()
-            mode = os.fstat(handle.fileno()).st_mode & 0o777
+            mode = FILE_MODE   # outputs hold raw transcripts: private whatever the source's mode
     except OSError as exc:
         outcome.fail("missing", f"cannot read the source: {exc.strerror or exc}")
         return None

@@ -35,9 +35,35 @@ render = _Lazy("pipeline.render")
 
 
 class LakeContext:
-    def __init__(self, root: Path):
-        self.root = root
+    """What every command shares: the lake (resolved on first use, so ``--help`` never reads
+    a config, and imported on first use), ``--quiet`` and the config that holds the defaults."""
+
+    def __init__(self, lake_dir: Path | None = None, quiet: bool = False):
+        self.lake_dir = lake_dir
+        self.quiet = quiet
+        self._root: Path | None = None
         self._lake = None
+
+    @property
+    def root(self) -> Path:
+        """The lake's folder: --lake, else $CTXLAKE_HOME, else the config's ``lake``, else the
+        per-user data folder (:func:`pipeline.locations.default_lake`)."""
+        if self._root is None:
+            from pipeline.engine import check_lake_location
+            from pipeline.locations import default_config_path, default_lake
+
+            if self.lake_dir is not None:
+                check_lake_location(self.lake_dir)      # an s3:// lake: a clear error
+                self._root = Path(os.path.abspath(os.path.expanduser(str(self.lake_dir))))
+            else:
+                configured = None
+                if not os.environ.get("CTXLAKE_HOME") and default_config_path() is not None:
+                    configured = self.config().lake
+                for where in (os.environ.get("CTXLAKE_HOME"), configured):
+                    if where:
+                        check_lake_location(where)
+                self._root = default_lake(configured)
+        return self._root
 
     @property
     def lake(self):
@@ -47,30 +73,83 @@ class LakeContext:
             self._lake = Lake(self.root)
         return self._lake
 
+    def config(self, path: Path | None = None):
+        from pipeline.config import load_config
+
+        return load_config(path)
+
 
 pass_lake = click.make_pass_decorator(LakeContext)
 
 
+class SessionParam(click.ParamType):
+    """A session id or a unique prefix, resolved against the lake by the one resolver
+    (:func:`pipeline.sessions.resolve_session`): ambiguous or unknown is a usage error
+    listing the candidates."""
+
+    name = "SESSION"
+
+    def convert(self, value, param, ctx):
+        from pipeline.sessions import resolve_session
+
+        if value is None or ctx is None or ctx.resilient_parsing:
+            return value
+        return resolve_session(ctx.find_object(LakeContext).lake, value)
+
+
+SESSION = SessionParam()
+
+
+def _error_json(message: str, *, kind: str, exit_code: int, path=None, line=None,
+                hint=None) -> str:
+    return render.to_json({"error": {"kind": kind, "message": message, "path": path,
+                                     "line": line, "hint": hint, "exit_code": exit_code}})
+
+
 class CtxlakeClickError(click.ClickException):
-    def __init__(self, error: CtxlakeError):
+    def __init__(self, error: CtxlakeError, as_json: bool = False):
         super().__init__(str(error))
         self.exit_code = error.exit_code
+        self.error = error
+        self.as_json = as_json
+
+    def show(self, file=None) -> None:
+        if not self.as_json:
+            return super().show(file)
+        e = self.error
+        click.echo(_error_json(e.message, kind=type(e).__name__, exit_code=e.exit_code,
+                               path=e.path, line=e.line, hint=e.hint), err=True)
+
+
+class JsonUsageError(click.ClickException):
+    """A click usage error (bad option, missing argument) under ``--json``: JSON on stderr."""
+
+    def __init__(self, error: click.ClickException):
+        super().__init__(error.format_message())
+        self.exit_code = error.exit_code
+
+    def show(self, file=None) -> None:
+        click.echo(_error_json(self.message, kind="UsageError", exit_code=self.exit_code),
+                   err=True)
 
 
 class CtxlakeGroup(click.Group):
     """The one place where library errors become ``click.ClickException`` (message with
-    file/line and a hint, exit 1 for data errors, 2 for usage errors). Also the one place
-    where library warnings the user can act on (an ignore pattern dropped) are printed on
-    stderr as ``warning: ...``, each once per command."""
+    file/line and a hint, exit 1 for data errors, 2 for usage errors; a JSON object on
+    stderr when the command was given ``--json``). Also the one place where library
+    warnings the user can act on (an ignore pattern dropped) are printed on stderr as
+    ``warning: ...``, each once per command (none under ``--quiet``)."""
 
     def invoke(self, ctx: click.Context):
         shown: set[str] = set()
         original = warnings.showwarning
+        as_json = "--json" in [*ctx._protected_args, *ctx.args]
 
         def show(message, category, filename, lineno, file=None, line=None):
             if not issubclass(category, IgnorePatternWarning):
                 return original(message, category, filename, lineno, file, line)
-            if str(message) not in shown:
+            obj = ctx.find_object(LakeContext)
+            if str(message) not in shown and not (obj and obj.quiet):
                 shown.add(str(message))
                 click.echo(f"warning: {message}", err=True)
 
@@ -80,12 +159,49 @@ class CtxlakeGroup(click.Group):
             try:
                 return super().invoke(ctx)
             except CtxlakeError as error:
-                raise CtxlakeClickError(error) from None
+                raise CtxlakeClickError(error, as_json) from None
+            except click.ClickException as error:
+                if as_json and not isinstance(error, (CtxlakeClickError, JsonUsageError)):
+                    raise JsonUsageError(error) from None
+                raise
+
+
+def _set_lake(ctx: click.Context, _param, value) -> None:
+    if value is not None:
+        obj = ctx.ensure_object(LakeContext)
+        obj.lake_dir, obj._root, obj._lake = value, None, None
+
+
+def _set_quiet(ctx: click.Context, _param, value) -> None:
+    if value:
+        ctx.ensure_object(LakeContext).quiet = True
+
+
+def _shared_options(group: click.Group) -> None:
+    """``--lake`` and ``--quiet`` after the subcommand too (``ctxlake sql --lake DIR ...``)."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _shared_options(command)
+            continue
+        names = {opt for p in command.params for opt in getattr(p, "opts", [])}
+        if "--lake" not in names:
+            command.params.append(click.Option(
+                ["--lake"], type=click.Path(file_okay=False, path_type=Path), default=None,
+                expose_value=False, callback=_set_lake, is_eager=True,
+                help="Lake directory (same as ctxlake --lake DIR)."))
+        if "--quiet" not in names:
+            command.params.append(click.Option(
+                ["--quiet", "-q"], is_flag=True, expose_value=False, callback=_set_quiet,
+                help="No progress, warnings or summary; errors and results only."))
 
 
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lake", "lake_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Lake directory (default: $CTXLAKE_HOME or ./data/lake).")
+              default=None, help="Lake directory (default: $CTXLAKE_HOME, else the config's "
+                                 "lake, else ~/.local/share/ctxlake).")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress bars, warnings or run summaries (for cron): errors still go to "
+                   "stderr and the exit code says what happened.")
 @click.option("--engine", "engine_name", type=click.Choice(["local", "ray"]), default=None,
               envvar="CTXLAKE_ENGINE",
               help="Where ingest, plan and replay run their units: local process pools "
@@ -96,7 +212,7 @@ class CtxlakeGroup(click.Group):
                    "'ray://HOST:10001'); default: start a local Ray instance.")
 @click.version_option(version=__version__, package_name="ctxlake")  # no metadata scan
 @click.pass_context
-def cli(ctx: click.Context, lake_dir: Path | None, engine_name: str | None,
+def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool, engine_name: str | None,
         ray_address: str | None) -> None:
     """ctxlake: ingest, analyse, compact and replay AI coding-agent transcripts.
 
@@ -104,17 +220,12 @@ def cli(ctx: click.Context, lake_dir: Path | None, engine_name: str | None,
     Example:
       ctxlake ingest ~/.claude/projects
       ctxlake sql "SELECT format, count(*) FROM sessions GROUP BY ALL"
+      ctxlake status            # where the lake is
       ctxlake --engine ray --ray-address auto run ~/.claude/projects
     """
     from pipeline import engine as engines   # stdlib only: no cost for the other commands
 
-    # pipeline.lake.default_lake, without importing the lake module
-    root = lake_dir or Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
-    try:
-        engines.check_lake_location(root)
-    except CtxlakeError as error:
-        raise CtxlakeClickError(error) from None
-    ctx.obj = LakeContext(root)
+    ctx.obj = LakeContext(lake_dir, quiet)
     if engine_name is not None or ray_address is not None:
         if ctx.resilient_parsing:
             return
@@ -139,19 +250,24 @@ def _print_ingest(summary, as_json: bool) -> None:
         out.print(f"{summary.files_unrecognized} files not recognised as a transcript (skipped; "
                   "force a reader with --format): " + ", ".join(summary.unrecognized[:5])
                   + (" ..." if summary.files_unrecognized > 5 else ""))
+    for warning in summary.warnings:
+        out.print(f"[yellow]warning[/]: {warning}", highlight=False)
     shown = [p for p in summary.problems if p["severity"] == "error"]
     for problem in shown[:20]:
         where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
         out.print(f"[yellow]warning[/]: {where}: {problem['reason']}")
     if len(shown) > 20:
         out.print(f"... and {len(shown) - 20} more: ctxlake sql \"SELECT * FROM quarantine\"")
+    for folder in summary.own_folders:
+        out.print(f"skipped: {folder}")
     out.print(f"lake: {summary.lake}")
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default=None, help="Force a format instead of auto-detection.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined.")
+@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined, or a file "
+                                             "named as PATH is not a transcript.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @click.option("--workers", type=int, default=None, help="Worker processes (default: all cores).")
 @click.option("--max-line-bytes", type=int, default=None, help="Quarantine longer lines (default 64 MiB).")
@@ -175,35 +291,60 @@ def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_byte
     """
     from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, DEFAULT_QUIET_MINUTES, ingest as run_ingest
 
+    paths = list(paths) or obj.config().archive_paths()
     with render.byte_progress("ingest") as progress:
-        summary = run_ingest(list(paths), lake=obj.lake, format=fmt, workers=workers,
+        summary = run_ingest(paths, lake=obj.lake, format=fmt, workers=workers,
                              max_line_bytes=max_line_bytes or DEFAULT_MAX_LINE_BYTES,
                              quiet_minutes=DEFAULT_QUIET_MINUTES if quiet_minutes is None
                              else quiet_minutes, progress=progress)
-    _print_ingest(summary, as_json)
-    if strict and summary.quarantined_errors:
+    if not (obj.quiet and not as_json):
+        _print_ingest(summary, as_json)
+    if strict and (summary.quarantined_errors or summary.unrecognized_named):
         sys.exit(1)
 
 
 @cli.command()
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option("-f", "--file", "query_file", type=click.File("r", encoding="utf-8"), default=None,
+              help="Read the query from this file ('-' for standard input).")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
+@click.option("--ndjson", "as_ndjson", is_flag=True, help="Print rows as JSON lines (one object a line).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print rows as a Markdown table.")
+@click.option("--unsafe", is_flag=True,
+              help="Allow any statement and file access (COPY, ATTACH, read_csv, ...).")
 @pass_lake
-def sql(obj: LakeContext, query: str, as_json: bool, as_csv: bool) -> None:
-    """Run a SQL query over the lake's views.
+def sql(obj: LakeContext, query: str | None, query_file, as_json: bool, as_ndjson: bool,
+        as_csv: bool, as_markdown: bool, unsafe: bool) -> None:
+    """Run a read-only SQL query over the lake's views.
+
+    Only SELECT (and SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) over the views: no COPY ... TO,
+    ATTACH, file-reading or file-writing functions, unless --unsafe is given.
 
     \b
     Example:
       ctxlake sql "SELECT role, count(*) FROM messages GROUP BY role ORDER BY role"
+      ctxlake sql -f weekly.sql --csv > weekly.csv
+      ctxlake sql "SELECT * FROM sessions LIMIT 3" --ndjson | jq .session_id
     """
     from pipeline.query import run_query
 
-    columns, rows = run_query(obj.lake, query)
+    chosen = [name for name, on in (("--json", as_json), ("--ndjson", as_ndjson),
+                                    ("--csv", as_csv), ("--markdown", as_markdown)) if on]
+    if len(chosen) > 1:
+        raise click.UsageError(f"choose one output format, not {' and '.join(chosen)}")
+    if (query is None) == (query_file is None):
+        raise click.UsageError("give the query as QUERY or with -f FILE (one of them)")
+    columns, rows = run_query(obj.lake, query if query is not None else query_file.read(),
+                              unsafe=unsafe)
     if as_json:
         click.echo(render.to_json(render.rows_to_dicts(columns, rows)))
+    elif as_ndjson:
+        click.echo(render.to_ndjson(render.rows_to_dicts(columns, rows)), nl=False)
     elif as_csv:
         click.echo(render.to_csv(columns, rows), nl=False)
+    elif as_markdown:
+        click.echo(render.to_markdown(columns, rows), nl=False)
     else:
         render.console().print(render.table(columns, rows))
 
@@ -296,7 +437,8 @@ def _print_apply(summary, as_json: bool) -> None:
 @click.option("--policy", required=True, help="Policy (or chain) whose plan to apply.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Outputs folder (default: <lake>/out); files go to <out>/<policy>/.")
-@click.option("--session", "session_id", default=None, help="Only the files of this session.")
+@click.option("--session", "session_id", type=SESSION, default=None,
+              help="Only the files of this session (id or unique prefix).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @pass_lake
 def apply_command(obj: LakeContext, policy: str, out_dir: Path | None, session_id: str | None,
@@ -318,7 +460,8 @@ def apply_command(obj: LakeContext, policy: str, out_dir: Path | None, session_i
     with render.byte_progress(f"apply {policy}") as progress:
         summary = apply_policy(obj.lake, policy=policy, out=out_dir, session_id=session_id,
                                progress=progress)
-    _print_apply(summary, as_json)
+    if not (obj.quiet and not as_json):
+        _print_apply(summary, as_json)
     if summary.problems:
         sys.exit(1)
 
@@ -345,7 +488,7 @@ def restore_command(obj: LakeContext, pruned_file: Path, out_file: Path | None,
     result = restore(pruned_file, store=store_dir or obj.lake.store_dir, out=out_file)
     if out_file is None:
         click.echo(result.data, nl=False)
-    else:
+    elif not obj.quiet:
         click.echo(f"restored {out_file} ({result.original_size:,} bytes, sha256 "
                    f"{result.original_sha256}, {result.edits} values put back)")
 
@@ -368,6 +511,8 @@ def verify_command(obj: LakeContext, out_dir: Path | None, as_json: bool) -> Non
     from pipeline.restore import verify
 
     report = verify(obj.lake, out=out_dir)
+    if obj.quiet and not as_json:
+        sys.exit(1 if report.problems else 0)
     if as_json:
         click.echo(render.to_json(report.to_dict()))
     else:
@@ -452,6 +597,8 @@ def correlate_command(obj: LakeContext, config_path: Path | None, as_json: bool)
     from pipeline.correlate import correlate
 
     summary = correlate(obj.lake, roots=load_config(config_path).memory_roots())
+    if obj.quiet and not as_json:
+        return
     if as_json:
         click.echo(render.to_json(summary.to_dict()))
         return
@@ -523,7 +670,8 @@ def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: 
 
         with render.stage_progress() as stage:
             result = run_nightly([out_dir], lake=obj.lake, progress=stage)
-    _print_demo(archive, result, obj.lake, as_json)
+    if not (obj.quiet and not as_json):
+        _print_demo(archive, result, obj.lake, as_json)
 
 
 # -- summaries and usage reports (pipeline/summarize.py, recover.py, usage.py) ----------
@@ -544,8 +692,9 @@ def _print_summarize(summary, as_json: bool) -> None:
 
 @cli.command("summarize")
 @click.option("--tz", default=None, help="Time zone of the days (IANA name; default: this machine's).")
-@click.option("--session", "sessions", multiple=True,
-              help="Only rebuild what these sessions touch (repeatable; default: everything).")
+@click.option("--session", "sessions", multiple=True, type=SESSION,
+              help="Only rebuild what these sessions touch (id or unique prefix; repeatable; "
+                   "default: everything).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Config file with ignore_patterns (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
 @click.option("--ignore", "extra_patterns", multiple=True,
@@ -570,25 +719,29 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
     config = load_config(config_path)
     patterns = [*config.ignore_patterns, *extra_patterns]
     with render.step_progress("recovery documents") as progress:
-        summary = summarize(obj.lake, tz=tz, ignore_patterns=patterns,
+        summary = summarize(obj.lake, tz=tz or config.time_zone, ignore_patterns=patterns,
                             sessions=list(sessions) or None, progress=progress,
-                            session_logging=config.session_logging)
-    _print_summarize(summary, as_json)
+                            session_logging=config.session_logging,
+                            log_details=config.log_details)
+    if not (obj.quiet and not as_json):
+        _print_summarize(summary, as_json)
 
 
 @cli.command("sessions")
 @click.argument("day", metavar="[DATE]", required=False)
+@click.option("--all", "show_all", is_flag=True, help="The whole day's log, not its last 50 lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the list or the log lines as JSON.")
 @pass_lake
-def sessions_command(obj: LakeContext, day: str | None, as_json: bool) -> None:
+def sessions_command(obj: LakeContext, day: str | None, show_all: bool, as_json: bool) -> None:
     """List the days with session logs, or show one day's log (its last 50 lines).
 
     \b
     Example:
       ctxlake sessions
       ctxlake sessions 2025-12-09
+      ctxlake sessions 2025-12-09 --all
     """
-    from pipeline.summarize import session_log_index, session_log_tail
+    from pipeline.summarize import TAIL_LINES, session_log_index, session_log_tail
 
     if day is None:
         index = session_log_index(obj.lake)
@@ -606,7 +759,7 @@ def sessions_command(obj: LakeContext, day: str | None, as_json: bool) -> None:
             click.echo(f"... and {index.more_days} more days")
         click.echo("View one day with: ctxlake sessions YYYY-MM-DD")
         return
-    tail = session_log_tail(obj.lake, day)
+    tail = session_log_tail(obj.lake, day, lines=None if show_all else TAIL_LINES)
     if as_json:
         click.echo(render.to_json(tail.to_dict()))
         return
@@ -617,7 +770,7 @@ def sessions_command(obj: LakeContext, day: str | None, as_json: bool) -> None:
 
 
 @cli.command("recover")
-@click.argument("session")
+@click.argument("session", type=SESSION)
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the document to this file instead of printing it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the document's fields as JSON.")
@@ -672,8 +825,11 @@ def _usage_options(command, *, breakdown: bool = True):
 
 
 def _price_config(config_path: Path | None):
-    """The config file's prices, loading the config module only when there is a file."""
-    if config_path is None and not os.environ.get("CTXLAKE_CONFIG") and not Path("ctxlake.toml").is_file():
+    """The config file (its prices, its time zone), loading the config module only when there
+    is a file."""
+    from pipeline.locations import default_config_path
+
+    if config_path is None and default_config_path() is None:
         return None
     from pipeline.config import load_config
     return load_config(config_path)
@@ -705,9 +861,12 @@ def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, 
                       order, limit, compact, config_path, as_json) -> None:
     from pipeline.usage import table_rows, usage_report
 
-    result = usage_report(obj.root, period=period, tz=tz, since=since, until=until,
+    config = _price_config(config_path)
+    result = usage_report(obj.root, period=period,
+                          tz=tz or (config.time_zone if config is not None else None),
+                          since=since, until=until,
                           project=project, breakdown=breakdown, order=order, limit=limit,
-                          config=_price_config(config_path))
+                          config=config)
     if as_json:
         click.echo(render.to_json(result.to_dict()))
         return
@@ -845,7 +1004,8 @@ def _print_plan(summaries, as_json: bool) -> None:
 @cli.command("plan")
 @click.option("--policy", "policies", multiple=True, required=True,
               help="Policy, NAME(key=value,...) or chain A+B (repeatable).")
-@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--session", "session_id", type=SESSION, default=None,
+              help="Only this session (id or unique prefix).")
 @click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
@@ -872,11 +1032,12 @@ def plan_command(obj: LakeContext, policies, session_id, since, config_path, wor
         summaries = plan_many(obj.lake, policies=list(policies), config=config,
                               session_id=session_id, since=since, progress=progress,
                               workers=workers)
-    _print_plan(summaries, as_json)
+    if not (obj.quiet and not as_json):
+        _print_plan(summaries, as_json)
 
 
 @cli.command("suggest")
-@click.argument("session")
+@click.argument("session", type=SESSION)
 @click.option("--minimal", is_flag=True, help="One line per point: [Compact? 72/50 calls | ...].")
 @click.option("--policy", default="strategic", show_default=True,
               help="A strategic policy (e.g. 'strategic(scenario=\"docs\")').")
@@ -922,13 +1083,19 @@ def _print_replay(result, as_json: bool) -> None:
     headers, rows = comparison_table(result.summary, keys=CLI_KEYS, short=True)
     out = render.console()
     ttl = "no expiry" if result.cache_ttl_minutes is None else f"TTL {result.cache_ttl_minutes:g} min"
+    prices = f"priced as {result.price_model}" if result.price_model else "recorded models' prices"
     out.print(render.table(headers, rows,
-                           title=f"{result.sessions} sessions replayed (cache {ttl})"))
+                           title=f"{result.sessions} sessions replayed (cache {ttl}, {prices}; "
+                                 f"replay {result.replay_id})"))
     if result.sessions_ignored:
         out.print(f"{result.sessions_ignored} sessions skipped by ignore_patterns")
     if result.report:
         out.print(f"report: {result.report['report']}")
-    out.print("rows: ctxlake sql \"SELECT * FROM policy_eval\" / \"SELECT * FROM replay_turns\"")
+        if result.report.get("charts_skipped"):
+            out.print(f"charts skipped: {result.report['charts_skipped']}", markup=False)
+    out.print(f"rows: ctxlake sql \"SELECT * FROM policy_eval WHERE replay_id = '{result.replay_id}'\" "
+              "(replay_turns alike; each policy and settings keep their latest replay)",
+              markup=False, highlight=False)
 
 
 @cli.command("replay")
@@ -936,7 +1103,8 @@ def _print_replay(result, as_json: bool) -> None:
               help="Policy, NAME(key=value,...) or chain A+B (repeatable); none is always added.")
 @click.option("--sweep", "sweeps", multiple=True,
               help="A sweep (list of policies) from the config's [sweeps] table (repeatable).")
-@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--session", "session_id", type=SESSION, default=None,
+              help="Only this session (id or unique prefix).")
 @click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
@@ -980,14 +1148,16 @@ def replay_command(obj: LakeContext, policies, sweeps, session_id, since, config
                                      param_hint="--cache-ttl") from None
         if ttl < 0:
             raise click.BadParameter("must be >= 0", param_hint="--cache-ttl")
+    config = load_config(config_path)
     with render.step_progress("replay sessions") as progress:
         result = replay(obj.lake, policies=list(policies), sweeps=list(sweeps),
-                        config=load_config(config_path), session_id=session_id, since=since,
+                        config=config, session_id=session_id, since=since,
                         progress=progress, workers=workers,
                         cache_ttl_minutes=ttl,
-                        price_model=price_model, report_dir=report_dir,
+                        price_model=price_model or config.price_as, report_dir=report_dir,
                         chart_session=chart_session)
-    _print_replay(result, as_json)
+    if not (obj.quiet and not as_json):
+        _print_replay(result, as_json)
 
 
 # -- the nightly job (pipeline/nightly.py) -----------------------------------------------
@@ -1005,10 +1175,14 @@ def _print_nightly(summary, as_json: bool) -> None:
     for problem in [p for p in ing["problems"] if p["severity"] == "error"][:10]:
         where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
         out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
+    for folder in ing.get("own_folders", []):
+        out.print(f"  skipped: {folder}")
     if ing.get("unrecognized"):
         out.print(f"  {len(ing['unrecognized'])} files not recognised as a transcript (skipped; "
                   "force a reader with ctxlake ingest --format): "
                   + ", ".join(ing["unrecognized"][:5]) + (" ..." if len(ing["unrecognized"]) > 5 else ""))
+    for warning in ing.get("warnings", []):
+        out.print(f"  [yellow]warning[/]: {warning}", highlight=False)
     out.print(render.table(["stage", "done", "up to date", "failed", "removed", "seconds", "status"],
                            [(s["stage"], s["done"], s["skipped"], s["failed"], s["removed"],
                              f"{s['seconds']:.2f}", s["status"]) for s in summary.stages]))
@@ -1051,7 +1225,8 @@ def _print_nightly(summary, as_json: bool) -> None:
 @click.option("--tz", default=None, help="Time zone of the daily logs (default: this machine's).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where pruned transcripts go (default: <lake>/out).")
-@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined.")
+@click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined, or a file "
+                                             "named as PATH is not a transcript.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @pass_lake
 def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, strict, as_json) -> None:
@@ -1068,11 +1243,16 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
     """
     from pipeline.nightly import run_nightly
 
+    config = obj.config(config_path)
     with render.stage_progress() as stage:
-        summary = run_nightly(list(paths), lake=obj.lake, config_path=config_path,
-                              policies=tuple(policies) or None, tz=tz, out=out_dir, progress=stage)
-    _print_nightly(summary, as_json)
-    if summary.exit_code or (strict and summary.ingest["quarantined_errors"]):
+        summary = run_nightly(list(paths) or config.archive_paths(), lake=obj.lake,
+                              config_path=config_path,
+                              policies=tuple(policies) or config.default_policies or None,
+                              tz=tz or config.time_zone, out=out_dir, progress=stage)
+    if not (obj.quiet and not as_json):
+        _print_nightly(summary, as_json)
+    if summary.exit_code or (strict and (summary.ingest["quarantined_errors"]
+                                         or summary.ingest.get("unrecognized_named"))):
         sys.exit(1)
 
 
@@ -1135,14 +1315,18 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
     """
     from pipeline.status import lake_status
 
-    status = lake_status(obj.lake, config_path=config_path, policies=tuple(policies) or None,
-                         tz=tz, runs=n_runs)
+    config = obj.config(config_path)
+    status = lake_status(obj.lake, config_path=config_path,
+                         policies=tuple(policies) or config.default_policies or None,
+                         tz=tz or config.time_zone, runs=n_runs)
     if as_json:
         click.echo(render.to_json(status.to_dict()))
         return
     out = render.console()
     out.print(f"lake:     {status.lake} ({render.human_bytes(status.size_bytes)}, "
               f"{status.files:,} files, {status.sessions:,} sessions)")
+    out.print(f"config:   {config.where() or '(none: built-in defaults)'}", markup=False,
+              highlight=False)
     out.print(f"settings: time zone {status.settings['time_zone']}, policies "
               f"{', '.join(status.settings['policies'])}")
     if status.last_settings and status.last_settings != status.settings:
@@ -1153,12 +1337,187 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
                            [(r["run_id"], r["command"], r["status"], r["started_at"],
                              r["seconds"], r["sessions_done"], r["sessions_failed"])
                             for r in status.runs], title="last runs"))
+    out.print(render.table(["transcripts", "path", "found", "from"],
+                           [(loc["kind"], loc["path"], "yes" if loc["found"] else "no", loc["origin"])
+                            for loc in status.locations], title="where a run without PATH reads"))
     out.print(render.table(["stage", "owed", "removed", "all (settings changed)"],
                            [(name, p["todo"], p["removed"], "yes" if p["full"] else "")
                             for name, p in status.pending.items()], title="pending"))
 
 
+# -- settings: the config file and the policies (pipeline/config.py) ---------------------
+@cli.group("config")
+def config_group() -> None:
+    """The config file that holds the defaults (lake, time zone, archives, policies, sweeps).
+
+    Looked up as --config FILE, $CTXLAKE_CONFIG, ./ctxlake.toml, then
+    ~/.config/ctxlake/ctxlake.toml. ctxlake.example.toml in the repository is an example.
+
+    \b
+    Example:
+      ctxlake config show
+    """
+
+
+@config_group.command("show")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Config file (default: $CTXLAKE_CONFIG, ./ctxlake.toml, "
+                                 "~/.config/ctxlake/ctxlake.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
+@pass_lake
+def config_show(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:
+    """Every setting in effect, with the file it came from (and the lake it points to).
+
+    \b
+    Example:
+      ctxlake config show
+      ctxlake config show --config ctxlake.example.toml --json
+    """
+    config = obj.config(config_path)
+    from pipeline.locations import default_lake
+
+    root = obj.root if obj.lake_dir or not config.lake else default_lake(config.lake)
+    settings = {**config.to_dict(), "lake_in_effect": str(root)}
+    if as_json:
+        click.echo(render.to_json(settings))
+        return
+    click.echo(f"config: {settings['path'] or '(none: built-in defaults)'}")
+    click.echo(f"lake in effect: {settings['lake_in_effect']}")
+    for key in ("lake", "time_zone", "archives", "default_policies", "price_as", "log_details",
+                "session_logging", "quiet_minutes", "report", "ignore_patterns", "memory",
+                "policies", "sweeps", "prices"):
+        value = settings[key]
+        shown = "(default)" if value in (None, [], {}) else render.compact_json(value)
+        click.echo(f"  {key:<17} {shown}")
+
+
+@cli.command("policies")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print the policies as JSON.")
+@pass_lake
+def policies_command(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:
+    """Every policy with its parameters, their defaults and the values the config sets.
+
+    \b
+    Example:
+      ctxlake policies
+      ctxlake plan --policy 'microcompact(keep_recent=3)'
+    """
+    from pipeline.config import policy_catalog
+
+    catalog = policy_catalog(obj.config(config_path))
+    if as_json:
+        click.echo(render.to_json(catalog))
+        return
+    rows = []
+    for policy in catalog["builtins"]:
+        rows.append((policy["policy"], "", "", "", policy["summary"]))
+        for param in policy["params"]:
+            rows.append(("", param["name"], param["type"], render.compact_json(param["default"]),
+                         f"set to {render.compact_json(param['value'])}" if param["overridden"]
+                         else ""))
+    out = render.console()
+    out.print(render.table(["policy", "parameter", "type", "default", "notes"], rows,
+                           title=f"policies (config: {catalog['config'] or 'none'})", max_width=70))
+    for named in catalog["named"]:
+        steps = " + ".join(f"{s['policy']}({', '.join(f'{k}={v!r}' for k, v in s['params'].items())})"
+                           for s in named["steps"])
+        out.print(f"{named['kind']} {named['policy']}: {steps}", markup=False, highlight=False)
+    for name, specs in catalog["sweeps"].items():
+        out.print(f"sweep {name}: {', '.join(specs)}", markup=False, highlight=False)
+    out.print("use: --policy NAME, --policy 'NAME(key=value, ...)', --policy A+B; "
+              "replay --sweep NAME", markup=False, highlight=False)
+
+
+# -- one session's transcript (pipeline/show.py) ------------------------------------------
+def _fold(text: str | None, width: int) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def _show_lines(view, full: bool) -> list[str]:
+    """The transcript as text lines: messages in full, tool calls and results folded to one
+    line (``--full`` unfolds them), each eviction on a line of its own."""
+    when = lambda t: t.strftime("%Y-%m-%d %H:%M:%S") if t else "-"  # noqa: E731
+    lines = [f"session {view.session_id} ({view.format}, {view.project or 'no project'}"
+             + (f", branch {view.git_branch}" if view.git_branch else "") + ")",
+             f"{when(view.started_at)} .. {when(view.ended_at)} UTC; {view.n_user} user / "
+             f"{view.n_assistant} assistant messages, {view.n_tool_calls} tool calls, "
+             f"~{view.est_tokens or 0:,} tokens; {view.evicted} blocks evicted by a plan"]
+    if view.parent_session_id:
+        lines.append(f"sub-agent of {view.parent_session_id}")
+    for block in view.blocks:
+        stamp = block.timestamp.strftime("%H:%M:%S") if block.timestamp else "--:--:--"
+        side = " (sidechain)" if block.is_sidechain else ""
+        if block.kind == "tool_use":
+            body = block.text if full else _fold(block.text, 100)
+            lines.append(f"[{stamp}] ▸ {block.tool_name or 'tool'}{side}: {body}")
+        elif block.kind == "tool_result":
+            status = "error" if block.is_error else "ok"
+            size = f"{block.payload_bytes:,} bytes" if block.payload_bytes is not None else "?"
+            state = f", {block.compaction_state}" if block.compaction_state else ""
+            body = block.text if full else _fold(block.text, 80)
+            lines.append(f"[{stamp}] ◂ result {status} ({size}{state}){side}: {body}")
+        else:
+            label = block.role or "?"
+            if block.kind not in ("text", None):
+                label += f" {block.kind}"
+            if block.is_meta and block.kind != "meta":
+                label += " (meta)"
+            text = block.text or ""
+            if not full and block.kind == "thinking":
+                text = _fold(text, 100)
+            first, *rest = text.splitlines() or [""]
+            lines.append(f"[{stamp}] {label}{side}: {first}")
+            lines.extend(f"    {line}" for line in rest)
+        for ev in block.evictions:
+            saved = ""
+            if ev.tokens_before is not None and ev.tokens_after is not None:
+                saved = f", ~{ev.tokens_before - ev.tokens_after:,} tokens"
+            lines.append(f"    ✂ {ev.action} by {ev.policy}"
+                         + (f" (step {ev.step})" if ev.step and ev.step != ev.policy else "")
+                         + f": {ev.reason or 'no reason given'}{saved}"
+                         + (f"; locator {ev.locator}" if ev.locator else ""))
+    return lines
+
+
+@cli.command("show")
+@click.argument("session", type=SESSION)
+@click.option("--policy", default=None, help="Only the evictions of this planned policy.")
+@click.option("--full", is_flag=True, help="Unfold tool calls, tool results and thinking.")
+@click.option("--json", "as_json", is_flag=True, help="Print the transcript as JSON.")
+@pass_lake
+def show_command(obj: LakeContext, session: str, policy: str | None, full: bool,
+                 as_json: bool) -> None:
+    """One session's transcript: messages, tool calls folded, evictions marked.
+
+    Each eviction a plan made shows its policy, reason and the compaction:// locator of the
+    stored payload. Paged when the output is a terminal.
+
+    \b
+    Example:
+      ctxlake show 7f2abd2d
+      ctxlake show 7f2abd2d --policy microcompact --full
+      ctxlake show 7f2abd2d --json
+    """
+    from pipeline.show import show_session
+
+    view = show_session(obj.lake, session, policy=policy)
+    if as_json:
+        click.echo(render.to_json(view.to_dict()))
+        return
+    text = "\n".join(_show_lines(view, full)) + "\n"
+    if sys.stdout.isatty():
+        click.echo_via_pager(text)
+    else:
+        click.echo(text, nl=False)
+
+
 # --- commands of later stages are added above this line -------------------------------
+
+
+_shared_options(cli)
 
 
 def main() -> None:

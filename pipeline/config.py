@@ -1,8 +1,16 @@
 """The policy config file ``ctxlake.toml``: named policies, parameters, chains, filters.
 
 Where: the path given (``--config``), else ``$CTXLAKE_CONFIG``, else ``./ctxlake.toml`` when it
-exists, else the built-in defaults (the numbers of POLICIES.md). Format::
+exists, else the per-user ``$XDG_CONFIG_HOME/ctxlake/ctxlake.toml`` (``~/.config/ctxlake/``)
+when it exists, else the built-in defaults (the numbers of POLICIES.md). ``ctxlake.example.toml``
+at the repository root is a commented example. Format::
 
+    lake = "~/lakes/agents"                            # default lake (after --lake, $CTXLAKE_HOME)
+    time_zone = "Europe/Paris"                         # default --tz of run, summarize, reports
+    archives = ["~/.claude/projects", "/srv/agents"]   # default PATHs of run and ingest
+    default_policies = ["payload_prune+microcompact"]  # default --policy of run and status
+    price_as = "qwen/qwen3-coder"                      # default --price-as of replay
+    log_details = false                                # true: a follow-up line per log entry
     ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive JavaScript regexes
     session_logging = true                             # false: no daily session logs
     quiet_minutes = 60                                 # ingest: a file untouched this long is settled
@@ -57,6 +65,7 @@ and the memory roots: same hash, same plans.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import hashlib
 import os
 import re
@@ -71,6 +80,7 @@ from decimal import Decimal
 import orjson
 
 from pipeline.errors import ConfigError
+from pipeline.locations import default_config_path, user_config_path  # noqa: F401
 from pipeline.policies import REGISTRY, PolicyInfo
 from pipeline.policies.base import ParamError, params_dict
 from pipeline.policies.ignore_patterns import compile_patterns
@@ -79,11 +89,17 @@ __all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec
            "DEFAULT_CONFIG_NAME"]
 
 DEFAULT_CONFIG_NAME = "ctxlake.toml"
-TOP_KEYS = {"ignore_patterns", "memory", "policies", "prices", "quiet_minutes", "session_logging",
-            "sweeps", "report", "engine", "ray_address"}
+TOP_KEYS = {"archives", "default_policies", "engine", "ignore_patterns", "lake", "log_details",
+            "memory", "policies", "price_as", "prices", "quiet_minutes", "ray_address", "report",
+            "session_logging", "sweeps", "time_zone"}
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read", "request")
 REPORT_KEYS = ("html",)
 MEMORY_KEYS = ("project", "user", "team")
+# sweeps every install has (a config's [sweeps] table adds to them, or redefines one)
+BUILTIN_SWEEPS: dict[str, tuple[str, ...]] = {
+    "masking": ("observation_masking(window=5)", "observation_masking(window=10)",
+                "observation_masking(window=20)"),
+}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
@@ -147,15 +163,44 @@ class Config:
     ignore_patterns: tuple[str, ...] = ()
     memory: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     policies: Mapping[str, NamedPolicy] = field(default_factory=dict)
-    sweeps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sweeps: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(BUILTIN_SWEEPS))
     session_logging: bool = True
     quiet_minutes: float = 60.0
     report_html: bool = False           # [report] html: the nightly job refreshes the HTML report
     prices: Mapping[str, tuple[PriceTier, ...]] = field(default_factory=dict)  # model -> tiers
+    lake: str | None = None
+    time_zone: str | None = None
+    archives: tuple[str, ...] = ()
+    default_policies: tuple[str, ...] = ()
+    price_as: str | None = None
+    log_details: bool = False
     engine: str = "local"               # where stages run their units (pipeline.engine)
     ray_address: str | None = None      # with engine = "ray": None starts a local instance
 
     # -- derived -------------------------------------------------------------------------
+    def archive_paths(self) -> list[Path]:
+        """``archives`` with ``~`` expanded (the default PATHs of ``run`` and ``ingest``)."""
+        return [Path(os.path.expanduser(p)) for p in self.archives]
+
+    def to_dict(self) -> dict:
+        """Every setting with its effective value (``ctxlake config show``)."""
+        return {
+            "path": self.where(), "lake": self.lake, "time_zone": self.time_zone,
+            "archives": list(self.archives), "default_policies": list(self.default_policies),
+            "price_as": self.price_as, "log_details": self.log_details,
+            "session_logging": self.session_logging, "quiet_minutes": self.quiet_minutes,
+            "report": {"html": self.report_html},
+            "engine": self.engine, "ray_address": self.ray_address,
+            "ignore_patterns": list(self.ignore_patterns),
+            "memory": {k: list(v) for k, v in sorted(self.memory.items())},
+            "policies": {name: ({"chain": list(p.chain)} if p.chain else
+                                {"policy": p.base or name, **dict(p.params)})
+                         for name, p in sorted(self.policies.items())},
+            "sweeps": {name: list(v) for name, v in sorted(self.sweeps.items())},
+            "prices": {model: [dataclasses.asdict(t) for t in tiers]
+                       for model, tiers in sorted(self.prices.items())},
+        }
+
     def where(self) -> str | None:
         return str(self.path) if self.path else None
 
@@ -426,8 +471,9 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     sweeps_raw = data.get("sweeps", {})
     if not isinstance(sweeps_raw, dict):
         raise ConfigError(f"sweeps: expected a table, got {_type_name(sweeps_raw)}", path=where)
-    sweeps = {name: _check_value(f"sweeps.{name}", value, tuple[str, ...], where)
-              for name, value in sweeps_raw.items()}
+    sweeps = {**BUILTIN_SWEEPS,
+              **{name: _check_value(f"sweeps.{name}", value, tuple[str, ...], where)
+                 for name, value in sweeps_raw.items()}}
     session_logging = _check_value("session_logging", data.get("session_logging", True), bool,
                                    where)
     quiet_minutes = _check_value("quiet_minutes", data.get("quiet_minutes", 60.0), float, where)
@@ -443,6 +489,27 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
         raise ConfigError(f"report.html: expected true or false, got {_type_name(report_html)}",
                           path=where)
     prices = _parse_prices(data.get("prices", {}), where)
+    defaults = {}
+    for key, hint in (("lake", str), ("time_zone", str), ("price_as", str)):
+        if key in data:
+            defaults[key] = _check_value(key, data[key], hint, where)
+            if not defaults[key].strip():
+                raise ConfigError(f"{key}: empty string", path=where)
+    for key in ("archives", "default_policies"):
+        if key in data:
+            defaults[key] = _check_value(key, data[key], tuple[str, ...], where)
+    defaults["log_details"] = _check_value("log_details", data.get("log_details", False), bool,
+                                           where)
+    if "time_zone" in defaults:
+        from pipeline.usage import resolve_timezone
+
+        try:
+            resolve_timezone(defaults["time_zone"])
+        except ConfigError:
+            raise
+        except Exception as error:  # an unknown zone: said with the key and the file
+            raise ConfigError(f"time_zone: {getattr(error, 'message', error)}",
+                              path=where) from None
     engine = _check_value("engine", data.get("engine", "local"), str, where)
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine: unknown engine '{engine}'", path=where,
@@ -452,7 +519,7 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
         ray_address = _check_value("ray_address", ray_address, str, where)
     config = Config(path, tuple(patterns), memory, policies, sweeps, session_logging,
                     quiet_minutes, report_html=report_html, prices=prices, engine=engine,
-                    ray_address=ray_address)
+                    ray_address=ray_address, **defaults)
     # every named chain and sweep must resolve now, not halfway through a run
     for name, named in policies.items():
         if named.chain:
@@ -460,6 +527,8 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     for name, specs in sweeps.items():
         for spec in specs:
             config.resolve(spec)
+    for spec in config.default_policies:
+        config.resolve(spec)
     return config
 
 
@@ -531,14 +600,6 @@ def config_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Confi
     return _parse_document(data, path)
 
 
-def default_config_path() -> Path | None:
-    env = os.environ.get("CTXLAKE_CONFIG")
-    if env:
-        return Path(env)
-    local = Path(DEFAULT_CONFIG_NAME)
-    return local if local.is_file() else None
-
-
 def load_config(path: Path | str | None = None) -> Config:
     """The config at ``path``, else ``$CTXLAKE_CONFIG``, else ``./ctxlake.toml``, else defaults.
 
@@ -562,3 +623,41 @@ def load_config(path: Path | str | None = None) -> Config:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"not valid TOML: {error}", path=str(target)) from None
     return _parse_document(data, target)
+
+
+def _type_label(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return f"list of {_type_label(typing.get_args(hint)[0])}"
+    if origin in (dict, collections.abc.Mapping):
+        key, value = typing.get_args(hint)
+        return f"table of {_type_label(key)} -> {_type_label(value)}"
+    return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(hint, str(hint))
+
+
+def policy_catalog(config: Config | None = None) -> dict:
+    """Every built-in policy with each parameter's type, default and value under ``config``
+    (a ``[policies.<built-in>]`` table overrides it), then the config's named variants,
+    chains and sweeps (``ctxlake policies``)."""
+    config = config or Config()
+    builtins = []
+    for name in sorted(REGISTRY):
+        info = REGISTRY[name]
+        defaults = params_dict(info.params())
+        effective = params_dict(config.resolve(name).steps[0].params)
+        hints = _annotations(info.params)
+        builtins.append({
+            "policy": name, "summary": info.summary,
+            "params": [{"name": key, "type": _type_label(hints[key]), "default": defaults[key],
+                        "value": effective[key], "overridden": effective[key] != defaults[key]}
+                       for key in sorted(defaults)],
+        })
+    named = []
+    for name, entry in sorted(config.policies.items()):
+        if entry.base is None and not entry.chain:
+            continue    # an override of a built-in: shown in its "value" column
+        resolved = config.resolve(name)
+        named.append({"policy": name, "kind": "chain" if entry.chain else "variant",
+                      "steps": resolved.describe()})
+    return {"config": config.where(), "builtins": builtins, "named": named,
+            "sweeps": {name: list(specs) for name, specs in sorted(config.sweeps.items())}}

@@ -74,6 +74,7 @@ import hashlib
 import math
 import os
 import re
+import stat
 import time
 import uuid
 import zlib
@@ -86,6 +87,7 @@ from typing import Any, Callable
 import orjson
 
 from pipeline.errors import UsageError
+from pipeline.lake import refuse_symlinks
 from pipeline.tokens import text_counts
 from pipeline.written_output import WrittenRow, claude_tool_calls
 
@@ -2234,9 +2236,7 @@ class _Generator:
 
     def write(self, fmt: str, rel: str, data: bytes, mtime_ms: int) -> None:
         path = self.out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as handle:
-            handle.write(data)
+        _write_own(self.out, path, data)
         os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
         self.manifest.append((rel, len(data)))
         self.done += len(data)
@@ -2279,7 +2279,7 @@ class _Generator:
         marker = {"generator": GENERATOR, "seed": self.seed, "size_target": self.size,
                   "files": [{"path": rel, "bytes": n} for rel, n in self.manifest],
                   "held_back_files": s.held_back_files}
-        (self.out / MARKER).write_bytes(orjson.dumps(marker, option=_INDENT) + b"\n")
+        _write_own(self.out, self.out / MARKER, orjson.dumps(marker, option=_INDENT) + b"\n")
         os.utime(self.out / MARKER, ns=(self.t0 * 1_000_000, self.t0 * 1_000_000))
         return s
 
@@ -2404,20 +2404,59 @@ class _Generator:
             self.summary.formats["mini_swe_agent"]["sessions"] += 1
 
 
+def _write_own(out: Path, path: Path, data: bytes) -> None:
+    """Write a demo file under ``out``, never through a symlink (in its folders or at its name)."""
+    refuse_symlinks(out, path.parent, what="demo archive")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_symlinks(out, path, what="demo archive")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _listed_file(out: Path, item) -> Path | None:
+    """The file a demo marker entry names, when it is one this generator wrote: a relative
+    path inside ``out`` (no ``..``, no symlink on the way), a regular file of the listed size."""
+    if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
+            or not isinstance(item.get("bytes"), int):
+        return None
+    rel = Path(item["path"])
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        return None
+    current = out
+    for part in rel.parts:
+        current = current / part
+        if current.is_symlink():
+            return None
+    try:
+        st = current.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size != item["bytes"]:
+        return None
+    return current
+
+
 def _clear_previous(out: Path) -> None:
-    """Remove a previous demo archive in ``out`` (only the files its marker lists)."""
+    """Remove a previous demo archive in ``out``: only the files its marker lists that this
+    generator wrote (see :func:`_listed_file`); a marker naming anything else (an absolute or
+    ``../`` path, a symlink, a file of another size) deletes nothing of it."""
     marker = out / MARKER
     if not out.exists():
         return
-    if not marker.exists():
+    if not marker.exists() or marker.is_symlink() or not marker.is_file():
         if any(out.iterdir()):
             raise UsageError(f"{out} exists and is not a demo archive",
                              path=str(out), hint="choose an empty or new folder with --out")
         return
-    listed = orjson.loads(marker.read_bytes()).get("files", [])
-    for item in listed:
-        path = out / item["path"]
-        if path.is_file() and not path.is_symlink():
+    try:
+        listed = orjson.loads(marker.read_bytes()).get("files", [])
+    except (orjson.JSONDecodeError, AttributeError):
+        raise UsageError(f"{out} holds an unreadable demo marker", path=str(marker),
+                         hint="choose an empty or new folder with --out") from None
+    for item in listed if isinstance(listed, list) else []:
+        path = _listed_file(out, item)
+        if path is not None:
             path.unlink()
     marker.unlink()
     for dirpath, dirnames, filenames in sorted(os.walk(out, topdown=False), key=lambda t: -len(t[0])):

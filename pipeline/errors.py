@@ -58,6 +58,11 @@ class StoreError(CtxlakeError):
     """The payload store refused a write (symlink, different bytes, I/O error)."""
 
 
+class UnsafePathError(CtxlakeError):
+    """A path ctxlake would write, delete or read through is a symlink, or resolves into the
+    source archive: refused."""
+
+
 class TokenizerUnavailableError(CtxlakeError):
     """A real tokenizer was asked for but the optional ``tokenizers`` extra is not installed."""
 

@@ -29,6 +29,7 @@ import hashlib
 from array import array
 import multiprocessing
 import os
+import stat
 import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
@@ -38,11 +39,13 @@ from typing import Callable, Iterable, Iterator
 import orjson
 import pyarrow as pa
 
+from pipeline import sqlfiles
 from pipeline.batching import contiguous_runs
 from pipeline.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
-from pipeline.formats.base import Emitter, SourceContext
-from pipeline.lake import Lake, detach_forked_worker, new_connection, write_parquet_atomic
+from pipeline.formats.base import Emitter, SourceContext, json_type_name
+from pipeline.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
+                           write_parquet_atomic)
 from pipeline.tokens import text_counts
 from pipeline.schema import PART_TABLES, SOURCES, staged_schema
 from pipeline.crash import crash_point
@@ -85,12 +88,31 @@ class FileTask:
     mtime_ns: int
     prev: dict | None = None
     problem: str | None = None
+    ctime_ns: int | None = None
+    inode: int | None = None
+
+    def same_file_as(self, prev: dict) -> bool:
+        """Same size, mtime and format as ``prev`` and, when the lake knows them (lakes made
+        before they were kept do not), the same inode and ctime: a file replaced with the
+        same size and mtime (a copy, ``touch -r``) has a new inode or ctime."""
+        return prev["size_bytes"] == self.size and prev["mtime_ns"] == self.mtime_ns \
+            and prev.get("format") == self.format \
+            and prev.get("ctime_ns") in (None, self.ctime_ns) \
+            and prev.get("inode") in (None, self.inode)
+
+
+def inode_of(st: os.stat_result) -> int:
+    """``st_ino`` as a signed 64-bit value (the ``sources.inode`` column)."""
+    return st.st_ino - 2**64 if st.st_ino >= 2**63 else st.st_ino
 
 
 @dataclasses.dataclass
 class Discovery:
     tasks: list[FileTask]
     superseded: list[str]
+    unrecognized: list[str] = dataclasses.field(default_factory=list)  # named, wrong suffix
+    named: set[str] = dataclasses.field(default_factory=set)           # files named as PATHs
+    own_folders: list[str] = dataclasses.field(default_factory=list)
 
 
 def superseded_by(path: str, fmt: str | None) -> str | None:
@@ -101,40 +123,104 @@ def superseded_by(path: str, fmt: str | None) -> str | None:
     return None
 
 
-def _walk(root: Path) -> Iterable[tuple[Path, bool]]:
-    """(path, is_symlink) for every regular file or symlink below ``root`` (links not followed)."""
+def own_folder(path: Path) -> str | None:
+    """What ctxlake wrote at folder ``path`` ("lake" or "output" folder), or None: a folder
+    holding one of ctxlake's marker files, or a lake made before the markers (its
+    ``sources.parquet`` beside ``tables/``)."""
+    for marker, kind in ((LAKE_MARKER, "lake"), (OUTPUT_MARKER, "output")):
+        if os.path.lexists(path / marker):
+            return kind
+    if os.path.isfile(path / "sources.parquet") and os.path.isdir(path / "tables"):
+        return "lake"
+    return None
+
+
+def _walk(root: Path) -> Iterable[tuple[Path, bool, str | None]]:
+    """(path, is_symlink, problem) for every regular file or symlink below ``root`` (links not
+    followed); a folder that cannot be listed comes as (folder, False, why); a lake or output
+    folder of ctxlake as (folder, False, "own:<kind>") and is not entered."""
     if root.is_file() or root.is_symlink() and not root.is_dir():
-        yield root, root.is_symlink()
+        yield root, root.is_symlink(), None
         return
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
+    errors: list[OSError] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=errors.append):
+        while errors:
+            err = errors.pop(0)
+            yield Path(err.filename or dirpath), False, \
+                f"cannot read folder: {err.strerror or err}: its files are not read"
         base = Path(dirpath)
+        kind = own_folder(base)
+        if kind is not None:
+            dirnames[:] = []
+            yield base, False, f"own:{kind}"
+            continue
+        dirnames.sort()
         for name in sorted(filenames):
             path = base / name
-            yield path, path.is_symlink()
+            yield path, path.is_symlink(), None
         for name in dirnames:
             path = base / name
             if path.is_symlink():
-                yield path, True
+                yield path, True, None
+    for err in errors:
+        yield Path(err.filename or root), False, \
+            f"cannot read folder: {err.strerror or err}: its files are not read"
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is (None for a regular file)."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def shown_path(path: str) -> str:
+    """``path`` as valid UTF-8 text: bytes of a name that are not UTF-8 as ``\\xNN``."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", errors="backslashreplace")
 
 
 def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
     tasks: list[FileTask] = []
     superseded: list[str] = []
+    unrecognized: list[str] = []
+    named: set[str] = set()
+    own: list[str] = []
     seen: set[str] = set()
     for root in paths:
         if not root.exists() and not root.is_symlink():
             raise UsageError(f"no such file or folder: {root}",
                              hint="check the path, or run without PATH to read the standard locations")
         root_abs = Path(os.path.abspath(root))
+        if not root_abs.is_dir():
+            named.add(str(root_abs))
         root_real = Path(os.path.realpath(root))
         base_dir = root_abs if root_abs.is_dir() else root_abs.parent
-        for path, is_link in _walk(root_abs):
+        for path, is_link, problem in _walk(root_abs):
             abspath = str(path)
             if abspath in seen:
                 continue
             seen.add(abspath)
             rel = os.path.relpath(abspath, base_dir)
+            if problem is not None and problem.startswith("own:"):
+                own.append(f"{shown_path(abspath)} (a ctxlake {problem[4:]} folder: not read)")
+                continue
+            shown = shown_path(abspath)
+            if problem is not None or shown != abspath:
+                if problem is None:
+                    if not abspath.endswith(CANDIDATE_SUFFIXES):
+                        continue
+                    problem = ("file name is not valid UTF-8 (shown with \\x escapes): not read;"
+                               " rename it to read it")
+                tasks.append(FileTask(shown, str(root_abs), shown_path(rel), None, 0, 0,
+                                      known.get(shown), problem=problem))
+                continue
             if is_link:
                 target = Path(os.path.realpath(path))
                 if target == root_real or root_real in target.parents:
@@ -148,6 +234,8 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                                                   f"(to {target}): not followed"))
                     continue
             if not abspath.endswith(CANDIDATE_SUFFIXES):
+                if abspath in named:   # named on the command line: said, not skipped silently
+                    unrecognized.append(abspath)
                 continue
             try:
                 st = path.stat()
@@ -155,17 +243,25 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
                                       problem=f"cannot stat file: {exc.strerror or exc}"))
                 continue
+            kind = _file_kind(st.st_mode)
+            if kind is not None:
+                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
+                                      problem=f"{kind}, not a regular file: skipped, never opened"))
+                continue
             prev = known.get(abspath)
             fmt = format
-            if fmt is None and prev is not None and prev.get("format") \
-                    and prev["size_bytes"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
-                fmt = prev["format"]
-            if fmt is not None and superseded_by(abspath, fmt):
+            task = FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev,
+                            ctime_ns=st.st_ctime_ns, inode=inode_of(st))
+            if fmt is None and prev is not None and prev.get("format"):
+                task.format = prev["format"]
+                if not task.same_file_as(prev):
+                    task.format = None
+            if task.format is not None and superseded_by(abspath, task.format):
                 superseded.append(abspath)
                 continue
-            # fmt None: the worker sniffs the file (in parallel), see detect_task_format
-            tasks.append(FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev))
-    return Discovery(tasks, superseded)
+            # format None: the worker sniffs the file (in parallel), see detect_task_format
+            tasks.append(task)
+    return Discovery(tasks, superseded, unrecognized, named, own)
 
 
 # ---------------------------------------------------------------------------------------
@@ -182,8 +278,48 @@ def explain_json_error(content: bytes, exc: Exception) -> str:
         return f"invalid UTF-8 at byte {err.start} of the line"
     message = str(exc)
     if "recursion" in message.lower() or "depth limit" in message.lower():
-        return "JSON nested too deeply (over 1024 levels): refused as a recursion bomb"
+        return NESTING_REASON
     return f"invalid JSON: {message}"
+
+
+NESTING_LIMIT = 254   # orjson writes at most 255 levels: the deepest value the lake can re-encode
+NESTING_REASON = (f"JSON nested too deeply (over {NESTING_LIMIT} levels, the nesting limit): "
+                  "refused as a recursion bomb")
+
+
+def too_deep(text: bytes | bytearray, obj, start: int = 0, end: int | None = None) -> bool:
+    """Whether a parsed value (``text[start:end]``) nests deeper than ``NESTING_LIMIT``; walked
+    only when the text holds that many brackets at all, so an ordinary line costs two counts."""
+    end = len(text) if end is None else end
+    if text.count(b"[", start, end) + text.count(b"{", start, end) < NESTING_LIMIT:
+        return False
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > NESTING_LIMIT:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, (dict, list)))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)))
+    return False
+
+
+def reader_failure(exc: Exception) -> str:
+    """The quarantine reason for an unexpected error of a reader on one line."""
+    if isinstance(exc, (orjson.JSONEncodeError, RecursionError)) and "recursion" in str(exc).lower():
+        return NESTING_REASON
+    return f"reader failed: {type(exc).__name__}: {exc}"
+
+
+def _record_check(rtype, session) -> str | None:
+    """Why a line's record row cannot be stored (the reader's record type or session id is not
+    a string), or None."""
+    for name, value in (("record type", rtype), ("session id", session)):
+        if value is not None and type(value) is not str:
+            return (f"a value of the wrong type or range: the {name} is {json_type_name(value)}, "
+                    "expected a string")
+    return None
 
 
 def excerpt(content: bytes | memoryview, limit: int = 160) -> str:
@@ -347,15 +483,30 @@ def _file_problem(task: FileTask, base: dict, generation: int, writer: PartWrite
     return FileResult(task.path, source, "problem", problems=[_problem(row)])
 
 
-def _complete_lines(handle, hasher, expected: int) -> Iterator[tuple[memoryview, int, int]]:
+OVER_LONG = -2   # _complete_lines: a line over the limit, skipped unread
+
+
+def _complete_lines(handle, hasher, expected: int,
+                    max_line_bytes: int | None = None) -> Iterator[tuple[memoryview, int, int]]:
     """The lines of ``handle`` from its position as ``(block, start, newline)`` positions in
     blocks of up to ``READ_BLOCK`` bytes (no copy per line; a line longer than a block grows
     the next read; ``expected``, the bytes left by the file's size, keeps a small file's
     block small). Every complete line is hashed into ``hasher`` in file order. An
-    unterminated last line is yielded once as ``(block, start, -1)``, not hashed."""
+    unterminated last line is yielded once as ``(block, start, -1)``, not hashed.
+
+    A line longer than ``max_line_bytes`` is never held whole: once the pending bytes pass
+    the limit, the rest of the line is read through and hashed in blocks (memory stays
+    bounded by the limit) and the line comes as ``(first bytes, its length, OVER_LONG)``,
+    its newline included when it has one (a last line without one ends at the end of file)."""
     carry = b""
     while True:
+        if max_line_bytes is not None and len(carry) > max_line_bytes + 2:
+            yield _skip_long_line(handle, hasher, carry)
+            carry = b""
+            continue
         size = max(min(READ_BLOCK, expected + 1), 2 * len(carry), 4096)
+        if max_line_bytes is not None:
+            size = max(min(size, max_line_bytes + 3 - len(carry)), 4096)
         buf = bytearray(len(carry) + size)
         buf[:len(carry)] = carry
         got = handle.readinto(memoryview(buf)[len(carry):])
@@ -376,6 +527,28 @@ def _complete_lines(handle, hasher, expected: int) -> Iterator[tuple[memoryview,
             pos = newline + 1
         hasher.update(data[:pos])
         carry = bytes(data[pos:])
+
+
+def _skip_long_line(handle, hasher, carry: bytes) -> tuple[memoryview, int, int]:
+    """Read through the rest of an over-long line (``carry`` holds its start, no newline),
+    hashing it; leaves ``handle`` just after its newline (or at the end of the file)."""
+    hasher.update(carry)
+    length = len(carry)
+    head = memoryview(carry[:SNIFF_BYTES])
+    while True:
+        block = handle.read(READ_BLOCK)
+        if not block:
+            return head, length, OVER_LONG
+        newline = block.find(b"\n")
+        if newline < 0:
+            hasher.update(block)
+            length += len(block)
+            continue
+        hasher.update(block[:newline + 1])
+        length += newline + 1
+        # put the rest back: seek over what follows the newline
+        handle.seek(-(len(block) - newline - 1), os.SEEK_CUR)
+        return head, length, OVER_LONG
 
 
 class RecordColumns:
@@ -422,6 +595,22 @@ def _empty_pending() -> dict[str, list[dict] | RecordColumns]:
     return {t: RecordColumns() if t == "records" else [] for t in PART_TABLES}
 
 
+def open_regular(path: str):
+    """``path`` opened for buffered reading, refusing anything but a regular file without
+    blocking (a FIFO swapped in after discovery would wait for a writer forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise OSError(f"{kind}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=READ_BUFFER)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 DEFAULT_QUIET_MINUTES = 60.0
 
 
@@ -445,7 +634,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
     handle = None
     if not task.problem:
         try:
-            handle = open(task.path, "rb", buffering=READ_BUFFER)
+            handle = open_regular(task.path)
         except OSError as exc:
             task.problem = f"cannot read file: {exc.strerror or exc}"
     if task.format is None and handle is not None:
@@ -476,6 +665,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
     with handle:
         st = os.fstat(handle.fileno())
         base["size_bytes"], base["mtime_ns"] = st.st_size, st.st_mtime_ns
+        base["ctime_ns"], base["inode"] = st.st_ctime_ns, inode_of(st)
         base["mtime"] = datetime.fromtimestamp(st.st_mtime_ns / 1e9, timezone.utc)
         mode = "new" if not prev else "reingested"
         start = 0
@@ -503,7 +693,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             digest, _ = _hash_prefix(handle, st.st_size)
             handle.seek(0)
             if digest == prev["sha256"]:
-                source = dict(prev, mtime=base["mtime"], mtime_ns=base["mtime_ns"])
+                source = dict(prev, mtime=base["mtime"], mtime_ns=base["mtime_ns"],
+                              ctime_ns=base["ctime_ns"], inode=base["inode"])
                 return FileResult(task.path, source, "unchanged")
         ctx = SourceContext(task.path, source_id, generation, task.root)
         reader = reader_cls(ctx)
@@ -531,14 +722,19 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     reason = explain_json_error(content, exc)
                 else:
                     try:
+                        if too_deep(content, obj):
+                            raise RecordError(NESTING_REASON)
                         rtype = reader.document(obj, out)
                     except RecordError as exc:
                         reason = exc.message
                     except Exception as exc:  # a reader bug must not stop the run
-                        reason = f"reader failed: {type(exc).__name__}: {exc}"
+                        reason = reader_failure(exc)
+                    if reason is None:
+                        session = _first_session(out)
+                        reason = out.check_line() or _record_check(rtype, session)
                 if reason is None:
                     records.append(source_id, generation, 1, 0, len(data), "", rtype,
-                                   _first_session(out), content)
+                                   session, content)
                     run_records = 1
                 else:
                     out.rollback_line()
@@ -550,7 +746,21 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             offset = start
             handle.seek(start)
             pending_bytes = 0
-            for data, begin_pos, end_pos in _complete_lines(handle, hasher, st.st_size - start):
+            for data, begin_pos, end_pos in _complete_lines(handle, hasher, st.st_size - start,
+                                                            max_line_bytes):
+                if end_pos == OVER_LONG:  # skipped unread: quarantined, memory stays bounded
+                    line_len = begin_pos
+                    bytes_read += line_len
+                    line_no += 1
+                    run_lines += 1
+                    quarantine.append(_quarantine_row(
+                        ctx, line_no, offset, line_len,
+                        f"line is {line_len:,} bytes, over the {max_line_bytes:,}-byte limit "
+                        "(--max-line-bytes)", data))
+                    run_quarantined += 1
+                    offset += line_len
+                    pending_bytes += line_len
+                    continue
                 terminator = 1
                 if end_pos < 0:  # an unterminated last line: held back, hashed afterwards
                     tail = data[begin_pos:]
@@ -587,6 +797,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                         if not isinstance(obj, dict):
                             reason = (f"JSON value is {type(obj).__name__ if obj is not None else 'null'}"
                                       ", expected an object")
+                        elif too_deep(data.obj, obj, begin_pos, end):
+                            reason = NESTING_REASON
                 if reason is None:
                     out.start_line(line_no, offset, line_len)
                     try:
@@ -594,12 +806,16 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     except RecordError as exc:
                         reason = exc.message
                     except Exception as exc:  # a reader bug must not stop the run
-                        reason = f"reader failed: {type(exc).__name__}: {exc}"
+                        reason = reader_failure(exc)
+                    if reason is None:
+                        session = _last_session(out, reader)
+                        reason = out.check_line() or _record_check(rtype, session)
                     if reason is not None:
                         out.rollback_line()
+                        reader.rollback()
                     else:
                         records.append(source_id, generation, line_no, offset, line_len, None,
-                                       rtype, _last_session(out, reader), content)
+                                       rtype, session, content)
                         run_records += 1
                 if reason is not None:
                     quarantine.append(_quarantine_row(ctx, line_no, offset, line_len, reason,
@@ -622,10 +838,13 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             out.start_line(line_no, offset, 0)
             try:
                 state = reader.finish(out)
+                reason = out.check_line()
+                if reason is None:
+                    orjson.dumps(state)
             except Exception as exc:  # a reader bug must not stop the run
+                reason = exc.message if isinstance(exc, RecordError) else reader_failure(exc)
+            if reason is not None:
                 out.rollback_line()
-                reason = exc.message if isinstance(exc, RecordError) else \
-                    f"reader failed: {type(exc).__name__}: {exc}"
                 quarantine.append(_quarantine_row(ctx, 0, 0, 0, f"could not finish the file: {reason}"))
                 state = {}
             # the hash up to the last complete line; the held-back tail then completes the
@@ -725,8 +944,14 @@ class IngestSummary:
     seconds: float = 0.0
     problems: list[dict] = dataclasses.field(default_factory=list)
     unrecognized: list[str] = dataclasses.field(default_factory=list)
+    # unrecognised files named on the command line (not found in a folder): --strict fails
+    unrecognized_named: list[str] = dataclasses.field(default_factory=list)
     superseded: list[str] = dataclasses.field(default_factory=list)
+    own_folders: list[str] = dataclasses.field(default_factory=list)
     removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
+    # things a person should know that are no line's fault (a forced --format that read
+    # records but no message, ...)
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -752,6 +977,36 @@ def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str
         bases.append((base, base.rstrip(os.sep) + os.sep))
     return sorted(path for path in previous if path not in found and any(
         path == base or path.startswith(prefix) for base, prefix in bases))
+
+
+def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) -> list[str]:
+    """A file read with a forced ``--format`` whose records gave no message at all is most
+    likely another format: one warning per such file, naming the format it looks like."""
+    if not results:
+        return []
+    ids = [r.source["source_id"] for r in results if r.records]
+    if not ids:
+        return []
+    con = lake.connect()
+    try:
+        with_messages = {row[0] for row in con.execute(
+            sqlfiles.load("select_sources_with_content"), {"source_ids": ids}).fetchall()}
+    finally:
+        con.close()
+    out = []
+    for res in sorted(results, key=lambda r: r.path):
+        if not res.records or res.source["source_id"] in with_messages:
+            continue
+        try:
+            with open(res.path, "rb") as handle:
+                looks = detect(res.path, handle.read(SNIFF_BYTES))
+        except OSError:
+            looks = None
+        guess = f"it looks like {looks}" if looks and looks != format else \
+            "auto-detection does not recognise it either"
+        out.append(f"{res.path}: read as --format {format}: {res.records:,} records but no "
+                   f"message ({guess}; drop --format to auto-detect)")
+    return out
 
 
 def make_run_id(started: datetime) -> str:
@@ -799,16 +1054,18 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
         found = discover(roots, format=format, known=previous)
         summary.superseded = found.superseded
+        summary.unrecognized.extend(found.unrecognized)
+        summary.own_folders = found.own_folders
         todo: list[FileTask] = []
         results: list[FileResult] = []
         for task in found.tasks:
             prev = task.prev
-            # same size, mtime and format (a problem file has none, before and now): not read,
-            # unless its held-back last line may be read now that the file has settled
+            # same size, mtime, format (a problem file has none, before and now), inode and
+            # ctime: not read, unless its held-back last line may be read now that the file
+            # has settled
             settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
                 and task.mtime_ns <= settled_before_ns
-            if prev and prev["size_bytes"] == task.size and prev["mtime_ns"] == task.mtime_ns \
-                    and prev.get("format") == task.format and not settling:
+            if prev and task.same_file_as(prev) and not settling:
                 results.append(FileResult(task.path, prev, "unchanged"))
             else:
                 todo.append(task)
@@ -888,8 +1145,12 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         lake.record_run(run)
         summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
         summary.unrecognized.sort()
+        summary.unrecognized_named = [p for p in summary.unrecognized if p in found.named]
         summary.superseded.sort()
         summary.files_unrecognized = len(summary.unrecognized)
+        if format is not None:
+            summary.warnings.extend(_forced_format_warnings(
+                lake, format, [r for r in results if r.mode in ("new", "appended", "reingested")]))
         summary.quarantined_errors = sum(1 for p in summary.problems if p["severity"] == "error")
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

@@ -1,6 +1,8 @@
 """The lake: Parquet parts per table, a sources/runs commit point, DuckDB views from ``sql/``.
 
-Layout under the lake directory (``./data/lake`` or ``$CTXLAKE_HOME``)::
+Layout under the lake directory (:func:`default_lake`: ``$CTXLAKE_HOME``, else the config's
+``lake``, else the per-user data folder ``$XDG_DATA_HOME/ctxlake`` or
+``~/.local/share/ctxlake``; always held as an absolute path)::
 
     tables/<table>/<run_id>-<chunk>-<n>.parquet   rows written by ingest runs
     tables/<table>/_empty.parquet                 zero-row file fixing the schema
@@ -23,7 +25,9 @@ import functools
 import hashlib
 import os
 import re
+import shutil
 import signal
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -34,11 +38,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
-from pipeline.errors import LakeLockedError, LakeNotFoundError
+from pipeline.errors import LakeLockedError, LakeNotFoundError, UnsafePathError
+from pipeline.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
 from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
 MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
-          "create_macro_est_tokens"]
+          "create_macro_est_tokens", "create_macro_safe_timestamp"]
 # SQL views created after the core views and the derived tables, in this order (one sql/
 # file each). A stage that adds a view appends its file name here (one line).
 EXTRA_VIEWS: list[str] = [
@@ -102,16 +107,97 @@ def holds_lake_lock(stage):
     return locked
 
 
-def default_lake() -> Path:
-    return Path(os.environ.get("CTXLAKE_HOME") or "data/lake")
+def notebook_lake(start: str | Path | None = None) -> Path:
+    """The lake a notebook reads: ``$CTXLAKE_HOME``; else the ``make demo`` lake
+    (``data/lake`` of the checkout holding ``start``, default the current folder, found by
+    walking up, as Jupyter starts in ``notebooks/``); else :func:`default_lake`."""
+    if os.environ.get("CTXLAKE_HOME"):
+        return default_lake()
+    here = Path(os.path.abspath(start or os.getcwd()))
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "data" / "lake" / "sources.parquet").is_file():
+            return folder / "data" / "lake"
+    return default_lake()
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = True) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file).
+# marker files: a folder holding one is ctxlake's own and is never read back as an archive
+LAKE_MARKER = ".ctxlake-lake"
+OUTPUT_MARKER = ".ctxlake-output"
+# the lake holds raw transcripts: private whatever the umask
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def private_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents as private folders (0700 whatever the umask);
+    folders that already exist are left as they are."""
+    path = Path(path)
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(folder, DIR_MODE)
+
+
+def refuse_symlinks(anchor: Path, path: Path, *, what: str) -> None:
+    """Raise :class:`UnsafePathError` when ``path`` or a folder between ``anchor`` and it is a
+    symlink (``anchor`` itself is the user's choice and may be one)."""
+    anchor, path = Path(anchor), Path(path)
+    try:
+        rel = path.relative_to(anchor)
+    except ValueError:
+        rel = Path(path.name)
+        anchor = path.parent
+    current = anchor
+    for part in rel.parts:
+        current = current / part
+        if os.path.islink(current):
+            raise UnsafePathError(f"refusing a symlink in the {what}", path=str(current),
+                                  hint="ctxlake never writes or deletes through a symlink; remove it")
+
+
+def remove_own_file(path: Path, prefix: bytes) -> bool:
+    """Delete ``path`` only when it is a regular file (not a symlink) that ctxlake wrote: its
+    first bytes are ``prefix``. Returns whether it was deleted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.read(fd, len(prefix)) != prefix:
+            return False
+    finally:
+        os.close(fd)
+    os.unlink(path)
+    return True
+
+
+def write_marker(folder: Path, name: str, text: str) -> None:
+    """Write a marker file naming what ``folder`` is (once; never through a symlink)."""
+    target = Path(folder) / name
+    if os.path.lexists(target):
+        return
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file);
+    private (0600) by default, whatever the umask.
 
     ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
     (:func:`pipeline.store.sync_filesystems`) before it records them as done."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -186,9 +272,30 @@ def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     return con
 
 
+def _open_lock(path: Path):
+    """The lock file, opened for update without following a symlink (a planted link cannot
+    make the lock truncate another file) and created private."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                     FILE_MODE)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise LakeLockedError("the lake's .lock is a symlink: refusing to follow it",
+                                  path=str(path), hint="remove the link; ctxlake writes its own lock") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LakeLockedError("the lake's .lock is not a regular file", path=str(path),
+                              hint="remove it; ctxlake writes its own lock")
+    return os.fdopen(fd, "r+")
+
+
 class Lake:
     def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root is not None else default_lake()
+        # absolute: the views persisted in ctxlake.duckdb name their Parquet globs by it, so
+        # any DuckDB client opens them from any folder
+        self.root = Path(os.path.abspath(os.path.expanduser(str(root)))) if root is not None \
+            else default_lake()
 
     # -- paths ------------------------------------------------------------------------
     @property
@@ -241,7 +348,7 @@ class Lake:
         table and the bytes do not depend on the order work was done in. Returns the number
         of files written."""
         folder = self.derived_dir / name
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dirs(folder)
         legacy = folder / f"{key}.parquet"
         if sessions is None:
             buckets = set(range(DERIVED_BUCKETS))
@@ -298,7 +405,7 @@ class Lake:
             for table in only or PART_TABLES:
                 batch = batches[table]
                 target = self.table_dir(table) / f"{name}.parquet"
-                target.parent.mkdir(parents=True, exist_ok=True)
+                private_dirs(target.parent)
                 tmp = target.with_name("." + target.name + ".tmp")
                 if table == "records":
                     pq.write_table(batch, tmp, compression="zstd", compression_level=1,
@@ -312,6 +419,7 @@ class Lake:
                                 "COMPRESSION_LEVEL 1, DICTIONARY_SIZE_LIMIT 1)")
                     if table != "messages":
                         con.unregister("staged_batch")
+                os.chmod(tmp, FILE_MODE)
                 os.replace(tmp, target)
         finally:
             con.execute("DROP VIEW IF EXISTS messages_part")
@@ -319,8 +427,10 @@ class Lake:
 
     # -- lifecycle --------------------------------------------------------------------
     def init(self) -> None:
-        """Create the folders and zero-row schema files (idempotent)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Create the folders (private), the lake's marker and zero-row schema files
+        (idempotent)."""
+        private_dirs(self.root)
+        write_marker(self.root, LAKE_MARKER, "a ctxlake lake: never read as a transcript archive\n")
         missing = [t for t in PART_TABLES if not (self.table_dir(t) / "_empty.parquet").exists()]
         if missing:
             con = new_connection()
@@ -340,7 +450,7 @@ class Lake:
 
         Re-entrant within one process, so the nightly run can hold it across every stage
         while each stage also takes it when called on its own."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.root)
         key = os.path.realpath(self.root)
         if _HELD.get(key):
             _HELD[key] += 1
@@ -349,7 +459,7 @@ class Lake:
             finally:
                 _HELD[key] -= 1
             return
-        handle = open(self.root / ".lock", "a+")
+        handle = _open_lock(self.root / ".lock")
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -497,21 +607,21 @@ class Lake:
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sqlfiles.render("create_view_sources",
-                                    glob=sqlfiles.literal_path(self.sources_path)))
-        con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.literal_path(self.runs_path)))
+                                    glob=sqlfiles.glob_literal(self.sources_path)))
+        con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.glob_literal(self.runs_path)))
         con.execute(sqlfiles.load("create_view_committed_runs"))
         for table in PART_TABLES:
             name = "_messages_current" if table == "messages" else table
             con.execute(sqlfiles.render(
                 "create_view_part_table", name=sqlfiles.ident(name),
-                glob=sqlfiles.literal_path(self.table_dir(table) / "*.parquet")))
+                glob=sqlfiles.glob_literal(self.table_dir(table), "*.parquet")))
         # derived tables depend only on their Parquet files: created before the views using them
         if self.derived_dir.exists():
             for folder in sorted(self.derived_dir.iterdir()):
                 if folder.is_dir() and any(folder.glob("*.parquet")):
                     con.execute(sqlfiles.render(
                         "create_view_derived", name=sqlfiles.ident(folder.name),
-                        glob=sqlfiles.literal_path(folder / "*.parquet")))
+                        glob=sqlfiles.glob_literal(folder, "*.parquet")))
         con.execute(sqlfiles.load("create_view_messages"))
         con.execute(sqlfiles.load("create_view_session_flags_empty"))
         con.execute(sqlfiles.load("create_view_sessions"))
@@ -538,11 +648,24 @@ class Lake:
         tmp = self.root / ".ctxlake.duckdb.tmp"
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        con = new_connection(str(tmp))
-        try:
-            self.create_views(con)
-        finally:
-            con.close()
+        if "?" in os.path.realpath(self.root):
+            # DuckDB reads a "?" in a database path as the start of options: build the file in
+            # a private temp folder, then copy it into the lake
+            with tempfile.TemporaryDirectory(prefix="ctxlake-views-") as folder:
+                built = Path(folder) / "ctxlake.duckdb"
+                con = new_connection(str(built))
+                try:
+                    self.create_views(con)
+                finally:
+                    con.close()
+                shutil.copyfile(built, tmp)
+        else:
+            con = new_connection(str(tmp))
+            try:
+                self.create_views(con)
+            finally:
+                con.close()
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, target)
         atomic_write_bytes(self.root / ".ctxlake.duckdb.views", self._views_fingerprint().encode())
         return target

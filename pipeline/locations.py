@@ -7,6 +7,9 @@ and for ``ctxlake status``.
 - Codex CLI: ``$CODEX_HOME/sessions`` when ``CODEX_HOME`` is set, else ``~/.codex/sessions``.
 - Gemini CLI: ``~/.gemini/tmp`` (its ``<project hash>/chats/`` session files).
 
+Also where ctxlake's own things live (light, so the CLI finds them without importing the
+lake): the lake (:func:`default_lake`) and the config file (:func:`default_config_path`).
+
 Pure lookups: nothing is created, and a symlinked folder is reported as found (ingest itself
 decides what it follows).
 """
@@ -14,11 +17,15 @@ decides what it follows).
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["Location", "discover_locations", "found_locations"]
+__all__ = ["Location", "discover_locations", "found_locations", "user_data_dir", "default_lake",
+           "user_config_path", "default_config_path"]
+
+CONFIG_NAME = "ctxlake.toml"
 
 
 @dataclass(frozen=True)
@@ -68,3 +75,46 @@ def found_locations(env: Mapping[str, str] | None = None,
                     home: str | Path | None = None) -> list[Path]:
     """The folders of :func:`discover_locations` that exist (what ingest reads by default)."""
     return [Path(loc.path) for loc in discover_locations(env, home) if loc.found]
+
+
+def user_data_dir() -> Path:
+    """The platform's per-user data folder for ctxlake: ``$XDG_DATA_HOME/ctxlake``, else
+    ``~/Library/Application Support/ctxlake`` on macOS, else ``~/.local/share/ctxlake``."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "ctxlake"
+    home = Path.home()
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "ctxlake"
+    return home / ".local" / "share" / "ctxlake"
+
+
+def default_lake(configured: str | Path | None = None) -> Path:
+    """Where the lake lives when ``--lake`` is not given, whatever the current folder:
+    ``$CTXLAKE_HOME``, else ``configured`` (the config file's ``lake``), else
+    :func:`user_data_dir`. Absolute."""
+    chosen = os.environ.get("CTXLAKE_HOME") or configured
+    if chosen:
+        return Path(os.path.abspath(os.path.expanduser(str(chosen))))
+    return user_data_dir()
+
+
+def user_config_path() -> Path:
+    """The per-user config file: ``$XDG_CONFIG_HOME/ctxlake/ctxlake.toml``, else
+    ``~/.config/ctxlake/ctxlake.toml``."""
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
+    return base / "ctxlake" / CONFIG_NAME
+
+
+def default_config_path() -> Path | None:
+    """The config file in effect without ``--config``: ``$CTXLAKE_CONFIG``, else
+    ``./ctxlake.toml`` when it exists, else :func:`user_config_path` when it exists."""
+    env = os.environ.get("CTXLAKE_CONFIG")
+    if env:
+        return Path(env)
+    local = Path(CONFIG_NAME)
+    if local.is_file():
+        return local
+    user = user_config_path()
+    return user if user.is_file() else None

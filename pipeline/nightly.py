@@ -230,7 +230,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                              upstream=(plan_name,), same_items=False), (plan_name,)))
 
     summarize_settings = {"time_zone": settings.tz, "flags": flags_settings, "layout": LAYOUT,
-                          "session_logging": config.session_logging, "version": __version__}
+                          "session_logging": config.session_logging, "version": __version__,
+                          **({"log_details": True} if config.log_details else {})}
 
     def summarize_work(owed: Owed, commit):
         days = set()
@@ -241,16 +242,38 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
         summary = summarize(lake, tz=settings.tz, ignore_patterns=patterns,
                             sessions=None if owed.full else owed.todo, days=days,
                             removed=owed.removed, progress=progress("summarize"),
-                            session_logging=config.session_logging)
+                            session_logging=config.session_logging,
+                            log_details=config.log_details)
         results["summaries"] = summary
         commit(_all_done(owed, lambda item: summary.placed.get(item)))
 
     stages.append((Stage("summarize", summarize_settings, inputs.sessions, summarize_work,
                          missing=lambda rows: _missing_summaries(lake, rows),
                          upstream=("flags",)), ("flags",)))
+    stages.append(_usage_stage(lake, inputs, results))
     if config.report_html:
         stages.append(_html_stage(lake, settings, inputs, results, summarize_settings))
     return stages
+
+
+def _usage_stage(lake: Lake, inputs: LakeInputs, results: dict) -> tuple[Stage, tuple[str, ...]]:
+    """The usage tables the reports read (per-call rows of the changed sessions, the calls
+    once across the lake with their cost, the 15-minute sums): ``pipeline.usage.refresh_usage``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from pipeline.usage import refresh_usage
+
+    try:
+        prices = version("genai-prices")
+    except PackageNotFoundError:
+        prices = None
+
+    def usage_work(owed: Owed, commit):
+        results["usage"] = refresh_usage(lake, sessions=_scope(owed))
+        commit(_all_done(owed))
+
+    return (Stage("usage", {"price_snapshot": prices, "layout": LAYOUT, "version": __version__},
+                  inputs.sessions, usage_work), ())
 
 
 def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, results: dict,

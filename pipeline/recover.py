@@ -76,8 +76,8 @@ from typing import Any, Iterable
 import orjson
 
 from pipeline import sqlfiles
-from pipeline.errors import UsageError
 from pipeline.lake import Lake, atomic_write_bytes
+from pipeline.sessions import resolve_session_id
 
 NONE = "(none)"
 OBJECTIVE_CHARS = 800
@@ -930,24 +930,6 @@ def _notes(evidence: dict, main_events: list[ToolEvent], messages: list[dict]) -
 # ---------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------
-def resolve_session_id(con, session: str) -> str:
-    """An exact session id, or the one id starting with ``session`` (a unique prefix)."""
-    rows = con.execute(sqlfiles.load("select_session_ids_like"), {"prefix": session}).fetchall()
-    ids = [r[0] for r in rows]
-    if session in ids:
-        return session
-    if len(ids) == 1:
-        return ids[0]
-    heads = [i for i in ids if all(other == i or other.startswith(i + "/") for other in ids)]
-    if len(heads) == 1:  # a session and its sub-agent sessions (``<id>/agent-...``)
-        return heads[0]
-    if not ids:
-        raise UsageError(f"no session '{session}' in the lake",
-                         hint="list sessions with: ctxlake sql \"SELECT session_id, started_at FROM sessions\"")
-    shown = ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else "")
-    raise UsageError(f"'{session}' matches {len(ids)} sessions: {shown}", hint="give more of the id")
-
-
 def build_documents(con, session_ids: list[str], memory_ids: dict[str, str] | None = None
                     ) -> dict[str, RecoveryDocument]:
     """Recovery documents of these sessions (ids that are not in the lake are skipped).
@@ -970,10 +952,14 @@ def recover(lake: Lake, session: str, *, out: Path | None = None) -> RecoveryDoc
     return document
 
 
+MAX_NAME_CHARS = 200   # file names end at 255 bytes on most file systems; room for a suffix
+
+
 def recovery_file_name(session_id: str) -> str:
-    """``<session id>.md`` with unsafe characters replaced; a hash keeps changed names unique."""
+    """``<session id>.md`` with unsafe characters replaced; a hash keeps changed names unique.
+    A session id too long for a file name is cut to its first 200 characters (plus the hash)."""
     import hashlib
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", session_id).strip(".") or "session"
-    if safe != session_id:
-        safe = f"{safe}-{hashlib.sha256(session_id.encode('utf-8')).hexdigest()[:8]}"
+    if safe != session_id or len(safe) > MAX_NAME_CHARS:
+        safe = f"{safe[:MAX_NAME_CHARS]}-{hashlib.sha256(session_id.encode('utf-8')).hexdigest()[:8]}"
     return f"{safe}.md"

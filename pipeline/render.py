@@ -34,6 +34,12 @@ def to_json(value: Any) -> str:
                         | orjson.OPT_NON_STR_KEYS).decode("utf-8")
 
 
+def compact_json(value: Any) -> str:
+    """One-line deterministic JSON (sorted keys), for values inside a text line."""
+    return orjson.dumps(value, default=_default, option=orjson.OPT_SORT_KEYS
+                        | orjson.OPT_NON_STR_KEYS).decode("utf-8")
+
+
 def human_bytes(n: int) -> str:
     """1234567 -> '1.2 MB' (decimal units, as the README's figures)."""
     value = float(n)
@@ -56,6 +62,25 @@ def to_csv(columns: list[str], rows: list[tuple]) -> str:
         writer.writerow(["" if v is None else (v.isoformat() if isinstance(v, (date, datetime)) else v)
                          for v in row])
     return buffer.getvalue()
+
+
+def to_ndjson(rows: list[dict]) -> str:
+    """One compact JSON object a line (sorted keys), each line ending in a newline."""
+    return "".join(orjson.dumps(row, default=_default, option=orjson.OPT_SORT_KEYS
+                                | orjson.OPT_NON_STR_KEYS).decode("utf-8") + "\n" for row in rows)
+
+
+def _markdown_cell(value: Any) -> str:
+    text = "" if value is None else _cell(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def to_markdown(columns: list[str], rows: list[tuple]) -> str:
+    """A GitHub-flavoured Markdown table (``|`` escaped, newlines folded to spaces)."""
+    lines = ["| " + " | ".join(_markdown_cell(c) for c in columns) + " |",
+             "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(_markdown_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
 
 
 def console(stderr: bool = False) -> Console:
@@ -109,6 +134,14 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def quiet() -> bool:
+    """``--quiet`` was given (``ctxlake --quiet`` or after the subcommand): no progress bars."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and getattr(ctx.find_root().obj, "quiet", False))
+
+
 @contextlib.contextmanager
 def byte_progress(description: str) -> Iterator:
     """A progress callback ``(done, total)`` drawing a bar on stderr, quiet when not a TTY."""
@@ -116,7 +149,7 @@ def byte_progress(description: str) -> Iterator:
     from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
                                TransferSpeedColumn)
 
-    if not sys.stderr.isatty():
+    if quiet() or not sys.stderr.isatty():
         yield None
         return
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
@@ -136,7 +169,7 @@ def step_progress(description: str) -> Iterator:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    if not sys.stderr.isatty():
+    if quiet() or not sys.stderr.isatty():
         yield None
         return
     with Progress("[progress.description]{task.description}", BarColumn(),
@@ -157,7 +190,7 @@ def stage_progress() -> Iterator:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    if not sys.stderr.isatty():
+    if quiet() or not sys.stderr.isatty():
         yield lambda name: None
         return
     with Progress("[progress.description]{task.description:<10}", BarColumn(),

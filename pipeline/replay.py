@@ -4,7 +4,11 @@
 policy functions, through :func:`pipeline.plan.plan_session_input`: nothing is re-implemented
 here), walks the session's assistant turns in order and measures what each API call would have
 been sent. One row per (policy, session) goes to ``policy_eval`` and one per (policy, session,
-turn) to ``replay_turns`` (``lake.write_derived``, one file per policy, keyed like plans).
+turn) to ``replay_turns`` (``lake.write_derived``, one file per policy and settings). Each
+row carries its ``replay_id`` (a hash of the policies, settings and session filter asked) and
+``replay_settings`` (``price_as=... cache_ttl=...``): a replay priced as another model or with
+another cache TTL keeps files of its own, so rows priced two ways are never mixed unlabelled,
+and the latest replay of each (policy, settings) is kept.
 ``none`` is always replayed first: it is the baseline every saving is measured against.
 
 Time model (the one of :mod:`pipeline.policies.base`, shared with the policies)
@@ -66,6 +70,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -94,6 +99,14 @@ HEURISTIC = "est_tokens (heuristic)"
 CALIBRATED = "est_tokens_calibrated (token_calibration, no anchor)"
 _TURN_KINDS = ("text", "thinking", "tool_use")
 _INF = 1 << 62
+
+# what tells one replay's rows from another's: its id and its settings (with the policy and
+# config hash, the key rows are kept by; see replay())
+REPLAY_STAMP = [
+    ("replay_id", pa.string()),
+    ("replay_settings", pa.string()),       # replay_settings(): "price_as=... cache_ttl=..."
+    ("price_as", pa.string()),              # --price-as model, NULL: each call's recorded model
+]
 
 POLICY_EVAL = pa.schema([
     ("policy", pa.string()),
@@ -132,9 +145,11 @@ POLICY_EVAL = pa.schema([
     ("heuristic_error_pct", pa.float64()),
     ("estimator", pa.string()),
     ("price_source", pa.string()),
+    *REPLAY_STAMP,
 ])
 
-REPLAY_TURNS = pa.schema([
+# the per-turn columns the replay computes (REPLAY_TURNS adds the stamp)
+_TURN_ROWS = pa.schema([
     ("policy", pa.string()),
     ("config_hash", pa.string()),
     ("session_id", pa.string()),
@@ -149,6 +164,32 @@ REPLAY_TURNS = pa.schema([
     ("evictions", pa.int64()),              # evictions taking effect at this turn
     ("cost_usd", pa.float64()),
 ])
+REPLAY_TURNS = pa.schema([*_TURN_ROWS, *REPLAY_STAMP])
+
+
+def replay_settings(price_model: str | None, cache_ttl_minutes: float | None) -> str:
+    """The settings a replay's figures depend on besides the policy, as one text:
+    ``price_as=recorded cache_ttl=5`` (the key, with the policy, its rows are kept by)."""
+    ttl = "off" if cache_ttl_minutes is None else f"{cache_ttl_minutes:g}"
+    return f"price_as={price_model or 'recorded'} cache_ttl={ttl}"
+
+
+def replay_id_of(resolved: Sequence[ResolvedPolicy], settings: str, session_id: str | None,
+                 since: Any) -> str:
+    """A replay's id: a hash of what it was asked (policies and their config hashes,
+    settings, session filter), so the same replay writes the same bytes."""
+    payload = {"policies": [[p.name, p.config_hash] for p in resolved], "settings": settings,
+               "session_id": session_id, "since": None if since is None else str(since)}
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
+
+def _stamp(table: pa.Table, schema: pa.Schema, replay_id: str, settings: str,
+           price_model: str | None) -> pa.Table:
+    n = table.num_rows
+    values = {"replay_id": replay_id, "replay_settings": settings, "price_as": price_model}
+    columns = [table.column(f.name) if f.name in table.column_names and f.name not in values
+               else pa.array([values[f.name]] * n, f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 # ---------------------------------------------------------------------------------------
@@ -589,7 +630,7 @@ class SessionReplay:
     session_id: str
     evals: list[dict] = field(default_factory=list)
     turn_columns: dict[str, list] = field(
-        default_factory=lambda: {name: [] for name in REPLAY_TURNS.names})
+        default_factory=lambda: {name: [] for name in _TURN_ROWS.names})
 
     @property
     def turns(self) -> list[dict]:
@@ -818,7 +859,7 @@ def _load_facts(con, ids: list[str]) -> dict[str, SessionFacts]:
 def _replay_inputs(inputs: list[SessionInput], facts: dict[str, SessionFacts],
                    ctx: _Context) -> _BatchOut:
     evals: list[dict] = []
-    turns: dict[str, list] = {name: [] for name in REPLAY_TURNS.names}
+    turns: dict[str, list] = {name: [] for name in _TURN_ROWS.names}
     for session in inputs:
         result = replay_session(session, ctx.policies, facts=facts.get(session.session_id),
                                 prices=ctx.prices, calibration=ctx.calibration,
@@ -877,9 +918,12 @@ class ReplayResult:
     estimator: str
     steps: dict[str, list[dict]] = field(default_factory=dict)
     report: dict | None = None
+    replay_id: str | None = None
+    settings: str | None = None            # replay_settings(): price model and cache TTL
 
     def to_dict(self) -> dict:
         return {"policies": self.policies, "config_hashes": self.config_hashes,
+                "replay_id": self.replay_id, "settings": self.settings,
                 "steps": self.steps,
                 "sessions": self.sessions, "sessions_ignored": self.sessions_ignored,
                 "cache_ttl_minutes": self.cache_ttl_minutes, "price_model": self.price_model,
@@ -887,11 +931,13 @@ class ReplayResult:
                 "summary": self.summary, "report": self.report}
 
 
-def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None) -> list[dict]:
+def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None,
+                 settings: str | None = None) -> list[dict]:
     """The comparison table (``sql/select_replay_summary.sql``): one dict per policy.
 
     ``evals``: a run's ``policy_eval`` rows; None reads the lake's ``policy_eval`` view
-    through ``con`` (a :meth:`Lake.connect` connection)."""
+    through ``con`` (a :meth:`Lake.connect` connection). ``settings``: only the rows of these
+    :func:`replay_settings` (the view may hold a policy priced two ways)."""
     own = con is None
     con = con or new_connection()
     try:
@@ -901,7 +947,7 @@ def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None) -
         else:
             source = sqlfiles.ident("policy_eval")
         cur = con.execute(sqlfiles.render("select_replay_summary", source=source),
-                          {"policies": list(policies)})
+                          {"policies": list(policies), "settings": settings})
         rows = sqlfiles.fetch_dicts(cur)
         if evals is not None:
             con.unregister("replay_eval")
@@ -967,8 +1013,16 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
     eval_rows = [row for out in outs for row in out.evals]
     evals = pa.Table.from_pylist(eval_rows, schema=POLICY_EVAL) if eval_rows \
         else POLICY_EVAL.empty_table()
-    turns = pa.concat_tables([pa.table(out.turns, schema=REPLAY_TURNS) for out in outs]) \
-        if outs else REPLAY_TURNS.empty_table()
+    turns = pa.concat_tables([pa.table(out.turns, schema=_TURN_ROWS) for out in outs]) \
+        if outs else _TURN_ROWS.empty_table()
+    settings = replay_settings(price_model, cache_ttl_minutes)
+    replay_id = replay_id_of(resolved, settings, session_id, since)
+    evals = _stamp(evals, POLICY_EVAL, replay_id, settings, price_model)
+    turns = _stamp(turns, REPLAY_TURNS, replay_id, settings, price_model)
+    # rows are kept per (policy, settings): a replay priced as another model, or with another
+    # cache TTL, writes files of its own beside the default ones instead of replacing them
+    suffix = "" if settings == replay_settings(None, DEFAULT_CACHE_TTL_MINUTES) else \
+        "--" + hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
     evals = evals.sort_by([("policy", "ascending"), ("session_id", "ascending")])
     turns = turns.sort_by([("policy", "ascending"), ("session_id", "ascending"),
                            ("turn", "ascending")]).combine_chunks()
@@ -980,18 +1034,19 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
             for name, table in (("policy_eval", evals), ("replay_turns", turns)):
                 mine = table.filter(pc.equal(table.column("policy"), policy.name))
                 if partial:
-                    mine = _merge_existing(lake, name, policy.key, policy.config_hash, replayed,
-                                           mine)
+                    mine = _merge_existing(lake, name, policy.key + suffix, policy.config_hash,
+                                           replayed, mine)
                     mine = mine.sort_by([("session_id", "ascending")] +
                                         ([("turn", "ascending")] if name == "replay_turns" else []))
-                lake.write_derived(name, policy.key, mine.combine_chunks())
+                lake.write_derived(name, policy.key + suffix, mine.combine_chunks())
     estimator = CALIBRATED if ctx.calibration is not None else HEURISTIC
     result = ReplayResult(
         policies=names, config_hashes={p.name: p.config_hash for p in resolved}, evals=evals,
         turns=turns, summary=summary_rows(evals, names), sessions=len(todo),
         sessions_ignored=len(ignored), cache_ttl_minutes=cache_ttl_minutes,
         price_model=price_model, price_source=prices.source, estimator=estimator,
-        steps={p.name: p.describe() for p in resolved})
+        steps={p.name: p.describe() for p in resolved}, replay_id=replay_id,
+        settings=settings)
     if report_dir is not None:
         from pipeline.replay_report import write_report
 

@@ -105,6 +105,16 @@ def _numeric(text: Any) -> bool:
 # ---------------------------------------------------------------------------------------
 # Charts
 # ---------------------------------------------------------------------------------------
+def charts_unavailable() -> str | None:
+    """Why the charts cannot be drawn (matplotlib, the ``reports`` extra, is missing), or None."""
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        return "matplotlib is not installed (pip install 'ctxlake[reports]')"
+    return None
+
+
 def _figure(width: float = 8.0, height: float = 4.5):
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -249,7 +259,8 @@ def _usage_section(result) -> list[str]:
     return lines
 
 
-def render_markdown(result, charts: dict[str, str], chart_session: str | None) -> str:
+def render_markdown(result, charts: dict[str, str], chart_session: str | None,
+                    charts_skipped: str | None = None) -> str:
     ttl = result.cache_ttl_minutes
     lines = ["# Replay report", ""]
     lines.append(f"- Sessions replayed: {result.sessions:,}"
@@ -262,6 +273,9 @@ def render_markdown(result, charts: dict[str, str], chart_session: str | None) -
                  + (f"; every call priced as `{result.price_model}`" if result.price_model
                     else "; each call at its recorded model"))
     lines.append(f"- Token estimate vs recorded usage: {result.estimator}")
+    if getattr(result, "replay_id", None):
+        lines.append(f"- Replay id: `{result.replay_id}` (its rows in `policy_eval` and "
+                     f"`replay_turns`: `WHERE replay_id = '{result.replay_id}'`)")
     lines += ["", "## Comparison", ""]
     headers, rows = comparison_table(result.summary)
     lines.append(markdown_table(headers, rows))
@@ -286,13 +300,17 @@ def render_markdown(result, charts: dict[str, str], chart_session: str | None) -
               "- *protected violations*: evictions of user/assistant/system text, managed-memory "
               "reads, tail-protected exchanges or excluded tools. Must be 0."]
     lines += ["", "## Charts", ""]
+    if charts_skipped:
+        lines += [f"Charts skipped: {charts_skipped}.", ""]
     if "context_per_turn" in charts:
         lines.append(f"Context tokens per turn for `{chart_session}` under each policy:")
         lines += ["", f"![Context tokens per turn]({charts['context_per_turn']})", ""]
-    lines += ["Saving against at-risk evictions, per policy:", "",
-              f"![Saving vs at-risk evictions]({charts['cost_vs_risk']})", "",
-              "Savings per session:", "",
-              f"![Distribution of savings per session]({charts['savings_distribution']})", ""]
+    if "cost_vs_risk" in charts:
+        lines += ["Saving against at-risk evictions, per policy:", "",
+                  f"![Saving vs at-risk evictions]({charts['cost_vs_risk']})", "",
+                  "Savings per session:", "",
+                  f"![Distribution of savings per session]({charts['savings_distribution']})",
+                  ""]
     lines += ["## Estimate vs recorded usage", ""]
     lines += _usage_section(result)
     lines += ["", "## Policies", ""]
@@ -314,23 +332,28 @@ def _param(value: Any) -> str:
 
 
 def write_report(result, out_dir: Path, *, session_id: str | None = None) -> dict:
-    """Write ``report.md`` and the charts under ``out_dir``; return what was written."""
+    """Write ``report.md`` and the charts under ``out_dir``; return what was written.
+    Without matplotlib (the ``reports`` extra) ``report.md`` is still written, without
+    charts, and says so (``charts_skipped``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     charts: dict[str, str] = {}
     chart_session = session_id or choose_chart_session(result.evals, result.policies)
+    skipped = charts_unavailable()
     figures = []
-    if chart_session is not None:
+    if skipped is None and chart_session is not None:
         figures.append(("context_per_turn",
                         context_figure(result.turns, chart_session, result.policies)))
-    figures.append(("cost_vs_risk", cost_risk_figure(result.summary)))
-    figures.append(("savings_distribution", savings_figure(result.evals, result.policies)))
+    if skipped is None:
+        figures.append(("cost_vs_risk", cost_risk_figure(result.summary)))
+        figures.append(("savings_distribution", savings_figure(result.evals, result.policies)))
     for name, fig in figures:
         filename = f"{name}.png"
         atomic_write_bytes(out_dir / filename, _png(fig))
         charts[name] = filename
     report = out_dir / "report.md"
-    atomic_write_bytes(report, render_markdown(result, charts, chart_session).encode("utf-8"))
+    atomic_write_bytes(report, render_markdown(result, charts, chart_session,
+                                               skipped).encode("utf-8"))
     return {"dir": str(out_dir), "report": str(report),
             "charts": [str(out_dir / f) for f in charts.values()],
-            "chart_session": chart_session}
+            "chart_session": chart_session, "charts_skipped": skipped}

@@ -23,8 +23,8 @@ from pathlib import Path
 import orjson
 
 from pipeline.apply import LOCATOR, OUTPUT_TEMP, encode_json_string
-from pipeline.errors import StoreError
-from pipeline.lake import Lake, atomic_write_bytes
+from pipeline.errors import LakeNotFoundError, StoreError
+from pipeline.lake import OUTPUT_MARKER, Lake, atomic_write_bytes
 from pipeline.store import (
     MANIFEST_DIR, MANIFEST_SUFFIX, PAYLOAD_SUFFIX, SHA256_NAME, TEMP_PREFIX, PayloadStore,
     sha256_hex,
@@ -155,6 +155,9 @@ class VerifyReport:
 def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
     """Check every store file's hash, every manifest, and every output under ``out``
     (default ``<lake>/out``): a restore manifest, a byte-exact restore, resolving locators."""
+    if not lake.exists():
+        raise LakeNotFoundError("no lake here yet: nothing to verify", path=str(lake.root),
+                                hint="pass --lake DIR (or set CTXLAKE_HOME) for an existing lake")
     out_root = Path(out) if out is not None else lake.root / "out"
     report = VerifyReport(store=str(lake.store_dir), out=str(out_root))
 
@@ -227,7 +230,7 @@ def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
             for dirpath, dirnames, names in os.walk(out_root):
                 dirnames.sort()
                 for name in sorted(names):
-                    if OUTPUT_TEMP.match(name):
+                    if OUTPUT_TEMP.match(name) or name == OUTPUT_MARKER:
                         continue
                     _verify_output(Path(dirpath) / name, store, manifests, sound, report,
                                    problem)

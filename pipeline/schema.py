@@ -124,6 +124,8 @@ SOURCES = pa.schema([
     ("size_bytes", pa.int64()),
     ("mtime", pa.timestamp("us", tz="UTC")),
     ("mtime_ns", pa.int64()),
+    ("ctime_ns", pa.int64()),     # with the inode: a file replaced with the same size and mtime is noticed
+    ("inode", pa.int64()),
     ("sha256", pa.string()),
     ("lines", pa.int64()),
     ("records", pa.int64()),

@@ -48,6 +48,14 @@ def literal_path(path: str | Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def glob_literal(folder: str | Path, pattern: str | None = None) -> str:
+    """A SQL string literal for DuckDB's file readers (which expand globs): ``folder`` (or the
+    file) with its glob characters escaped as classes (``[`` -> ``[[]``, ``*`` -> ``[*]``,
+    ``?`` -> ``[?]``), so a lake at ``lake[A]`` reads its own files, then ``/pattern``."""
+    escaped = "".join(f"[{ch}]" if ch in "[*?" else ch for ch in str(folder))
+    return literal_path(escaped + ("/" + pattern if pattern else ""))
+
+
 def check_names() -> list[str]:
     """Names of the data-rule checks in ``sql/checks`` (each returns violating rows)."""
     return sorted(f"checks/{p.stem}" for p in (sql_dir() / "checks").glob("*.sql"))

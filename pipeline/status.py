@@ -28,6 +28,7 @@ class LakeStatus:
     pending: dict[str, dict]       # per stage: todo, removed, full
     settings: dict                 # the settings the next run would use
     last_settings: dict | None     # those of the last finished run
+    locations: list[dict]          # the standard transcript folders a run without PATH reads
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -62,6 +63,7 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
     from pipeline.nightly import LakeInputs, NightlySettings, _previous_settings, pending_work
     from pipeline.config import load_config
     from pipeline.nightly import DEFAULT_POLICIES
+    from pipeline.locations import discover_locations
     from pipeline.usage import resolve_timezone
 
     if not lake.exists():
@@ -88,4 +90,5 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
         lake=str(lake.root.resolve()), size_bytes=_size(lake.root), files=sources.num_rows,
         sessions=len(LakeInputs(lake).sessions()), busy=_busy(lake), runs=recent,
         pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
-        settings=settings, last_settings=_previous_settings(lake))
+        settings=settings, last_settings=_previous_settings(lake),
+        locations=[location.to_dict() for location in discover_locations()])

@@ -39,6 +39,9 @@
 
   ``session_logging = false`` in the config turns the daily logs off: none is written or
   removed (recovery documents are still written).
+  ``log_details = true`` adds, after each entry's specified lines, a follow-up line a person
+  can act on: ``- **Session:** `<id>` · <project> · $<cost> · recovery: <path>`` (the cost
+  includes its sub-agents'; an unpriced model is said, never $0).
 
 - ``recovery/<session id>.md``: the recovery document (:mod:`pipeline.recover`) of every
   top-level session the run touched (all of them when ``sessions`` is None).
@@ -63,6 +66,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Callable, Iterable
 from zoneinfo import ZoneInfo
@@ -71,7 +75,7 @@ import pyarrow.parquet as pq
 
 from pipeline import sqlfiles
 from pipeline.errors import ConfigError
-from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock
+from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
 from pipeline.recover import (
     build_documents, lake_memory_ids, meaningful_text, recovery_file_name,
 )
@@ -95,6 +99,11 @@ class LogEntry:
     n_user: int
     n_assistant: int
     est_tokens: int
+    # the optional follow-up line (config ``log_details = true``), beside the specified ones
+    project: str | None = None
+    cost_usd: Decimal | None = None
+    unpriced: bool = False
+    recovery: str | None = None          # path of the session's recovery document
 
 
 @dataclass
@@ -150,14 +159,26 @@ def topic_of(messages: Iterable[str | None | tuple[str | None, bool]]) -> str:
     return NO_TOPIC
 
 
-def render_day(day: str, entries: list[LogEntry]) -> str:
-    """The text of one daily log (entries already in order)."""
+def detail_line(entry: LogEntry) -> str:
+    """The optional follow-up line of a log entry: session id, project, cost, recovery doc."""
+    if entry.cost_usd is None:
+        cost = "unpriced" if entry.unpriced else "no recorded usage"
+    else:
+        cost = f"${entry.cost_usd:.4f}" + (" + unpriced" if entry.unpriced else "")
+    return (f"- **Session:** `{entry.session_id}` · {entry.project or '(no project)'} · {cost}"
+            f" · recovery: {entry.recovery or '(none)'}")
+
+
+def render_day(day: str, entries: list[LogEntry], *, details: bool = False) -> str:
+    """The text of one daily log (entries already in order); ``details``: each entry also
+    gets :func:`detail_line` after the specified lines."""
     return f"# Session Log — {day}\n\n" + "".join(
         "\n".join([
             f"### {entry.local_time}",
             f"- **Topic:** {entry.topic}",
             f"- **Messages:** {entry.n_user} user / {entry.n_assistant} assistant",
             f"- **Est. tokens:** ~{entry.est_tokens}",
+            *([detail_line(entry)] if details else []),
             "",
         ]) for entry in entries)
 
@@ -171,15 +192,23 @@ def compile_ignore_patterns(patterns: Iterable[str]) -> list[re.Pattern]:
         raise ConfigError(str(error), hint="ignore_patterns are Python regular expressions") from None
 
 
+# the first bytes of what summarize writes: only such files are ever deleted
+LOG_PREFIX = "# Session Log — ".encode()
+RECOVERY_PREFIX = b"# Recovery ID: "
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     """Atomically write ``text`` unless the file already holds exactly these bytes."""
     data = text.encode("utf-8")
-    try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
-    atomic_write_bytes(path, data, fsync=False)   # one flush per run: see _summarize
+    if not path.is_symlink():
+        try:
+            if path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+    # a rename: a symlink planted at ``path`` is replaced, not followed; one flush per run:
+    # see _summarize
+    atomic_write_bytes(path, data, fsync=False)
     return True
 
 
@@ -191,20 +220,22 @@ def summarize(lake: Lake, *, tz: str | None = None, ignore_patterns: Iterable[st
               sessions: Iterable[str] | None = None,
               progress: Callable[[int, int], None] | None = None,
               days: Iterable[str] = (), removed: Iterable[str] = (),
-              session_logging: bool = True) -> SummarizeSummary:
+              session_logging: bool = True, log_details: bool = False) -> SummarizeSummary:
     """Write daily logs, recovery documents and model prices (see the module docstring).
 
     ``days``: more days to rebuild (where the nightly job's owed sessions were listed
     before); ``removed``: sessions gone from the lake, whose recovery documents go.
-    ``session_logging=False`` (the config's ``session_logging = false``) writes no daily log.
+    ``session_logging=False`` (the config's ``session_logging = false``) writes no daily log;
+    ``log_details=True`` (``log_details = true``) adds a follow-up line per entry.
     Holds the lake's lock (re-entrant: the nightly run already holds it)."""
     return _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
                       progress=progress, extra_days=set(days), removed=set(removed),
-                      session_logging=session_logging)
+                      session_logging=session_logging, log_details=log_details)
 
 
 def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_days=frozenset(),
-               removed=frozenset(), session_logging: bool = True) -> SummarizeSummary:
+               removed=frozenset(), session_logging: bool = True,
+               log_details: bool = False) -> SummarizeSummary:
     started = time.perf_counter()
     zone_name = resolve_timezone(tz)
     zone = ZoneInfo(zone_name)
@@ -213,6 +244,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
     recovery_dir = lake.summaries_dir / "recovery"
     summary = SummarizeSummary(lake=str(lake.root), tz=zone_name, log_dir=str(log_dir),
                                recovery_dir=str(recovery_dir))
+    for folder in (log_dir, recovery_dir):
+        refuse_symlinks(lake.root, folder, what="summaries folder")
     con = lake.connect()
     try:
         summary.prices_written = _write_model_prices(lake, con)
@@ -269,24 +302,25 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
             per_day[day].append(LogEntry(
                 session_id, row["ended_at"] or row["started_at"], time_of[session_id],
                 topic_of(topics.get(session_id, [])), int(row["n_user"]),
-                int(row["n_assistant"]), int(row["est_tokens"] or 0)))
+                int(row["n_assistant"]), int(row["est_tokens"] or 0), row["project"],
+                row["cost_usd"], bool(row["unpriced"]),
+                str(recovery_dir / recovery_file_name(session_id))))
         for day in sorted(per_day):
             entries = sorted(per_day[day], key=lambda e: (e.logged_at, e.session_id))
             path = log_dir / f"{day}.md"
             if not entries:
-                if path.exists():
-                    path.unlink()
+                if remove_own_file(path, LOG_PREFIX):
                     summary.days_removed += 1
                 continue
             summary.sessions_listed += len(entries)
-            if write_if_changed(path, render_day(day, entries)):
+            if write_if_changed(path, render_day(day, entries, details=log_details)):
                 summary.days_written += 1
             else:
                 summary.days_unchanged += 1
         if session_logging and touched is None and log_dir.exists():
             for path in sorted(log_dir.iterdir()):
-                if LOG_NAME.match(path.name) and path.stem not in per_day:
-                    path.unlink()
+                if LOG_NAME.match(path.name) and path.stem not in per_day \
+                        and remove_own_file(path, LOG_PREFIX):
                     summary.days_removed += 1
 
         # recovery documents
@@ -316,8 +350,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         if recovery_dir.exists():
             for path in sorted(recovery_dir.glob("*.md")):
                 gone = path.name not in expected_names if stale is None else path.name in stale
-                if gone:
-                    path.unlink()
+                if gone and remove_own_file(path, RECOVERY_PREFIX):
                     summary.recovery_removed += 1
     finally:
         con.close()
@@ -443,8 +476,9 @@ def session_log_index(lake: Lake, *, limit: int = LIST_DAYS) -> LogIndex:
     return LogIndex(str(log_dir), days, len(names))
 
 
-def session_log_tail(lake: Lake, day: str, *, lines: int = TAIL_LINES) -> LogTail:
-    """The last ``lines`` lines of one day's log; a clear error when there is none."""
+def session_log_tail(lake: Lake, day: str, *, lines: int | None = TAIL_LINES) -> LogTail:
+    """The last ``lines`` lines of one day's log (None: all of it); a clear error when there
+    is none."""
     from datetime import date as _date
 
     from pipeline.errors import CtxlakeError, UsageError
@@ -460,5 +494,5 @@ def session_log_tail(lake: Lake, day: str, *, lines: int = TAIL_LINES) -> LogTai
                 if index.days else "no logs yet: run `ctxlake summarize` first")
         raise CtxlakeError(f"no session log for {day}", path=str(path), hint=hint)
     all_lines = path.read_text(encoding="utf-8").splitlines()
-    shown = all_lines[-lines:] if lines > 0 else []
+    shown = all_lines if lines is None else (all_lines[-lines:] if lines > 0 else [])
     return LogTail(day, str(path), shown, len(all_lines) - len(shown))

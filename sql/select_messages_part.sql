@@ -5,7 +5,7 @@ WITH staged AS (
 measured AS (
     SELECT
         * EXCLUDE (timestamp_raw),
-        try_cast(timestamp_raw AS TIMESTAMPTZ) AS "timestamp",
+        safe_timestamp(timestamp_raw) AS "timestamp",
         length(coalesce(text, '')) AS char_len,
         strlen(coalesce(text, '')) AS text_bytes
     FROM staged

@@ -1,8 +1,9 @@
--- Replay comparison table: one row per policy in $policies (in that order), policy_eval figures over sessions as totals and medians; {source} is policy_eval or one run's rows
+-- Replay comparison table: one row per policy in $policies (in that order), policy_eval figures over sessions as totals and medians; {source} is policy_eval or one run's rows; $settings (NULL: any) keeps one replay settings' rows
 WITH evals AS (
     SELECT *
     FROM {source}
     WHERE list_contains($policies, policy)
+      AND (CAST($settings AS VARCHAR) IS NULL OR replay_settings = $settings)
 ),
 per_policy AS (
     SELECT

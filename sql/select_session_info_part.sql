@@ -3,7 +3,7 @@ WITH staged AS (
     SELECT * FROM staged_batch
 ),
 final AS (
-    SELECT * EXCLUDE (timestamp_raw), try_cast(timestamp_raw AS TIMESTAMPTZ) AS first_seen_at
+    SELECT * EXCLUDE (timestamp_raw), safe_timestamp(timestamp_raw) AS first_seen_at
     FROM staged
 )
 SELECT * FROM final

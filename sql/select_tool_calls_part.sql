@@ -5,7 +5,7 @@ WITH staged AS (
 final AS (
     SELECT
         * EXCLUDE (timestamp_raw),
-        try_cast(timestamp_raw AS TIMESTAMPTZ) AS "timestamp",
+        safe_timestamp(timestamp_raw) AS "timestamp",
         strlen(coalesce(input_json, '')) AS input_bytes,
         est_tokens(input_json) AS est_tokens
     FROM staged

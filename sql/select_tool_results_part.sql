@@ -11,7 +11,7 @@ payloads AS (
 final AS (
     SELECT
         staged.* EXCLUDE (timestamp_raw),
-        try_cast(staged.timestamp_raw AS TIMESTAMPTZ) AS "timestamp",
+        safe_timestamp(staged.timestamp_raw) AS "timestamp",
         coalesce(payloads.text_bytes, 0) AS payload_bytes,
         coalesce(payloads.char_len, 0) AS payload_chars,
         coalesce(payloads.payload_sha256, sha256('')) AS payload_sha256,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,36 @@ def _real_dir() -> Path:
 
 
 REAL = _real_dir()
+
+
+def pytest_configure(config) -> None:
+    """No test reads or writes the real per-user folders: for the whole session HOME,
+    XDG_DATA_HOME and XDG_CONFIG_HOME point into a temporary folder (the same for every test,
+    so a module-scoped lake and the tests using it see the same home), and CTXLAKE_HOME /
+    CTXLAKE_CONFIG are unset (a test sets them when it means to)."""
+    home = Path(tempfile.mkdtemp(prefix="ctxlake-test-home-"))
+    config._ctxlake_home = home
+    os.environ["HOME"] = str(home)
+    os.environ["XDG_DATA_HOME"] = str(home / ".local" / "share")
+    os.environ["XDG_CONFIG_HOME"] = str(home / ".config")
+    os.environ.pop("CTXLAKE_HOME", None)
+    os.environ.pop("CTXLAKE_CONFIG", None)
+
+
+def pytest_unconfigure(config) -> None:
+    home = getattr(config, "_ctxlake_home", None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def private_home(tmp_path_factory, monkeypatch) -> Path:
+    """A fresh home of this test's own (HOME and the XDG folders inside it)."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    return home
 
 
 @pytest.fixture

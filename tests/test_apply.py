@@ -386,8 +386,9 @@ def test_the_session_option_writes_only_that_sessions_files(real_lake, tmp_path)
                            evictions=table)
     written = sorted(str(p.relative_to(tmp_path / "out" / "clear"))
                      for p in (tmp_path / "out").rglob("*") if p.is_file())
-    # the sub-agent file (claude_agent.jsonl) is its own session <id>/agent-<agentId>
-    assert written == ["claude_code/claude_session.jsonl"]
+    # the sub-agent file (claude_agent.jsonl) is its own session <id>/agent-<agentId>; the
+    # marker keeps ingest from reading the output folder back
+    assert written == [".ctxlake-output", "claude_code/claude_session.jsonl"]
     assert summary.files_pruned == 1 and summary.problems == []
 
 

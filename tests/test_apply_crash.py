@@ -257,8 +257,8 @@ def test_a_read_only_output_folder_fails_only_its_files(crash_setup, monkeypatch
         [("write", "swe_agent")]
     assert "Read-only file system" in summary.problems[0]["error"]
     assert summary.files_pruned == len(SAMPLES) - 1
-    assert sorted(p.name for p in (out / POLICY).iterdir()) == ["claude_code", "codex", "gemini",
-                                                                "swe_agent"]
+    assert sorted(p.name for p in (out / POLICY).iterdir()) == [".ctxlake-output", "claude_code",
+                                                                "codex", "gemini", "swe_agent"]
     monkeypatch.undo()
     _finish_and_compare(crash_setup, lake, out)
 

@@ -142,8 +142,10 @@ def test_the_report_over_the_real_samples_has_an_overview_a_list_policies_and_on
     summary = render_html(real_lake, out, policy=MASKING)
     sessions = [s for (s,) in real_lake.connect().execute(
         "SELECT session_id FROM sessions ORDER BY 1").fetchall()]
-    assert summary.sessions == len(sessions) == 10
-    assert summary.sessions_rendered == 10
+    # SOURCES.md: 10 files, one session each, plus the 1.0.108 file's two inline sidechain
+    # threads, sub-agent sessions of their own
+    assert summary.sessions == len(sessions) == 12
+    assert summary.sessions_rendered == 12
     assert (out / "index.html").is_file() and (out / "sessions.html").is_file()
     assert (out / "policies.html").is_file()
     for session_id in sessions:
@@ -359,7 +361,8 @@ def test_a_refresh_renders_only_the_given_sessions_and_deletes_pages_of_removed_
     shutil.copy2(REAL / "claude_code" / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl", archive)
     ingest([archive], lake=lake, workers=1)
     summary = render_html(lake, out, sessions=["5c0375b4-57a5-4f26-b12d-d022ee4e51b7"])
-    assert summary.sessions == 2 and summary.sessions_rendered == 1
+    # the 1.0.108 file is its session and two inline sidechain sub-agent sessions
+    assert summary.sessions == 4 and summary.sessions_rendered == 1
     assert _session_page(out, "5c0375b4-57a5-4f26-b12d-d022ee4e51b7").is_file()
     assert old_page.stat().st_mtime_ns == old_stamp
     assert not stale.exists()
@@ -421,11 +424,11 @@ def test_the_report_html_command_prints_where_the_report_is_and_json(real_lake, 
     result = runner.invoke(cli, ["--lake", str(real_lake.root), "report", "html", "--out",
                                  str(out)], catch_exceptions=False)
     assert result.exit_code == 0
-    assert result.output.startswith(f"report: {out / 'index.html'} (10 sessions; ")
+    assert result.output.startswith(f"report: {out / 'index.html'} (12 sessions; ")
     result = runner.invoke(cli, ["--lake", str(real_lake.root), "report", "html", "--out",
                                  str(out), "--json"], catch_exceptions=False)
     data = json.loads(result.output)
-    assert data["pages_written"] == 0 and data["sessions"] == 10
+    assert data["pages_written"] == 0 and data["sessions"] == 12
     result = runner.invoke(cli, ["--lake", str(real_lake.root), "report", "html", "--since",
                                  "2026-02-01", "--until", "2026-01-01"], catch_exceptions=False)
     assert result.exit_code == 2 and "after --until" in result.output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 
@@ -83,7 +82,7 @@ def test_a_recursion_bomb_is_refused_without_a_traceback(tmp_path):
     lake, summary = ingest_paths(tmp_path, path)
     assert (summary.records, summary.quarantined) == (2, 1)
     assert quarantine(lake) == [
-        (2, "error", "JSON nested too deeply (over 1024 levels): refused as a recursion bomb")]
+        (2, "error", "JSON nested too deeply (over 254 levels, the nesting limit): refused as a recursion bomb")]
 
 
 def test_a_20_mb_line_is_ingested_and_an_over_limit_line_is_quarantined(tmp_path):
@@ -108,14 +107,14 @@ def test_an_unreadable_file_is_reported_and_the_rest_of_the_run_finishes(tmp_pat
     folder = tmp_path / "a"
     good = write(folder / f"{SESSION}.jsonl", claude_line(1))
     bad = write(folder / "22222222-2222-3333-4444-555555555555.jsonl", claude_line(1))
-    real_open = builtins.open
+    real_open = os.open
 
     def guarded_open(file, *args, **kwargs):
         if str(file) == str(bad):
             raise PermissionError(13, "Permission denied")
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(os, "open", guarded_open)
     lake, summary = ingest_paths(tmp_path, folder)
     assert (summary.records, summary.quarantined, summary.files_problem, summary.quarantined_errors) == \
         (1, 0, 1, 1)

@@ -42,7 +42,10 @@ def detect(path: str, head: bytes) -> str | None:
     """The best-scoring format for a file, or None when no reader recognises it."""
     best, best_score = None, 0
     for name, cls in READERS.items():
-        score = cls.sniff(path, head)
+        try:
+            score = cls.sniff(path, head)
+        except Exception:   # a head of unexpected types (e.g. {"type": []}) is not this format
+            score = 0
         if score > best_score:
             best, best_score = name, score
     return best

@@ -88,7 +88,7 @@ class AnthropicMessagesReader(ChatReader):
                 thinking = block.get("thinking") if isinstance(block.get("thinking"), str) else ""
                 out.message(role=role_out, kind="thinking", subtype=btype, text=thinking,
                             **block_row)
-            elif btype in _CALL_TYPES:
+            elif isinstance(btype, str) and btype in _CALL_TYPES:
                 call_id = block.get("id") if isinstance(block.get("id"), str) else None
                 name = block.get("name") if isinstance(block.get("name"), str) else None
                 input_obj = block.get("input")

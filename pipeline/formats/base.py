@@ -21,14 +21,17 @@ quarantines it. Readers never do I/O and keep every field they do not understand
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
 import orjson
+import pyarrow as pa
 
 from pipeline.errors import RecordError
+from pipeline.schema import STAGED
 
 __all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "dumps",
            "content_text", "SEQ_STRIDE"]
@@ -40,6 +43,114 @@ READER_TABLES = ("messages", "tool_calls", "tool_results", "session_info")
 # what an Emitter collects: the readers' tables and the engine's quarantine rows (the engine
 # keeps ``records`` itself, as columns)
 EMITTED_TABLES = (*READER_TABLES, "quarantine")
+
+
+# -- the row check: a reader's rows must fit the staged columns, line by line -----------------
+# (a value of the wrong type would otherwise fail the Arrow conversion of a whole batch, far
+# from its line; checked when the line ends, its rows are rolled back and the line quarantined)
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens",
+                 "reasoning_tokens")
+# the largest token count kept: 2^53 - 1, the largest integer a JSON writer in JavaScript
+# (Claude Code, Gemini CLI) holds exactly; far beyond any real call, and sums of such counts
+# cannot overflow the 64-bit columns and reports
+MAX_TOKEN_COUNT = 2**53 - 1
+# a recorded cost above this is not a cost (the reports sum costs as DECIMAL(38, 12))
+MAX_COST_USD = 1e9
+_INT_RANGE = {pa.int64(): (-2**63, 2**63 - 1), pa.int32(): (-2**31, 2**31 - 1)}
+_PY_TYPE = {pa.string(): (str,), pa.bool_(): (bool,), pa.float64(): (float, int),
+            pa.int64(): (int,), pa.int32(): (int,)}
+_EXPECTED = {str: "a string", bool: "true or false", float: "a number", int: "an integer"}
+
+
+def _column_specs(table: str) -> dict[str, tuple]:
+    return {name: (_PY_TYPE[dtype], _INT_RANGE.get(dtype)) for name, dtype in STAGED[table].items()}
+
+
+COLUMN_SPECS = {table: _column_specs(table) for table in ("messages", "tool_calls", "tool_results",
+                                                         "session_info")}
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON type of a parsed value, as a person reads it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e21:
+        return f"{value:.3e}"
+    try:
+        text = orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+_YEAR = re.compile(r"\s*([+-]?)(\d+)-")
+_BC = re.compile(r"\bBC\s*$", re.IGNORECASE)
+_INFINITE = frozenset({"infinity", "-infinity", "+infinity", "inf", "-inf", "+inf"})
+
+
+def odd_timestamp(raw: str) -> str | None:
+    """Why a raw timestamp is outside the years the lake's stages can hold (0002-9998: Python's
+    datetime ends at years 1 and 9999, and a time zone moves a time across them), or None.
+    DuckDB parses infinity, BC years and years up to 294247: those would reach every stage."""
+    if raw.strip().lower() in _INFINITE:
+        return f"timestamp {_short(raw)} is infinite"
+    if _BC.search(raw):
+        return f"timestamp {_short(raw)} is a BC date"
+    match = _YEAR.match(raw)
+    if match and (match.group(1) == "-" or not 2 <= int(match.group(2)) <= 9998):
+        return f"timestamp {_short(raw)} has a year outside 0002-9998"
+    return None
+
+
+def check_row(table: str, row: dict) -> str | None:
+    """Why ``row`` cannot be a ``table`` row (a value of the wrong type or out of range), or
+    None. Keys that are not staged columns are ignored (the Arrow conversion ignores them)."""
+    specs = COLUMN_SPECS[table]
+    for key, value in row.items():
+        if value is None:
+            continue
+        spec = specs.get(key)
+        if spec is None:
+            continue
+        types, bounds = spec
+        if type(value) not in types:
+            return (f"{key} is {json_type_name(value)} ({_short(value)}), expected "
+                    f"{_EXPECTED[types[0]]}")
+        if key == "timestamp_raw":
+            odd = odd_timestamp(value)
+            if odd is not None:
+                return (f"{odd}, the years every report and time zone can hold: the line is "
+                        "quarantined so that no later stage meets it")
+        elif key in TOKEN_COLUMNS:
+            if value < 0:
+                return (f"usage {key} is {_short(value)}: a token count cannot be negative (the line is "
+                        "quarantined so that it stays out of the usage sums)")
+            if value > MAX_TOKEN_COUNT:
+                return (f"usage {key} is {_short(value)}, over the largest count kept ({MAX_TOKEN_COUNT:,}"
+                        " = 2^53-1; a 64-bit count ends at 9,223,372,036,854,775,807): the line"
+                        " is quarantined so that it stays out of the usage sums")
+        elif key == "cost_usd_recorded":
+            if not 0 <= value <= MAX_COST_USD:   # NaN fails both comparisons
+                return (f"recorded cost {_short(value)} USD is not a cost (negative, not finite or"
+                        f" over {MAX_COST_USD:,.0f} USD): the line is quarantined so that it stays"
+                        " out of the cost sums")
+        elif bounds is not None and not bounds[0] <= value <= bounds[1]:
+            return f"{key} is {value}, outside the {64 if bounds[1] > 2**31 else 32}-bit range"
+    return None
 
 
 @dataclass
@@ -69,8 +180,14 @@ class SourceContext:
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON with non-ASCII kept (how Claude Code writes)."""
-    return orjson.dumps(value).decode("utf-8")
+    """Compact JSON with non-ASCII kept (how Claude Code writes). An integer beyond 64 bits
+    (which orjson does not write) is written by the standard library, digit for digit."""
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 # -- small readers of untrusted values: a value of the wrong type reads as absent -------------
@@ -94,8 +211,13 @@ def str_or_none(value: Any) -> str | None:
 
 
 def exact_int(value: Any, default: int | None = None) -> int | None:
-    """``value`` when it is an int (a bool is not), else ``default``."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+    """``value`` when it is an int (a bool is not) or an integral float (how a JSON number
+    beyond 64 bits parses: kept as a number so the row check can report it), else ``default``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return default
 
 
 def content_text(content: Any) -> str:
@@ -169,7 +291,7 @@ def tool_family(name: str | None, input_obj: Any = None) -> str:
 
     SWE-agent's ``str_replace_editor`` is a read when its command is ``view``.
     """
-    if not name:
+    if not isinstance(name, str) or not name:
         return "other"
     if name == "str_replace_editor" and isinstance(input_obj, dict):
         command = input_obj.get("command")
@@ -203,6 +325,15 @@ class Emitter:
         self._marks = tuple(len(rows) for rows in self._reader_tables)
         self._line_prov = {"source_id": self.ctx.source_id, "generation": self.ctx.generation,
                            "line_no": line_no, "byte_offset": byte_offset, "byte_len": byte_len}
+
+    def check_line(self) -> str | None:
+        """Why one of the current line's rows cannot be stored (:func:`check_row`), or None."""
+        for table, rows, mark in zip(READER_TABLES, self._reader_tables, self._marks):
+            for index in range(mark, len(rows)):
+                reason = check_row(table, rows[index])
+                if reason is not None:
+                    return f"a value of the wrong type or range: {reason}"
+        return None
 
     def rollback_line(self) -> None:
         for rows, mark in zip(self._reader_tables, self._marks):
@@ -277,6 +408,11 @@ class Reader:
 
     def finish(self, out: Emitter) -> dict:
         return {}
+
+    def rollback(self) -> None:
+        """Undo what the last ``line`` call changed in the reader's own state: the engine calls
+        it when it quarantines that line (its rows are rolled back too), so that a quarantined
+        line costs that line only (e.g. not the session it would have opened)."""
 
     # document layout
     def document(self, obj: Any, out: Emitter) -> str:

@@ -52,7 +52,7 @@ class ClaudeCodeReader(Reader):
         for obj in first_json_values(head, 5):
             if not isinstance(obj, dict):
                 continue
-            if "sessionId" in obj and obj.get("type") in KNOWN_TYPES:
+            if "sessionId" in obj and isinstance(obj.get("type"), str) and obj["type"] in KNOWN_TYPES:
                 return 95
             if obj.get("type") in ("file-history-snapshot", "summary") and "payload" not in obj:
                 score = max(score, 80)
@@ -61,6 +61,7 @@ class ClaudeCodeReader(Reader):
     def begin(self, state: dict) -> None:
         self.session_id: str | None = state.get("session_id")
         self.seen: set[str] = set(state.get("sessions", []))
+        self._undo: tuple[str | None, str | None] = (self.session_id, None)
         # inline sidechain threads: uuid of a sidechain record -> uuid of its thread's root
         self.threads: dict[str, str] = dict(state.get("sidechain_threads", {}))
         self.last_thread: str | None = state.get("last_sidechain_thread")
@@ -112,12 +113,19 @@ class ClaudeCodeReader(Reader):
             return f"{base}/sidechain-{self._thread_name(self._thread_of(obj))}", base
         return base, None
 
+    def rollback(self) -> None:
+        self.session_id, opened = self._undo
+        if opened is not None:
+            self.seen.discard(opened)
+
     def line(self, obj: dict, out: Emitter) -> str:
+        self._undo = (self.session_id, None)
         rtype = obj.get("type")
         rtype = rtype if isinstance(rtype, str) else "unknown"
         session_id, parent = self._session_of(obj)
         if session_id not in self.seen and rtype in ("user", "assistant", "system", "summary"):
             self.seen.add(session_id)
+            self._undo = (self._undo[0], session_id)
             out.session(
                 session_id=session_id, format=self.name, project=obj.get("cwd"),
                 git_branch=obj.get("gitBranch") or None, parent_session_id=parent,

@@ -151,7 +151,8 @@ class CodexCliReader(Reader):
         values = first_json_values(head, 2)
         if values and isinstance(values[0], dict):
             first = values[0]
-            if first.get("type") in LINE_TYPES and isinstance(first.get("payload"), dict):
+            if isinstance(first.get("type"), str) and first["type"] in LINE_TYPES \
+                    and isinstance(first.get("payload"), dict):
                 return 95
             if isinstance(first.get("id"), str) and "timestamp" in first and "type" not in first \
                     and not {"messages", "role", "sessionId", "payload"} & first.keys():
@@ -179,9 +180,15 @@ class CodexCliReader(Reader):
                 "session_emitted": self.session_emitted}
 
     # -- lines -------------------------------------------------------------------------
+    def rollback(self) -> None:
+        (self.session_id, self.cwd, self.model, self.last_total,
+         self.session_emitted) = self._undo
+
     def line(self, obj: dict, out: Emitter) -> str:
+        self._undo = (self.session_id, self.cwd, self.model, self.last_total,
+                      self.session_emitted)
         ltype = obj.get("type")
-        if ltype in LINE_TYPES or ("payload" in obj and isinstance(ltype, str)):
+        if isinstance(ltype, str) and (ltype in LINE_TYPES or "payload" in obj):
             payload = obj.get("payload")
             if not isinstance(payload, dict):
                 raise RecordError(f"a '{ltype}' line needs a 'payload' object, found "
@@ -357,6 +364,7 @@ class CodexCliReader(Reader):
 
     def _event(self, event: dict, ts: str | None, out: Emitter) -> None:
         etype = event.get("type")
+        etype = etype if isinstance(etype, str) else str(etype)
         if etype in DUPLICATE_EVENTS:
             return
         if etype == "token_count":

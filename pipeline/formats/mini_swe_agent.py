@@ -195,7 +195,7 @@ class MiniSweAgentReader(Reader):
                 out.message(role="system", kind="meta", subtype="exit", text=text, is_meta=True,
                             **row)
             else:
-                out.message(role=role if role in _ROLES else "system", kind="other",
+                out.message(role=role if isinstance(role, str) and role in _ROLES else "system", kind="other",
                             subtype=str(role), text=text, **row)
 
         if stats is not None:

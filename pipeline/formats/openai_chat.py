@@ -256,7 +256,7 @@ def _message_signals(message: Any) -> tuple[int, int]:
     if not isinstance(message, dict):
         return 0, 0
     openai = anthropic = 0
-    if message.get("role") in _OPENAI_ROLES:
+    if isinstance(message.get("role"), str) and message["role"] in _OPENAI_ROLES:
         openai += 1
     if "tool_calls" in message or "tool_call_id" in message or "function_call" in message:
         openai += 2

@@ -150,7 +150,7 @@ class SweAgentReader(Reader):
             text = content_text(content)
             row = dict(session_id=session_id, json_path=where)
             if demo_only or entry.get("is_demo") is True:
-                out.message(role=role if role in _ROLES else "user", kind="meta",
+                out.message(role=role if isinstance(role, str) and role in _ROLES else "user", kind="meta",
                             subtype="demonstration", text=text, is_demo=True, is_meta=True,
                             is_prompt=False, **row)
                 continue

@@ -622,17 +622,21 @@ def _policies(con) -> bytes:
     from pipeline.replay import summary_rows
     from pipeline.replay_report import comparison_table
 
-    names = [row["policy"] for row in _fetch(con, "select_html_policies")]
+    chosen = _fetch(con, "select_html_policies")
+    names = [row["policy"] for row in chosen]
+    settings = chosen[0]["replay_settings"] if chosen else None
     parts = ["<h1>Policies</h1>"]
     if not names:
         parts.append('<p class="muted">No replay in this lake yet: run <code>ctxlake replay '
                      "--policy microcompact --policy payload_prune</code>.</p>")
         return page("Policies", "\n".join(parts), current="policies.html")
-    summary = summary_rows(None, names, con=con)
+    summary = summary_rows(None, names, con=con, settings=settings)
     evals = _fetch(con, "select_html_policy_eval")
     parts.append(f'<p class="muted">The lake\'s latest replay: {len(names)} policies '
                  "(<code>none</code> is the baseline), the figures of <code>ctxlake replay "
-                 "--report</code>.</p>")
+                 "--report</code>"
+                 + (f"; settings <code>{esc(settings)}</code>" if settings else "")
+                 + ".</p>")
     headers, rows = comparison_table(summary)
     parts.append(table(headers, rows, numeric=range(1, len(headers))))
     evicted = {e["session_id"] for e in evals if e["evictions"]}
