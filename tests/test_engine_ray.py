@@ -28,9 +28,11 @@ from conftest import REAL  # noqa: E402
 
 # run-specific columns: the run's id and clock, nothing the engine decides
 VOLATILE = {"run_id", "ingested_at", "started_at", "finished_at", "pid", "seconds"}
-# the run log and the stage ledger record the run itself (ids, times), not its results
+# the run log, the stage ledger and the usage store's source list record the run itself (its
+# id, times), not its results (two local runs differ there too); their rows are compared as
+# views, without those columns
 RUN_FILES = ("runs.parquet", "sources.parquet", "ledger/", "ctxlake.duckdb",
-             ".ctxlake.duckdb.views", ".lock", "tables/")
+             ".ctxlake.duckdb.views", ".lock", "tables/", "derived/usage_call_sources/")
 SWEEP_CONFIG = """\
 [sweeps]
 masking = ["observation_masking(window=3)", "observation_masking(window=10)"]
