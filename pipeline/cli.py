@@ -857,7 +857,7 @@ def _usage_footer(out, result) -> None:
     out.print(f"prices: {result.price_source}; time zone {result.tz}", markup=False)
 
 
-def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, breakdown,
+def _run_usage_report(obj: LakeContext, period: str, *, since, until, tz, project, breakdown,
                       order, limit, compact, config_path, as_json) -> None:
     from pipeline.usage import table_rows, usage_report
 
@@ -883,8 +883,7 @@ def _run_usage_report(obj: LakeContext, period: str, since, until, tz, project, 
 @report.command("daily")
 @_usage_options
 @pass_lake
-def report_daily(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
-                 config_path, as_json) -> None:
+def report_daily(obj: LakeContext, **options) -> None:
     """Tokens (input, output, cache write, cache read) and cost per day.
 
     \b
@@ -892,45 +891,39 @@ def report_daily(obj: LakeContext, since, until, tz, project, breakdown, order, 
       ctxlake report daily --since 2025-12-01 --tz Europe/Paris --breakdown
       ctxlake report daily --breakdown agent --order desc --limit 7
     """
-    _run_usage_report(obj, "day", since, until, tz, project, breakdown, order, limit, compact,
-                      config_path, as_json)
+    _run_usage_report(obj, "day", **options)
 
 
 @report.command("weekly")
 @_usage_options
 @pass_lake
-def report_weekly(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
-                  config_path, as_json) -> None:
+def report_weekly(obj: LakeContext, **options) -> None:
     """Tokens and cost per week (Monday first; a week is named by its Monday).
 
     \b
     Example:
       ctxlake report weekly --breakdown project --json
     """
-    _run_usage_report(obj, "week", since, until, tz, project, breakdown, order, limit, compact,
-                      config_path, as_json)
+    _run_usage_report(obj, "week", **options)
 
 
 @report.command("monthly")
 @_usage_options
 @pass_lake
-def report_monthly(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
-                   config_path, as_json) -> None:
+def report_monthly(obj: LakeContext, **options) -> None:
     """Tokens (input, output, cache write, cache read) and cost per month.
 
     \b
     Example:
       ctxlake report monthly --json
     """
-    _run_usage_report(obj, "month", since, until, tz, project, breakdown, order, limit, compact,
-                      config_path, as_json)
+    _run_usage_report(obj, "month", **options)
 
 
 @report.command("session")
 @_usage_options
 @pass_lake
-def report_session(obj: LakeContext, since, until, tz, project, breakdown, order, limit, compact,
-                   config_path, as_json) -> None:
+def report_session(obj: LakeContext, **options) -> None:
     """Tokens (input, output, cache write, cache read) and cost per session.
 
     \b
@@ -938,8 +931,7 @@ def report_session(obj: LakeContext, since, until, tz, project, breakdown, order
       ctxlake report session --project myapp --breakdown
       ctxlake report session --order desc --limit 10 --breakdown format
     """
-    _run_usage_report(obj, "session", since, until, tz, project, breakdown, order, limit,
-                      compact, config_path, as_json)
+    _run_usage_report(obj, "session", **options)
 
 
 @report.command("blocks")
