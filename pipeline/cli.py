@@ -49,14 +49,19 @@ class LakeContext:
         """The lake's folder: --lake, else $CTXLAKE_HOME, else the config's ``lake``, else the
         per-user data folder (:func:`pipeline.locations.default_lake`)."""
         if self._root is None:
+            from pipeline.engine import check_lake_location
             from pipeline.locations import default_config_path, default_lake
 
             if self.lake_dir is not None:
+                check_lake_location(self.lake_dir)      # an s3:// lake: a clear error
                 self._root = Path(os.path.abspath(os.path.expanduser(str(self.lake_dir))))
             else:
                 configured = None
                 if not os.environ.get("CTXLAKE_HOME") and default_config_path() is not None:
                     configured = self.config().lake
+                for where in (os.environ.get("CTXLAKE_HOME"), configured):
+                    if where:
+                        check_lake_location(where)
                 self._root = default_lake(configured)
         return self._root
 
@@ -197,9 +202,18 @@ def _shared_options(group: click.Group) -> None:
 @click.option("--quiet", "-q", is_flag=True,
               help="No progress bars, warnings or run summaries (for cron): errors still go to "
                    "stderr and the exit code says what happened.")
+@click.option("--engine", "engine_name", type=click.Choice(["local", "ray"]), default=None,
+              envvar="CTXLAKE_ENGINE",
+              help="Where ingest, plan and replay run their units: local process pools "
+                   "(default) or Ray tasks (the ctxlake[ray] extra; default: the config's "
+                   "engine, else local).")
+@click.option("--ray-address", default=None, envvar="CTXLAKE_RAY_ADDRESS",
+              help="With --engine ray: the cluster to join ('auto': the running one, "
+                   "'ray://HOST:10001'); default: start a local Ray instance.")
 @click.version_option(version=__version__, package_name="ctxlake")  # no metadata scan
 @click.pass_context
-def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool) -> None:
+def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool, engine_name: str | None,
+        ray_address: str | None) -> None:
     """ctxlake: ingest, analyse, compact and replay AI coding-agent transcripts.
 
     \b
@@ -207,8 +221,19 @@ def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool) -> None:
       ctxlake ingest ~/.claude/projects
       ctxlake sql "SELECT format, count(*) FROM sessions GROUP BY ALL"
       ctxlake status            # where the lake is
+      ctxlake --engine ray --ray-address auto run ~/.claude/projects
     """
+    from pipeline import engine as engines   # stdlib only: no cost for the other commands
+
     ctx.obj = LakeContext(lake_dir, quiet)
+    if engine_name is not None or ray_address is not None:
+        if ctx.resilient_parsing:
+            return
+        try:
+            chosen = engines.make_engine(engine_name or "ray", ray_address)
+        except CtxlakeError as error:
+            raise CtxlakeClickError(error) from None
+        ctx.with_resource(engines.activate(chosen))
 
 
 def _print_ingest(summary, as_json: bool) -> None:

@@ -14,6 +14,8 @@ at the repository root is a commented example. Format::
     ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive JavaScript regexes
     session_logging = true                             # false: no daily session logs
     quiet_minutes = 60                                 # ingest: a file untouched this long is settled
+    engine = "local"                                   # or "ray" (pipeline.engine; ctxlake[ray])
+    ray_address = "auto"                               # with ray: join this cluster (default: local)
 
     [memory]                       # extra managed-memory roots (pipeline.memory syntax)
     project = ["docs/agent-notes/"]
@@ -87,9 +89,9 @@ __all__ = ["Config", "ResolvedPolicy", "Step", "load_config", "parse_policy_spec
            "DEFAULT_CONFIG_NAME"]
 
 DEFAULT_CONFIG_NAME = "ctxlake.toml"
-TOP_KEYS = {"archives", "default_policies", "ignore_patterns", "lake", "log_details", "memory",
-            "policies", "price_as", "prices", "quiet_minutes", "report", "session_logging",
-            "sweeps", "time_zone"}
+TOP_KEYS = {"archives", "default_policies", "engine", "ignore_patterns", "lake", "log_details",
+            "memory", "policies", "price_as", "prices", "quiet_minutes", "ray_address", "report",
+            "session_logging", "sweeps", "time_zone"}
 PRICE_KEYS = ("input", "output", "cache_write", "cache_write_1h", "cache_read", "request")
 REPORT_KEYS = ("html",)
 MEMORY_KEYS = ("project", "user", "team")
@@ -172,6 +174,8 @@ class Config:
     default_policies: tuple[str, ...] = ()
     price_as: str | None = None
     log_details: bool = False
+    engine: str = "local"               # where stages run their units (pipeline.engine)
+    ray_address: str | None = None      # with engine = "ray": None starts a local instance
 
     # -- derived -------------------------------------------------------------------------
     def archive_paths(self) -> list[Path]:
@@ -186,6 +190,7 @@ class Config:
             "price_as": self.price_as, "log_details": self.log_details,
             "session_logging": self.session_logging, "quiet_minutes": self.quiet_minutes,
             "report": {"html": self.report_html},
+            "engine": self.engine, "ray_address": self.ray_address,
             "ignore_patterns": list(self.ignore_patterns),
             "memory": {k: list(v) for k, v in sorted(self.memory.items())},
             "policies": {name: ({"chain": list(p.chain)} if p.chain else
@@ -505,8 +510,16 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
         except Exception as error:  # an unknown zone: said with the key and the file
             raise ConfigError(f"time_zone: {getattr(error, 'message', error)}",
                               path=where) from None
+    engine = _check_value("engine", data.get("engine", "local"), str, where)
+    if engine not in ("local", "ray"):
+        raise ConfigError(f"engine: unknown engine '{engine}'", path=where,
+                          hint="engines: local, ray")
+    ray_address = data.get("ray_address")
+    if ray_address is not None:
+        ray_address = _check_value("ray_address", ray_address, str, where)
     config = Config(path, tuple(patterns), memory, policies, sweeps, session_logging,
-                    quiet_minutes, report_html=report_html, prices=prices, **defaults)
+                    quiet_minutes, report_html=report_html, prices=prices, engine=engine,
+                    ray_address=ray_address, **defaults)
     # every named chain and sweep must resolve now, not halfway through a run
     for name, named in policies.items():
         if named.chain:

@@ -5,6 +5,10 @@ the first) it passes the named point, e.g. ``ingest:committed`` or ``stage:plan:
 nightly job passes ``stage:<name>:start`` / ``stage:<name>:batch`` / ``stage:<name>:done`` at
 every stage boundary, so a test can kill a run exactly there and check that the next run
 finishes the work. Unset (the default), a crash point costs one dictionary look-up.
+
+``CTXLAKE_CRASH_ONCE=<file>`` as well: only the first process to create ``<file>`` dies there
+(the others, e.g. the Ray worker that retries the killed task, pass), so a test can kill one
+remote task and check that its retry leaves the same result.
 """
 
 from __future__ import annotations
@@ -25,4 +29,10 @@ def crash_point(name: str) -> None:
         return
     _passed[name] = _passed.get(name, 0) + 1
     if _passed[name] == (int(nth) if nth.isdigit() else 1):
+        once = os.environ.get("CTXLAKE_CRASH_ONCE")
+        if once:
+            try:
+                os.close(os.open(once, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                return
         os.kill(os.getpid(), signal.SIGKILL)

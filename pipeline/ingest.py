@@ -893,6 +893,7 @@ def process_chunk(args: tuple) -> list[FileResult]:
         results = [read_file(task, writer, run_id, max_line_bytes, settled_before_ns)
                    for task in tasks]
         writer.close()
+    crash_point("ingest:chunk")     # parts written, result not returned yet (the kill tests)
     return results
 
 
@@ -1017,7 +1018,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
            batch_bytes: int = 32 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
            quiet_minutes: float = DEFAULT_QUIET_MINUTES,
            progress: Callable[[int, int], None] | None = None,
-           run_id: str | None = None) -> IngestSummary:
+           run_id: str | None = None, engine=None) -> IngestSummary:
     """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``.
 
     A file ingested before that is no longer below any of ``paths`` it was found under
@@ -1025,7 +1026,12 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     ``run_id``: the nightly run this ingest is part of (its run-log row is updated; by
     default the ingest logs a run of its own).
     ``quiet_minutes``: a file not modified for this long before the run is settled, and its
-    complete last line is read even without a newline (negative: always hold it back)."""
+    complete last line is read even without a newline (negative: always hold it back).
+    ``engine`` (:mod:`pipeline.engine`; default: the activated one, else local): with Ray,
+    each chunk is a Ray task writing the same parts as a local worker; the driver commits."""
+    from pipeline import engine as engines
+
+    chosen = engines.resolve(engine)
     if quiet_minutes != quiet_minutes:   # NaN
         raise UsageError("quiet_minutes must be a number")
     started = time.perf_counter()
@@ -1071,7 +1077,12 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         done_bytes = 0
         if progress:
             progress(0, total_bytes)
-        if n_workers <= 1 or len(jobs) <= 1:
+        if not engines.is_local(chosen):
+            # a Ray worker's working directory is not the driver's: the lake by absolute path
+            root = os.path.abspath(lake.root)
+            outputs = chosen.map(process_chunk, [(root, *job[1:]) for job in jobs])
+            pool = None
+        elif n_workers <= 1 or len(jobs) <= 1 or not engines.fork_safe():
             outputs = map(process_chunk, jobs)
             pool = None
         else:

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from pipeline import __version__, sqlfiles
 from pipeline.config import Config, load_config
+from pipeline.engine import resolve as resolve_engine
 from pipeline.lake import Lake
 from pipeline.ledger import ItemResult, Owed, Runner, Stage, StageReport, fingerprint, pending
 
@@ -413,7 +414,8 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                          "settings_json": json.dumps(described, sort_keys=True)})
         try:
             ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
-                              run_id=run_id, quiet_minutes=config.quiet_minutes)
+                              run_id=run_id, quiet_minutes=config.quiet_minutes,
+                              engine=resolve_engine(None, config))
             runner = Runner(lake, run_id)
             results: dict = {}
             inputs = LakeInputs(lake)

@@ -548,12 +548,54 @@ def _worker_chunk(index: int) -> Any:
     return shared["work"](shared["loaded"], shared["chunks"][index], classifier, shared["extra"])
 
 
+def _ipc(table: pa.Table) -> pa.Buffer:
+    """``table`` as an Arrow IPC stream: only its own rows' bytes (a pickled slice would carry
+    the whole buffers it points into, i.e. the whole pass)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _chunk_job(loaded: LoadedSessions, chunk: list[SessionRow], extra: Any) -> tuple:
+    """What a remote task needs for ``chunk`` (a contiguous run of ``loaded.rows``): each
+    table's rows of the chunk (Arrow IPC), their offsets, the chunk's read paths and, when the
+    pass's ``extra`` is a dict by session id, the chunk's entries (else None: shared)."""
+    ids = [r.session_id for r in chunk]
+    tables, slices = {}, {}
+    for kind in ("messages", "calls", "results"):
+        where = [loaded.slices[kind][sid] for sid in ids if sid in loaded.slices[kind]]
+        lo = min((o for o, _ in where), default=0)
+        hi = max((o + n for o, n in where), default=0)
+        tables[kind] = _ipc(getattr(loaded, kind).slice(lo, hi - lo))
+        slices[kind] = {sid: (loaded.slices[kind][sid][0] - lo, loaded.slices[kind][sid][1])
+                        for sid in ids if sid in loaded.slices[kind]}
+    own_extra = {sid: extra[sid] for sid in ids if sid in extra} \
+        if isinstance(extra, dict) else None
+    return (list(chunk), tables, slices,
+            {sid: loaded.read_paths[sid] for sid in ids if sid in loaded.read_paths}, own_extra)
+
+
+def _engine_chunk(shared: tuple, job: tuple) -> Any:
+    """One session chunk on a remote engine: ``work`` on the chunk's own tables."""
+    from pipeline.crash import crash_point
+
+    work, config, extra = shared
+    chunk, tables, slices, read_paths, own_extra = job
+    loaded = LoadedSessions(chunk, *(pa.ipc.open_stream(tables[kind]).read_all()
+                                     for kind in ("messages", "calls", "results")),
+                            slices, read_paths)
+    result = work(loaded, chunk, _classifier(config), extra if own_extra is None else own_extra)
+    crash_point("engine:session_chunk")     # work done, result not returned yet (kill tests)
+    return result
+
+
 def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
                        session_id: str | None = None, since: Any = None,
                        sessions: Iterable[str] | None = None,
                        batch_extra: Callable[[Any, list[SessionRow]], Any] | None = None,
                        progress: Callable[[int, int], None] | None = None,
-                       workers: int | None = None) -> ChunkRun:
+                       workers: int | None = None, engine: Any = None) -> ChunkRun:
     """Call ``work(loaded, chunk, classifier, extra)`` on every non-ignored session of the lake
     (or ``session_id``, or those started at/after ``since``), in session id order.
 
@@ -564,7 +606,15 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     least ``PARALLEL_MIN_BYTES`` of text and two chunks runs over a forked process pool of
     ``workers`` (default: up to 2), so ``work``'s results must pickle. ``progress(done,
     total)`` counts sessions, ignored ones included.
+
+    ``engine`` (:mod:`pipeline.engine`; default: the activated one, else the config's): with
+    Ray, each chunk of a pass is a Ray task over its own rows of the loaded tables (the
+    driver loads, the tasks work, results come back in session order), whatever its size;
+    an ``extra`` that is a dict by session id is split the same way (else shared whole).
     """
+    from pipeline import engine as engines
+
+    chosen = engines.resolve(engine, config)
     rows = list_sessions(lake, config, session_id=session_id, since=since, sessions=sessions)
     if session_id is not None and not rows:
         raise _no_session(session_id)
@@ -590,7 +640,17 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         done += len(batch) - len(wanted)
         chunks = _batches(wanted, CHUNK_BYTES)
         size = sum(r.text_bytes for r in wanted)
-        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2:
+        if not engines.is_local(chosen):
+            jobs = [_chunk_job(loaded, chunk, extra) for chunk in chunks]
+            shared = (work, config, None if isinstance(extra, dict) else extra)
+            for chunk, result in zip(chunks, chosen.map(_engine_chunk, jobs, shared=shared)):
+                run.results.append(result)
+                done += len(chunk)
+                if progress:
+                    progress(done, len(rows))
+            continue
+        if n_workers == 1 or size < PARALLEL_MIN_BYTES or len(chunks) < 2 \
+                or not engines.fork_safe():
             for chunk in chunks:
                 run.results.append(work(loaded, chunk, classifier, extra))
                 done += len(chunk)

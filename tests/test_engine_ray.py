@@ -1,0 +1,190 @@
+"""--engine ray on a real local Ray instance: the same tables, outputs and replay rows as the
+local engine, on the real samples and a small demo archive; a killed task is retried by Ray
+and leaves the same result.
+
+Ray is the optional extra ``ctxlake[ray]`` (in the dev extra, so ``make test`` runs these);
+without it the module is skipped. One Ray instance (2 CPUs, no dashboard) serves the module
+and is shut down after it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+ray = pytest.importorskip("ray")
+
+from pipeline import plan as plan_module  # noqa: E402
+from pipeline.cli import cli  # noqa: E402
+from pipeline.lake import Lake  # noqa: E402
+
+from conftest import REAL  # noqa: E402
+
+# run-specific columns: the run's id and clock, nothing the engine decides
+VOLATILE = {"run_id", "ingested_at", "started_at", "finished_at", "pid", "seconds"}
+# the run log, the stage ledger and the usage store's source list record the run itself (its
+# id, times), not its results (two local runs differ there too); their rows are compared as
+# views, without those columns
+RUN_FILES = ("runs.parquet", "sources.parquet", "ledger/", "ctxlake.duckdb",
+             ".ctxlake.duckdb.views", ".lock", "tables/", "derived/usage_call_sources/")
+SWEEP_CONFIG = """\
+[sweeps]
+masking = ["observation_masking(window=3)", "observation_masking(window=10)"]
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance():
+    # address="local": a new instance of this process's own, even when another test process
+    # (pytest-xdist) has one running, which ray.init() alone would join
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=200 * 1024 * 1024)
+    yield
+    ray.shutdown()
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def invoke_local(*args: str, env: dict | None = None) -> str:
+    """The local engine as a user runs it: its own process (this one has Ray initialised, and
+    a process connected to Ray must not fork the local engine's process pools)."""
+    ctxlake = Path(sys.executable).with_name("ctxlake")
+    done = subprocess.run([str(ctxlake), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def view_rows(root: Path) -> dict[str, list[str]]:
+    """Every view of the lake: its rows (run-specific columns left out), sorted."""
+    con = Lake(root).connect()
+    try:
+        views = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()]
+        out = {}
+        for view in views:
+            if view in ("runs", "committed_runs"):
+                continue
+            cols = [r[0] for r in con.execute(f'DESCRIBE "{view}"').fetchall()
+                    if r[0] not in VOLATILE]
+            select = ", ".join(f'"{c}"' for c in cols)
+            out[view] = sorted(repr(row) for row in con.execute(
+                f'SELECT {select} FROM "{view}"').fetchall())
+        return out
+    finally:
+        con.close()
+
+
+def file_hashes(root: Path) -> dict[str, str]:
+    """sha256 of every file the run wrote for its results (derived tables, pruned outputs,
+    the payload store, summaries), by path relative to the lake."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and not rel.startswith(RUN_FILES):
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def assert_same_lake(local: Path, other: Path) -> None:
+    local_rows, other_rows = view_rows(local), view_rows(other)
+    assert sorted(local_rows) == sorted(other_rows)
+    for view in local_rows:
+        assert local_rows[view] == other_rows[view], view
+    local_files, other_files = file_hashes(local), file_hashes(other)
+    assert local_files == other_files
+    assert any(name.startswith("out/") for name in local_files)
+    assert any(name.startswith("derived/plans/") for name in local_files)
+
+
+@pytest.fixture(scope="module")
+def demo_lakes(tmp_path_factory):
+    """A 3 MB demo archive run by the nightly job twice: local engine and Ray."""
+    from pipeline.demo import write_demo_archive
+
+    tmp = tmp_path_factory.mktemp("ray-demo")
+    write_demo_archive(tmp / "demo", size_bytes=3_000_000, seed=11)
+    (tmp / "ctxlake.toml").write_text(SWEEP_CONFIG)
+    outputs = {}
+    for engine, run in (("local", invoke_local), ("ray", invoke)):
+        outputs[engine] = json.loads(run(
+            "--lake", str(tmp / engine), "--engine", engine, "run", str(tmp / "demo"),
+            "--tz", "UTC", "--config", str(tmp / "ctxlake.toml"), "--json"))
+    return tmp, outputs
+
+
+def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samples(
+        tmp_path, monkeypatch):
+    # small session chunks, so plan runs as several Ray tasks even on these short samples
+    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 64 * 1024)
+    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
+    invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
+    assert_same_lake(tmp_path / "local", tmp_path / "ray")
+    assert len(view_rows(tmp_path / "ray")["sessions"]) == 12
+
+
+def test_ingest_and_run_on_ray_match_local_on_a_demo_archive(demo_lakes):
+    tmp, outputs = demo_lakes
+    assert_same_lake(tmp / "local", tmp / "ray")
+    local, other = outputs["local"], outputs["ray"]
+    assert local["ingest"]["records"] == other["ingest"]["records"] > 1000
+    # the demo's ingest is several chunks, so several Ray tasks wrote parts
+    assert len(list((tmp / "ray" / "tables" / "records").glob("2*.parquet"))) >= 2
+
+
+def test_replay_sweep_on_ray_gives_the_same_rows_and_summary_as_local(demo_lakes):
+    tmp, _ = demo_lakes
+    summaries = {}
+    for engine, run in (("local", invoke_local), ("ray", invoke)):
+        summaries[engine] = json.loads(run(
+            "--lake", str(tmp / engine), "--engine", engine, "replay", "--sweep", "masking",
+            "--policy", "microcompact", "--config", str(tmp / "ctxlake.toml"), "--json"))
+    assert summaries["local"] == summaries["ray"]
+    assert [row["policy"] for row in summaries["ray"]["summary"]] == [
+        "none", "microcompact", "observation_masking(window=3)",
+        "observation_masking(window=10)"]
+    for name in ("policy_eval", "replay_turns"):
+        local = {p.name: p.read_bytes() for p in (tmp / "local" / "derived" / name).iterdir()}
+        other = {p.name: p.read_bytes() for p in (tmp / "ray" / "derived" / name).iterdir()}
+        assert len(local) == 4
+        assert local == other
+
+
+def test_a_killed_ray_ingest_task_is_retried_and_leaves_the_same_lake(tmp_path, monkeypatch):
+    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
+    marker = tmp_path / "killed-once"
+    monkeypatch.setenv("CTXLAKE_CRASH_AT", "ingest:chunk")
+    monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
+    invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
+    assert marker.exists()          # a Ray worker died after writing its parts
+    assert_same_lake(tmp_path / "local", tmp_path / "ray")
+
+
+def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path, monkeypatch):
+    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 64 * 1024)
+    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
+    marker = tmp_path / "killed-once"
+    monkeypatch.setenv("CTXLAKE_CRASH_AT", "engine:session_chunk")
+    monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
+    invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
+    assert marker.exists()          # a Ray worker died with a planned chunk in hand
+    assert_same_lake(tmp_path / "local", tmp_path / "ray")
+
+
+def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
+    from pipeline import engine as engines
+    from pipeline.config import config_from_dict
+
+    chosen = engines.resolve(None, config_from_dict({"engine": "ray", "ray_address": "auto"}))
+    assert isinstance(chosen, engines.RayEngine)
+    assert chosen.describe() == {"engine": "ray", "ray_address": "auto"}
