@@ -239,8 +239,9 @@ class Runner:
             report.error = f"not run: {', '.join(failed_upstream)} failed"
             return report
         crash_point(f"stage:{stage.name}:start")
-        state = self.ledger.stage_state(stage, lake_state(self.lake))
-        owed = self.ledger.owed(stage, lake_state(self.lake))
+        base = lake_state(self.lake)
+        state = self.ledger.stage_state(stage, base)
+        owed = self.ledger.owed(stage, base)
         if owed is None:
             report.skipped = len(self.ledger.read(stage.name)) - 1
             report.seconds = time.perf_counter() - started

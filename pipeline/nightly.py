@@ -39,7 +39,8 @@ from pipeline import __version__, sqlfiles
 from pipeline.config import Config, load_config
 from pipeline.engine import resolve as resolve_engine
 from pipeline.lake import Lake
-from pipeline.ledger import ItemResult, Owed, Runner, Stage, StageReport, fingerprint, pending
+from pipeline.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
+                             pending)
 
 DEFAULT_POLICIES = ("payload_prune+microcompact",)
 SESSION_FLAGS = pa.schema([("session_id", pa.string()), ("ignored", pa.bool_()),
@@ -204,7 +205,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
             commit(_all_done(owed))
 
         def apply_inputs(plan_name=plan_name):
-            plan_rows = runner_ledger(lake).read(plan_name)
+            plan_rows = Ledger(lake).read(plan_name)
             by_file = inputs.sessions_by_file()
             return {source_id: fingerprint([fp] + [
                 [sid, (plan_rows.get(sid) or {}).get("input_fp"),
@@ -295,11 +296,6 @@ def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, resul
                      "layout": LAYOUT, "version": __version__}
     return (Stage("html", html_settings, inputs.sessions, html_work,
                   upstream=(plan_name, "summarize")), (plan_name, "summarize"))
-
-
-def runner_ledger(lake: Lake):
-    from pipeline.ledger import Ledger
-    return Ledger(lake)
 
 
 def _detail(row: dict | None) -> dict:

@@ -89,3 +89,23 @@ def rows(lake: Lake, query: str, params: list | None = None) -> list[tuple]:
 
 def scalar(lake: Lake, query: str, params: list | None = None):
     return rows(lake, query, params)[0][0]
+
+
+def claude_usage_calls(paths) -> dict[tuple, dict]:
+    """Claude Code usage straight from the JSONL: once per (message.id, requestId) across all
+    files, the line with the largest output_tokens (as ccusage counts it)."""
+    import json
+
+    calls: dict[tuple, dict] = {}
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            obj = json.loads(line)
+            message = obj.get("message") or {}
+            usage = message.get("usage")
+            if obj.get("type") != "assistant" or not usage:
+                continue
+            key = (message["id"], obj["requestId"])
+            if key not in calls or usage["output_tokens"] > calls[key]["usage"]["output_tokens"]:
+                calls[key] = {"usage": usage, "model": message["model"], "ts": obj["timestamp"],
+                              "sidechain": obj.get("isSidechain", False), "file": Path(path).name}
+    return calls

@@ -56,18 +56,20 @@ def test_the_last_meaningful_exchanges_are_protected_and_trivial_ones_skipped():
     assert len(without.evictions) == 9
 
 
-def test_the_meaningful_thresholds_are_10_user_and_20_assistant_characters():
-    def protected(user: str, assistant: str) -> bool:
-        b = SessionBuilder()
-        exchange(b, "first exchange here", "The first exchange is done.", 0)
-        ids = exchange(b, user, assistant, 1)
-        b.prompt("and after the break?", at=100)
-        result = plan_session_input(b.build(), Config().resolve(
-            "tail_protect(tail_pairs=1)+microcompact(keep_recent=1)"))
-        meta = json.loads([p for p in result.plans if p["step"] == "microcompact"][0]
-                          ["metadata_json"])
-        return meta["tailProtectedToolIds"] == ids
+def protected(user: str, assistant: str) -> bool:
+    """Is the second of two exchanges (user, assistant texts) tail-protected?"""
+    b = SessionBuilder()
+    exchange(b, "first exchange here", "The first exchange is done.", 0)
+    ids = exchange(b, user, assistant, 1)
+    b.prompt("and after the break?", at=100)
+    result = plan_session_input(b.build(), Config().resolve(
+        "tail_protect(tail_pairs=1)+microcompact(keep_recent=1)"))
+    meta = json.loads([p for p in result.plans if p["step"] == "microcompact"][0]
+                      ["metadata_json"])
+    return meta["tailProtectedToolIds"] == ids
 
+
+def test_the_meaningful_thresholds_are_10_user_and_20_assistant_characters():
     assert protected("x" * 10, "short")                 # user text of 10 chars counts
     assert protected("x" * 9, "y" * 20)                 # assistant text of 20 chars counts
     assert not protected("x" * 9, "y" * 19)             # both short: skipped
@@ -110,17 +112,6 @@ def test_tail_protection_applies_to_context_editing_and_observation_masking():
 
 
 def test_texts_are_trimmed_before_the_10_and_20_character_tests():
-    def protected(user: str, assistant: str) -> bool:
-        b = SessionBuilder()
-        exchange(b, "first exchange here", "The first exchange is done.", 0)
-        ids = exchange(b, user, assistant, 1)
-        b.prompt("and after the break?", at=100)
-        result = plan_session_input(b.build(), Config().resolve(
-            "tail_protect(tail_pairs=1)+microcompact(keep_recent=1)"))
-        meta = json.loads([p for p in result.plans if p["step"] == "microcompact"][0]
-                          ["metadata_json"])
-        return meta["tailProtectedToolIds"] == ids
-
     assert not protected("        hi        ", "   ok   " + " " * 20)   # padded: 2 and 2 chars
     assert protected("  " + "x" * 10 + "  ", "ok")
 

@@ -19,7 +19,7 @@ from pipeline.errors import UsageError
 from pipeline.ingest import ingest
 from pipeline.summarize import summarize
 from pipeline.usage import usage_report
-from tests.conftest import REAL, ingest_paths, rows
+from tests.conftest import REAL, claude_usage_calls, ingest_paths, rows
 from tests.test_recover import ClaudeTranscript
 
 CLAUDE = REAL / "claude_code"
@@ -29,19 +29,6 @@ def _json(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def _claude_calls(paths) -> dict[tuple, dict]:
-    """Usage once per (message.id, requestId) with the largest output_tokens (FORMATS.md)."""
-    calls: dict[tuple, dict] = {}
-    for path in paths:
-        for obj in _json(path):
-            message = obj.get("message") or {}
-            usage = message.get("usage")
-            if obj.get("type") != "assistant" or not usage:
-                continue
-            key = (message["id"], obj["requestId"])
-            if key not in calls or usage["output_tokens"] > calls[key]["usage"]["output_tokens"]:
-                calls[key] = {"usage": usage, "model": message["model"], "ts": obj["timestamp"]}
-    return calls
 
 
 def _reference(model: str, ts: str, inp: int, out: int, write: int, read: int) -> Decimal:
@@ -65,7 +52,7 @@ def _day_json(lake, **options) -> dict:
 def test_claude_daily_totals_count_split_lines_once_with_their_final_output_tokens(tmp_path):
     files = sorted(CLAUDE.glob("*.jsonl"))
     lake, _ = ingest_paths(tmp_path, CLAUDE)
-    calls = _claude_calls(files)
+    calls = claude_usage_calls(files)
     per_day: dict[str, dict] = defaultdict(lambda: defaultdict(int))
     cost: dict[str, Decimal] = defaultdict(Decimal)
     for call in calls.values():
@@ -94,7 +81,7 @@ def test_claude_daily_totals_count_split_lines_once_with_their_final_output_toke
 
 def test_a_hand_worked_claude_session_costs_what_the_list_prices_say(tmp_path):
     lake, _ = ingest_paths(tmp_path, CLAUDE / "claude_session.jsonl")
-    calls = _claude_calls([CLAUDE / "claude_session.jsonl"])
+    calls = claude_usage_calls([CLAUDE / "claude_session.jsonl"])
     totals = defaultdict(int)
     for call in calls.values():
         for key, value in call["usage"].items():

@@ -27,7 +27,7 @@ from pipeline.locations import discover_locations
 from pipeline.prices import reference_cost
 from pipeline.summarize import summarize
 from pipeline.usage import blocks_report, refresh_usage, table_rows, usage_report
-from tests.conftest import REAL, ingest_paths, rows
+from tests.conftest import REAL, claude_usage_calls, ingest_paths, rows
 from tests.test_recover import ClaudeTranscript
 
 CLAUDE = REAL / "claude_code"
@@ -43,22 +43,6 @@ def _write(path, objects) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objects),
                     encoding="utf-8")
-
-
-def _raw_calls(paths) -> dict[tuple, dict]:
-    """Claude usage once per (message.id, requestId) across all files, largest output_tokens."""
-    calls: dict[tuple, dict] = {}
-    for path in paths:
-        for obj in _lines(path):
-            message = obj.get("message") or {}
-            usage = message.get("usage")
-            if obj.get("type") != "assistant" or not usage:
-                continue
-            key = (message["id"], obj["requestId"])
-            if key not in calls or usage["output_tokens"] > calls[key]["usage"]["output_tokens"]:
-                calls[key] = {"usage": usage, "model": message["model"], "ts": obj["timestamp"],
-                              "sidechain": obj.get("isSidechain", False), "file": path.name}
-    return calls
 
 
 def _cost(call: dict, one_hour: int = 0) -> Decimal:
@@ -114,8 +98,8 @@ def test_a_resumed_copy_of_a_real_session_leaves_daily_totals_and_cost_unchanged
     root, folder = _resumed_archive(tmp_path)
     lake, _ = ingest_paths(tmp_path, root)
     files = sorted(folder.glob("*.jsonl"))
-    once = _raw_calls(files)
-    only_sample = _raw_calls([SAMPLE])
+    once = claude_usage_calls(files)
+    only_sample = claude_usage_calls([SAMPLE])
     # the copy really repeats every call of the sample: counted per file, it would double
     assert set(only_sample) < set(once) and len(once) == len(only_sample) + 1
     expected = _per_day(once)
@@ -138,7 +122,7 @@ def test_copied_calls_stay_with_the_first_session_by_time_then_file_path_and_ses
     refresh_usage(lake)
     report = usage_report(lake, period="session", tz="UTC").to_dict()
     by_id = {row["session_id"]: row for row in report["rows"]}
-    sample = _raw_calls([SAMPLE])
+    sample = claude_usage_calls([SAMPLE])
     # the copies carry the original times, and so does the resumed file's first call: the
     # file path decides, as ccusage 20 orders files ("1af7..." before "9d1e...")
     assert by_id[SAMPLE.stem]["api_calls"] == len(sample)
@@ -325,7 +309,7 @@ def test_the_agent_breakdown_splits_the_main_thread_from_each_sub_agent_type(tmp
     lake = _real_lake(tmp_path)
     report = usage_report(lake, period="day", tz="UTC", breakdown="agent").to_dict()
     inline = CLAUDE / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
-    calls = _raw_calls([inline])
+    calls = claude_usage_calls([inline])
     expected = defaultdict(lambda: [0, 0])
     for call in calls.values():
         # the file's only Task calls start general-purpose sub-agents (inline, 1.0.x)
@@ -336,7 +320,7 @@ def test_the_agent_breakdown_splits_the_main_thread_from_each_sub_agent_type(tmp
     assert {b["agent"]: [b["input_tokens"], b["output_tokens"]] for b in day["breakdown"]} == dict(expected)
     # the 2.0 sub-agent file (agent-0c4c3cf8, a "Warmup" no Task call started) is a sub-agent
     december = next(r for r in report["rows"] if r["date"] == "2025-12-09")
-    agent_file = _raw_calls([CLAUDE / "claude_agent.jsonl"])
+    agent_file = claude_usage_calls([CLAUDE / "claude_agent.jsonl"])
     sub = next(b for b in december["breakdown"] if b["agent"] == "sub-agent")
     assert sub["input_tokens"] == sum(c["usage"]["input_tokens"] for c in agent_file.values())
 
@@ -355,7 +339,7 @@ def test_every_breakdown_sums_to_its_period_and_names_its_groups(tmp_path):
     formats = usage_report(lake, period="day", tz="UTC", breakdown="format").to_dict()
     claude_days = {row["date"]: next(b for b in row["breakdown"] if b["format"] == "claude_code")
                    for row in formats["rows"] if any(b["format"] == "claude_code" for b in row["breakdown"])}
-    expected = _per_day(_raw_calls(sorted(CLAUDE.glob("*.jsonl"))))
+    expected = _per_day(claude_usage_calls(sorted(CLAUDE.glob("*.jsonl"))))
     assert {d: {k: b[k] for k in (*keys, "cost_usd")} for d, b in claude_days.items()} == expected
     projects = usage_report(lake, period="session", tz="UTC", breakdown="project").to_dict()
     by_session = {row["session_id"]: [b["project"] for b in row["breakdown"]] for row in projects["rows"]}
@@ -451,7 +435,7 @@ def test_one_hour_cache_writes_pay_the_one_hour_price(tmp_path):
             usage["cache_creation"]["ephemeral_5m_input_tokens"] = 0
     _write(archive / SAMPLE.name, objects)
     lake, _ = ingest_paths(tmp_path, archive)
-    calls = _raw_calls([archive / SAMPLE.name])
+    calls = claude_usage_calls([archive / SAMPLE.name])
     expected = sum(_cost(c, one_hour=c["usage"]["cache_creation_input_tokens"]) for c in calls.values())
     five_minute = sum(_cost(c) for c in calls.values())
     report = usage_report(lake, period="day", tz="UTC")

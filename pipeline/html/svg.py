@@ -161,6 +161,18 @@ def hbars(rows: Sequence[tuple[str, float, str]], title: str) -> str:
     return "".join(parts)
 
 
+def _x_axis_and_labels(parts: list[str], xticks, sx, left: float, top: float, plot_w: float,
+                       plot_h: float, x_label: str, y_label: str) -> None:
+    """The x tick labels under a plot and both axis titles (the y one turned)."""
+    for tick in xticks:
+        parts.append(f'<text x="{_n(sx(tick))}" y="{_n(top + plot_h + 14)}" '
+                     f'text-anchor="middle">{escape(human(tick))}</text>')
+    parts.append(f'<text x="{_n(left + plot_w / 2)}" y="{_n(top + plot_h + 34)}" '
+                 f'text-anchor="middle">{escape(x_label)}</text>')
+    parts.append(f'<text x="12" y="{_n(top + plot_h / 2)}" transform="rotate(-90 12 '
+                 f'{_n(top + plot_h / 2)})" text-anchor="middle">{escape(y_label)}</text>')
+
+
 def lines(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], title: str,
           x_label: str, y_label: str, *, dashed_first: bool = False) -> str:
     """Line chart: one polyline per (name, points); ``dashed_first`` dashes the baseline."""
@@ -184,13 +196,7 @@ def lines(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], title: st
 
     parts = _open(width, height, title)
     _y_axis(parts, yticks, left, left + plot_w, top, top + plot_h, sy)
-    for tick in xticks:
-        parts.append(f'<text x="{_n(sx(tick))}" y="{_n(top + plot_h + 14)}" '
-                     f'text-anchor="middle">{escape(human(tick))}</text>')
-    parts.append(f'<text x="{_n(left + plot_w / 2)}" y="{_n(top + plot_h + 34)}" '
-                 f'text-anchor="middle">{escape(x_label)}</text>')
-    parts.append(f'<text x="12" y="{_n(top + plot_h / 2)}" transform="rotate(-90 12 '
-                 f'{_n(top + plot_h / 2)})" text-anchor="middle">{escape(y_label)}</text>')
+    _x_axis_and_labels(parts, xticks, sx, left, top, plot_w, plot_h, x_label, y_label)
     for index, (name, pts) in enumerate(series):
         if not pts:
             continue
@@ -225,13 +231,7 @@ def scatter(points: Sequence[tuple[float, float, str]], title: str, x_label: str
 
     parts = _open(width, height, title)
     _y_axis(parts, yticks, left, left + plot_w, top, top + plot_h, sy)
-    for tick in xticks:
-        parts.append(f'<text x="{_n(sx(tick))}" y="{_n(top + plot_h + 14)}" '
-                     f'text-anchor="middle">{escape(human(tick))}</text>')
-    parts.append(f'<text x="{_n(left + plot_w / 2)}" y="{_n(top + plot_h + 34)}" '
-                 f'text-anchor="middle">{escape(x_label)}</text>')
-    parts.append(f'<text x="12" y="{_n(top + plot_h / 2)}" transform="rotate(-90 12 '
-                 f'{_n(top + plot_h / 2)})" text-anchor="middle">{escape(y_label)}</text>')
+    _x_axis_and_labels(parts, xticks, sx, left, top, plot_w, plot_h, x_label, y_label)
     grouped: dict[tuple[str, str], list[str]] = {}
     for x, y, label in points:
         grouped.setdefault((_n(sx(x)), _n(sy(y))), []).append(label)
