@@ -45,8 +45,8 @@ at the repository root is a commented example. Format::
     cache_write_1h = 4.0           # 1-hour cache writes (default: cache_write)
     cache_read = 0.2               # cache reads (default: input)
     request = 0.0                  # USD per API call (default: 0)
-    [[prices."acme-model-9".tiers]]  # from this many total input tokens of a call up
-    above = 200000                 # the call's input + cache write + cache read > above
+    [[prices."acme-model-9".tiers]]  # a token kind's tokens beyond this many in a call
+    above = 200000                 # (each kind on its own count, as ccusage tiers them)
     input = 4.0                    # keys not given keep the base tier's value
     output = 12.0
 
@@ -146,7 +146,7 @@ class NamedPolicy:
 @dataclass(frozen=True)
 class PriceTier:
     """One tier of a custom price: USD per million tokens (``request``: USD per call), for
-    calls whose total input tokens are above ``above`` (-1: the base tier)."""
+    the tokens of each kind beyond ``above`` in a call (-1: the base tier)."""
 
     above: int
     input: Decimal

@@ -23,8 +23,12 @@ turns each recorded model name into a few rows of a flat table, ``model_prices``
 output tokens and the per-request fee, each *measured by calling genai-prices itself* with
 probe usages inside that tier (so its fallbacks, e.g. "no cache-read price: cached tokens
 pay the input price", are kept exactly). SQL (``sql/create_view_usage_calls.sql``) then joins
-every call to its row and computes the cost in DECIMAL, fast and exact; tests check it equals
-``genai_prices.calc_price`` call by call.
+every call to its regime's rows and computes the cost in DECIMAL, fast and exact. One
+difference from genai-prices, on purpose: a tier is applied as ccusage applies LiteLLM's
+``*_above_200k_tokens`` prices, to each token kind on its own count (its tokens up to the
+tier's ``input_above`` at the base rate, the rest at the tier's), not to the whole call by its
+total input, so that ctxlake's costs equal ccusage's to the cent; tests check the SQL against
+``genai_prices.calc_price`` rates combined that way, call by call.
 
 Decisions:
 - Model names are mapped as recorded: genai-prices' own matching first (it knows dated

@@ -32,49 +32,75 @@ prices AS (
 measured AS (
     SELECT
         *,
-        -- the tier is chosen by the call's total input; run totals are priced at the base tier
-        CASE WHEN usage_scope = 'run' THEN 0
-             ELSE input_tokens + cache_write_tokens + cache_read_tokens END AS tier_tokens,
         CAST(timezone('UTC', "timestamp") AS DATE) AS utc_day,
         CAST(timezone('UTC', "timestamp") AS TIME) AS utc_time
     FROM usage_rows
 ),
-candidates AS (
-    -- the price row of each call's tier (tiers never overlap) whose condition holds;
-    -- priority 0 (the first price) always qualifies, as genai-prices falls back to it
-    SELECT measured.*, prices.priority, prices.priced_as,
-           prices.request_usd, prices.input_usd_per_mtok, prices.cache_write_usd_per_mtok,
-           coalesce(prices.cache_write_1h_usd_per_mtok, prices.cache_write_usd_per_mtok) AS cache_write_1h_usd_per_mtok,
-           prices.cache_read_usd_per_mtok, prices.output_usd_per_mtok
-    FROM measured
-    LEFT JOIN prices
-        ON prices.model = measured.model
-       AND measured.tier_tokens > prices.input_above
-       AND (prices.input_upto IS NULL OR measured.tier_tokens <= prices.input_upto)
-       AND (prices.priority = 0 OR (
-                (prices.start_date IS NULL OR measured.utc_day >= prices.start_date)
-            AND (prices.time_from IS NULL OR CASE
-                    WHEN prices.time_to < prices.time_from
-                        THEN measured.utc_time >= prices.time_from OR measured.utc_time < prices.time_to
-                    ELSE measured.utc_time >= prices.time_from AND measured.utc_time < prices.time_to
-                 END)))
+regimes AS (
+    -- the conditional prices of each model (one row per priority, whatever its tiers)
+    SELECT DISTINCT model, priority, start_date, time_from, time_to FROM prices
 ),
-matched AS (
-    -- one row per call: an unconditional model has one candidate (or none: unpriced); with
-    -- conditional prices, the last active one wins (genai-prices)
-    SELECT * FROM candidates
-    QUALIFY row_number() OVER (PARTITION BY source_id, seq ORDER BY priority DESC NULLS LAST) = 1
+regime_of_call AS (
+    -- the price regime of each call whose condition holds; priority 0 (the first price)
+    -- always qualifies, as genai-prices falls back to it; the last active one wins
+    SELECT measured.source_id, measured.seq, regimes.priority
+    FROM measured
+    JOIN regimes
+        ON regimes.model = measured.model
+       AND (regimes.priority = 0 OR (
+                (regimes.start_date IS NULL OR measured.utc_day >= regimes.start_date)
+            AND (regimes.time_from IS NULL OR CASE
+                    WHEN regimes.time_to < regimes.time_from
+                        THEN measured.utc_time >= regimes.time_from OR measured.utc_time < regimes.time_to
+                    ELSE measured.utc_time >= regimes.time_from AND measured.utc_time < regimes.time_to
+                 END)))
+    QUALIFY row_number() OVER (PARTITION BY measured.source_id, measured.seq ORDER BY regimes.priority DESC) = 1
+),
+call_tiers AS (
+    -- each call with every tier of its regime, and the share of each token kind in that tier:
+    -- a kind's tokens are priced tier by tier on its OWN count, as ccusage does (Claude's and
+    -- Gemini's long-context rate above 200k: the first 200k tokens of a kind at the base
+    -- price, the rest at the tier's); run totals (usage_scope 'run') all at the base tier
+    SELECT
+        measured.source_id, measured.seq, measured.usage_scope,
+        measured.input_tokens, measured.cache_write_tokens - measured.cache_write_1h_tokens AS cache_write_5m_tokens,
+        measured.cache_write_1h_tokens, measured.cache_read_tokens, measured.output_tokens,
+        prices.priced_as, prices.input_above, greatest(prices.input_above, 0) AS tier_from,
+        prices.input_upto AS tier_upto, prices.request_usd, prices.input_usd_per_mtok,
+        prices.cache_write_usd_per_mtok,
+        coalesce(prices.cache_write_1h_usd_per_mtok, prices.cache_write_usd_per_mtok) AS cache_write_1h_usd_per_mtok,
+        prices.cache_read_usd_per_mtok, prices.output_usd_per_mtok
+    FROM measured
+    JOIN regime_of_call USING (source_id, seq)
+    JOIN prices ON prices.model = measured.model AND prices.priority = regime_of_call.priority
+),
+tiered AS (
+    -- one row per call: its per-request fee (the base tier's) and the USD of its tokens
+    SELECT
+        source_id, seq,
+        arg_min(priced_as, input_above) AS priced_as,
+        sum(CASE WHEN input_above < 0 THEN request_usd ELSE 0 END) AS request_usd,
+        sum((CASE WHEN usage_scope = 'run' THEN CASE WHEN input_above < 0 THEN input_tokens ELSE 0 END
+                     ELSE greatest(0, least(input_tokens, coalesce(tier_upto, input_tokens)) - tier_from) END) * input_usd_per_mtok
+            + (CASE WHEN usage_scope = 'run' THEN CASE WHEN input_above < 0 THEN cache_write_5m_tokens ELSE 0 END
+                     ELSE greatest(0, least(cache_write_5m_tokens, coalesce(tier_upto, cache_write_5m_tokens)) - tier_from) END) * cache_write_usd_per_mtok
+            + (CASE WHEN usage_scope = 'run' THEN CASE WHEN input_above < 0 THEN cache_write_1h_tokens ELSE 0 END
+                     ELSE greatest(0, least(cache_write_1h_tokens, coalesce(tier_upto, cache_write_1h_tokens)) - tier_from) END) * cache_write_1h_usd_per_mtok
+            + (CASE WHEN usage_scope = 'run' THEN CASE WHEN input_above < 0 THEN cache_read_tokens ELSE 0 END
+                     ELSE greatest(0, least(cache_read_tokens, coalesce(tier_upto, cache_read_tokens)) - tier_from) END) * cache_read_usd_per_mtok
+            + (CASE WHEN usage_scope = 'run' THEN CASE WHEN input_above < 0 THEN output_tokens ELSE 0 END
+                     ELSE greatest(0, least(output_tokens, coalesce(tier_upto, output_tokens)) - tier_from) END) * output_usd_per_mtok) AS tokens_usd_per_mtok
+    FROM call_tiers
+    GROUP BY source_id, seq
 ),
 costed AS (
     SELECT
-        *,
-        request_usd
-            + (input_tokens * input_usd_per_mtok
-               + (cache_write_tokens - cache_write_1h_tokens) * cache_write_usd_per_mtok
-               + cache_write_1h_tokens * cache_write_1h_usd_per_mtok
-               + cache_read_tokens * cache_read_usd_per_mtok
-               + output_tokens * output_usd_per_mtok) * CAST(0.000001 AS DECIMAL(7, 6)) AS cost_usd
-    FROM matched
+        measured.*,
+        tiered.priced_as,
+        tiered.request_usd
+            + tiered.tokens_usd_per_mtok * CAST(0.000001 AS DECIMAL(7, 6)) AS cost_usd
+    FROM measured
+    LEFT JOIN tiered USING (source_id, seq)
 ),
 final AS (
     SELECT

@@ -32,14 +32,27 @@ def _json(path) -> list[dict]:
 
 
 def _reference(model: str, ts: str, inp: int, out: int, write: int, read: int) -> Decimal:
-    """genai-prices itself, call by call (the independent check of the SQL pricing path)."""
+    """genai-prices itself (the independent check of the SQL pricing path), with ccusage's
+    long-context rule: each token kind priced on its own count, its first 200k tokens at the
+    base rate and the rest at the tier's rate (both rates measured by genai-prices)."""
     from genai_prices import Usage, calc_price
-    usage = Usage(input_tokens=inp + write + read, output_tokens=out, cache_write_tokens=write,
-                  cache_read_tokens=read)
     when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     mapped = prices.resolve_model(model)   # recorded name -> snapshot model (tested below)
-    return calc_price(usage, mapped.priced_as, provider_id=mapped.provider,
-                      genai_request_timestamp=when).total_price
+
+    def calc(inp=0, out=0, write=0, read=0) -> Decimal:
+        usage = Usage(input_tokens=inp + write + read, output_tokens=out, cache_write_tokens=write,
+                      cache_read_tokens=read)
+        return calc_price(usage, mapped.priced_as, provider_id=mapped.provider,
+                          genai_request_timestamp=when).total_price
+
+    total = Decimal(0)
+    for kind, count in (("inp", inp), ("out", out), ("write", write), ("read", read)):
+        below, above = min(count, 200_000), max(count - 200_000, 0)
+        total += calc(**{kind: below})
+        if above:   # the tier's rate: what `above` more tokens add to a call already in the tier
+            total += calc(**{"inp": 200_001, kind: above} if kind != "inp" else {"inp": 200_001 + above}) \
+                - calc(inp=200_001)
+    return total
 
 
 def _day_json(lake, **options) -> dict:
@@ -193,8 +206,9 @@ def test_tiered_prices_apply_per_call_and_an_unpriced_model_is_never_zero(tmp_pa
     day = report.rows[0]
     assert day.period == "2025-12-09"
     by_model = dict(day.breakdown)
-    # above 200k input tokens every token of the call pays the tier price ($6 in, $22.50 out)
-    big = Decimal(250_000) * 6 / 10**6 + Decimal(1_000) * Decimal("22.5") / 10**6
+    # as ccusage prices it: the first 200k input tokens at $3, the 50k above at the tier's $6;
+    # the 1,000 output tokens (under 200k) at the base $15
+    big = (Decimal(200_000) * 3 + Decimal(50_000) * 6 + Decimal(1_000) * 15) / 10**6
     small = (Decimal(1_000) * 3 + Decimal(100) * 15 + Decimal(2_000) * Decimal("3.75")
              + Decimal(4_000) * Decimal("0.3")) / 10**6
     assert by_model["claude-sonnet-4-5-20250929"].cost_usd == big + small
@@ -203,7 +217,7 @@ def test_tiered_prices_apply_per_call_and_an_unpriced_model_is_never_zero(tmp_pa
     assert (day.figures.cost_usd, day.figures.unpriced_models) == (big + small, ["acme-model-9"])
     from pipeline.usage import cost_cell, table_rows
     assert cost_cell(by_model["acme-model-9"]) == "UNPRICED"
-    assert cost_cell(day.figures) == "$1.5357 + UNPRICED"
+    assert cost_cell(day.figures) == "$0.9282 + UNPRICED"
     columns, table = table_rows(report)
     assert columns[:2] == ["Date", "Model"] and table[-1][0] == "Total"
     data = report.to_dict()
@@ -238,6 +252,7 @@ def test_the_sql_cost_of_every_call_equals_genai_prices_call_by_call(tmp_path):
     cases = [  # model, time (UTC), input, output, cache write, cache read
         ("claude-sonnet-4-5-20250929", "2026-01-04T00:10:00", 150_000, 2_000, 40_000, 10_000),
         ("claude-sonnet-4-5-20250929", "2026-01-04T00:11:00", 150_000, 2_000, 40_000, 10_001),
+        ("claude-sonnet-4-5-20250929", "2026-01-04T00:12:00", 1_000, 2_000, 0, 250_000),
         ("deepseek-chat", "2026-01-04T00:20:00", 5_000, 800, 0, 90_000),       # off-peak
         ("deepseek-chat", "2026-01-04T09:00:00", 5_000, 800, 0, 90_000),       # peak
         ("google/gemini-3-pro-preview", "2026-01-04T12:00:00", 100_000, 900, 0, 150_000),
@@ -256,10 +271,14 @@ def test_the_sql_cost_of_every_call_equals_genai_prices_call_by_call(tmp_path):
                      "cost_usd FROM usage_calls ORDER BY \"timestamp\"")
     expected = [(m, at, _reference(m, at + "Z", i, o, w, r)) for m, at, i, o, w, r in cases]
     assert [(m, at, Decimal(c)) for m, at, c in got] == expected
-    # the cases really exercise the tier (200,000 vs 200,001 input tokens in all) and the
-    # off-peak window
+    # the cases really exercise the tier and the off-peak window: 200,001 input tokens in all
+    # cost no tier price (no kind is over 200k: ccusage's rule), 250k cache reads do, on the
+    # part above 200k only ($0.30 and $0.60 per million), and off-peak DeepSeek is cheaper
     costs = [c for _, _, c in expected]
-    assert costs[1] / costs[0] > Decimal("1.9") and costs[3] > costs[2]
+    assert costs[1] - costs[0] == Decimal("0.0000003")
+    assert costs[2] == (Decimal(1_000) * 3 + Decimal(2_000) * 15 + Decimal(200_000) * Decimal("0.3")
+                        + Decimal(50_000) * Decimal("0.6")) / 10**6
+    assert costs[4] > costs[3]
 
 
 def test_recorded_model_names_map_to_the_snapshot_models():

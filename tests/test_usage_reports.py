@@ -408,9 +408,11 @@ def test_config_prices_price_an_unknown_model_and_override_a_known_one_with_tier
     by_model = dict(report.rows[0].breakdown)
     M = Decimal(1_000_000)
     assert by_model["acme-model-9"].cost_usd == (1_000 * Decimal(2) + 100 * Decimal(8) + 500 * Decimal("0.2")) / M
-    # 150k input: base tier ($1 in, $2 out); 250k: the tier ($10 in, output keeps $2)
+    # 150k input: base tier ($1 in, $2 out); 250k: its first 200k at $1, the 50k above at the
+    # tier's $10 (each token kind tiered on its own count, as ccusage does); output keeps $2
     assert by_model["claude-sonnet-4-5-20250929"].cost_usd == (
-        150_000 * Decimal(1) + 1_000 * Decimal(2) + 250_000 * Decimal(10) + 1_000 * Decimal(2)) / M
+        150_000 * Decimal(1) + 1_000 * Decimal(2) + 200_000 * Decimal(1) + 50_000 * Decimal(10)
+        + 1_000 * Decimal(2)) / M
     assert report.totals.unpriced_models == []
     assert "config prices for acme-model-9, claude-sonnet-4-5-20250929" in report.price_source
     res = CliRunner().invoke(cli, ["--lake", str(lake.root), "report", "daily", "--tz", "UTC",
