@@ -259,7 +259,9 @@ def test_growing_a_jsonl_recording_rereads_it_whole_without_duplicates(tmp_path)
         handle.write(json.dumps(_msg("u2", "user", "again")).encode() + b"\n")
     summary = ingest([path], lake=lake, workers=1)
     assert (summary.files_reingested, summary.lines, summary.records) == (1, 6, 6)
-    assert rows(lake, "SELECT uuid, text, line_no FROM messages ORDER BY seq") == [("u2", "again", 6)]
+    # the rewound g1 leaves only its usage (a billed call), the transcript has no text of it
+    assert rows(lake, "SELECT uuid, kind, subtype, text, line_no FROM messages ORDER BY seq") == [
+        ("g1", "meta", "usage_rewound", "", 4), ("u2", "text", None, "again", 6)]
     assert rows(lake, "SELECT generation, records FROM sources") == [(2, 6)]
     assert scalar(lake, "SELECT count(*) FROM records") == 6
 
@@ -317,3 +319,36 @@ def test_function_parts_in_content_count_only_when_no_tool_call_entry_holds_them
         ("c1", False), ("c2", True)]
     assert rows(lake, "SELECT call_id, tool_family FROM tool_calls ORDER BY call_id") == [
         ("c1", "shell"), ("c2", "read")]
+
+
+def test_a_rewound_or_replaced_model_reply_keeps_its_usage_as_a_meta_row_without_text(tmp_path):
+    path = tmp_path / "chats" / "session-2026-01-02T10-00-5e55101d.jsonl"
+    other = {"input": 50, "output": 4, "cached": 0, "thoughts": 0, "tool": 0, "total": 54}
+    objs = [
+        _meta_line(),                                                                   # 1
+        _msg("u1", "user", "first"),                                                    # 2
+        _msg("g1", "gemini", "kept", model="gemini-2.5-pro", tokens=TOKENS),            # 3
+        _msg("u2", "user", "second"),                                                   # 4
+        _msg("g2", "gemini", "to be rewound", model="gemini-2.5-pro", tokens=TOKENS),   # 5
+        {"$rewindTo": "u2"},                                                            # 6
+        _msg("g3", "gemini", "left out by the re-sync", model="gemini-2.5-flash", tokens=other),  # 7
+        {"$set": {"messages": [_msg("u1", "user", "first"),
+                               _msg("g1", "gemini", "kept", model="gemini-2.5-pro", tokens=TOKENS)]}},
+    ]
+    _write(path, objs)
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.quarantined == 0
+    got = rows(lake, "SELECT uuid, role, kind, subtype, text, line_no, json_path, model, input_tokens, "
+                     "output_tokens, cache_read_tokens, reasoning_tokens FROM messages "
+                     "WHERE input_tokens IS NOT NULL ORDER BY seq")
+    # input - cached + tool, output + thoughts, cached, thoughts (the module's normalisation)
+    usage = (100 - 40 + 2, 10 + 5, 40, 5)
+    assert got == [
+        ("g2", "assistant", "meta", "usage_rewound", "", 5, "/tokens", "gemini-2.5-pro", *usage),
+        ("g3", "assistant", "meta", "usage_replaced", "", 7, "/tokens", "gemini-2.5-flash", 50, 4, 0, 0),
+        ("g1", "assistant", "text", None, "kept", 8, "/$set/messages/1/content", "gemini-2.5-pro", *usage),
+    ]
+    # the usage report counts the three billed calls, as ccusage (which reads every gemini line)
+    from pipeline.usage import usage_report
+    totals = usage_report(lake, period="day", tz="UTC").to_dict()["totals"]
+    assert (totals["api_calls"], totals["input_tokens"], totals["cache_read_tokens"]) == (3, 62 * 2 + 50, 80)

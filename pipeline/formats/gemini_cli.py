@@ -15,7 +15,10 @@ One reader class has one layout, so each form has its own registry key (the valu
   The file is replayed in order, as the CLI's writer builds its state: a ``$set`` carrying
   ``messages`` replaces the whole list at that point (later message lines append to it);
   ``$rewindTo`` drops that message and everything after it (an unknown id drops everything,
-  as the CLI's loader does). Nothing is emitted from ``line()``: the surviving messages are
+  as the CLI's loader does). A dropped model reply with ``tokens`` (rewound, or left out by a
+  ``$set`` list) still cost an API call: it keeps one usage-only row (role assistant, kind
+  meta, subtype ``usage_rewound`` / ``usage_replaced``, empty text, ``json_path``
+  ``<msg>/tokens``), so usage counts every billed call, as ccusage does. Nothing is emitted from ``line()``: the surviving messages are
   emitted by ``finish()``, each row keeping the provenance of the line that last defined its
   message (``line_no``/``byte_offset``/``byte_len``; ``seq = line_no * SEQ_STRIDE + block``,
   ``block`` counting the rows emitted for that line). If a message defined late sits before
@@ -317,6 +320,15 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
     return rows
 
 
+def dropped_usage_row(msg: dict, path: str, session_id: str, why: str) -> dict:
+    """The usage-only row of a model reply no longer in the conversation (``why``: rewound |
+    replaced): role assistant, kind meta, subtype ``usage_<why>``, no text."""
+    return dict(session_id=session_id, uuid=msg["id"], timestamp_raw=str_or_none(msg.get("timestamp")),
+                is_sidechain=False, is_prompt=False, role="assistant", kind="meta",
+                subtype=f"usage_{why}", text="", is_meta=True, model=str_or_none(msg.get("model")),
+                api_call_id=msg["id"], json_path=f"{path}/tokens", **usage_columns(msg.get("tokens")))
+
+
 def _function_parts(content: Any) -> bool:
     return any(isinstance(p, dict) and ("functionCall" in p or "functionResponse" in p)
                for p in _parts(content))
@@ -473,18 +485,19 @@ class GeminiCliJsonlReader(Reader):
         self.meta: dict = {}
         self.meta_prov: tuple[int, int, int] | None = None
         self.messages: dict[str, Defined] = {}
+        self.dropped: dict[str, tuple[Defined, str]] = {}   # id -> (last definition, why)
         self.session_id: str | None = None
+
+    def _drop(self, ids, why: str) -> None:
+        for mid in ids:
+            self.dropped[mid] = (self.messages.pop(mid), why)
 
     def line(self, obj: dict, out: Emitter) -> str:
         prov = (out.line_no, out.byte_offset, out.byte_len)
         if isinstance(obj.get("$rewindTo"), str):
             target = obj["$rewindTo"]
-            if target in self.messages:
-                ids = list(self.messages)
-                for mid in ids[ids.index(target):]:
-                    del self.messages[mid]
-            else:
-                self.messages.clear()
+            ids = list(self.messages)
+            self._drop(ids[ids.index(target):] if target in self.messages else ids, "rewound")
             return "rewind"
         if isinstance(obj.get("id"), str):
             validate_message(obj, "message record")
@@ -499,6 +512,8 @@ class GeminiCliJsonlReader(Reader):
                                       f"{type(messages).__name__}")
                 for index, msg in enumerate(messages):
                     validate_message(msg, f"$set.messages[{index}]")
+                kept = {msg["id"] for msg in messages}
+                self._drop([mid for mid in self.messages if mid not in kept], "replaced")
                 self.messages = {msg["id"]: Defined(msg, *prov, f"/$set/messages/{index}")
                                  for index, msg in enumerate(messages)}
             self.meta.update({k: v for k, v in patch.items() if k != "messages"})
@@ -535,4 +550,16 @@ class GeminiCliJsonlReader(Reader):
                     out.tool_call(seq=seq, block_no=block, **prov, **row.tool_call)
                 if row.tool_result is not None:
                     out.tool_result(seq=seq, block_no=block, **prov, **row.tool_result)
+        # a model reply the user rewound (or a $set re-sync left out) is gone from the
+        # conversation, but its API call was made and billed: one meta row keeps its usage
+        # (ccusage counts these calls too), the transcript has no text of it
+        for mid, (item, why) in self.dropped.items():
+            if mid in self.messages or item.msg.get("type") != "gemini" \
+                    or not isinstance(item.msg.get("tokens"), dict):
+                continue
+            block = blocks.get(item.line_no, 0)
+            blocks[item.line_no] = block + 1
+            out.message(seq=item.line_no * SEQ_STRIDE + block, block_no=block, line_no=item.line_no,
+                        byte_offset=item.byte_offset, byte_len=item.byte_len,
+                        **dropped_usage_row(item.msg, item.json_path, session_id, why))
         return {}
