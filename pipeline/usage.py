@@ -81,6 +81,8 @@ CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session cal
 CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources they cover
 PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
 BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
+SUMMARY = Path("usage_summary") / "buckets.json"   # derived/usage_summary/buckets.json: the same
+SUMMARY_LAYOUT = 1                    # sums as JSON, for the reports' pure-Python path
 BLOCK_HOURS = 5
 
 
@@ -183,6 +185,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
                                 hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
     wanted = None if sessions is None else sorted(set(sessions))
     with lake.lock():
+        commit = _commit_stamp(lake.root)   # the lake state these tables cover (under the lock)
         con = lake.connect()
         try:
             con.execute("SET enable_progress_bar = false")   # a nightly stage: no bar on stdout
@@ -209,7 +212,222 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
             con.close()
         lake.write_derived(PRICED_CALLS, "all", priced)
         lake.write_derived(BUCKETS, "all", buckets)
+        write_summary(lake.root, buckets, commit)
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
+
+
+# ---------------------------------------------------------------------------------------
+# The stored 15-minute sums as JSON: the period reports without DuckDB
+# ---------------------------------------------------------------------------------------
+# ``derived/usage_summary/buckets.json`` holds the rows of ``derived/usage_buckets`` (a few
+# thousand on a 500 MB archive) in a form read with orjson alone, so that a period report on
+# a current lake imports neither DuckDB nor pyarrow (~60 ms of a ~100 ms process). It is
+# current while ``sources.parquet`` (the lake's commit point: every ingest replaces it) is
+# the very file it was written against (size, mtime, inode), the price source and the
+# ctxlake version are the same, and no config prices apply; otherwise the report takes the
+# DuckDB path, which gives the same bytes (tests/test_usage_fast.py compares them).
+# ``select_usage_report`` stays the definition of the aggregation: ``_summary_records`` is
+# its transcription over the same rows (columns below in the order of SUMMARY_COLUMNS).
+SUMMARY_COLUMNS = ("bucket", "session_id", "model", "agent", "project", "format",
+                   "parent_session_id", "api_calls", "input_tokens", "output_tokens",
+                   "cache_write_tokens", "cache_write_1h_tokens", "cache_read_tokens",
+                   "reasoning_tokens", "total_tokens", "unpriced_rows", "cost_usd",
+                   "recorded_cost_usd", "compared_cost_usd", "compared_unpriced_rows",
+                   "first_at", "last_at")
+_INT_SUMS = SUMMARY_COLUMNS[7:16]                 # api_calls .. unpriced_rows: integers
+_MONEY_SCALES = {"cost_usd": 18, "recorded_cost_usd": 12, "compared_cost_usd": 18}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _commit_stamp(root: Path) -> list[int] | None:
+    try:
+        st = (Path(root) / "sources.parquet").stat()
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _micros(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _scaled(value: Decimal | None, scale: int) -> int | None:
+    """An exact integer of 10^-scale units (the SQL column's own scale: no rounding)."""
+    if value is None:
+        return None
+    scaled = value.scaleb(scale)
+    if scaled != scaled.to_integral_value():
+        raise ValueError(f"{value} has more than {scale} decimals")
+    return int(scaled)
+
+
+def write_summary(root: Path, buckets, commit: list[int] | None) -> Path:
+    """``derived/usage_summary/buckets.json`` from the ``usage_buckets`` table just stored."""
+    import orjson
+
+    from pipeline import __version__
+    from pipeline.lake import atomic_write_bytes, private_dirs
+
+    columns = {name: buckets.column(name).to_pylist() for name in SUMMARY_COLUMNS}
+    out_rows = []
+    for i in range(buckets.num_rows):
+        row = []
+        for name in SUMMARY_COLUMNS:
+            value = columns[name][i]
+            if name in ("bucket", "first_at", "last_at"):
+                value = _micros(value)
+            elif name in _MONEY_SCALES:
+                value = _scaled(value, _MONEY_SCALES[name])
+            elif name in _INT_SUMS or name == "compared_unpriced_rows":
+                value = int(value or 0)
+            row.append(value)
+        out_rows.append(row)
+    prices = {row for row in buckets.column("price_source").to_pylist()}
+    document = {"layout": SUMMARY_LAYOUT, "version": __version__, "commit": commit,
+                "price_source": prices.pop() if len(prices) == 1 else price_source(),
+                "columns": list(SUMMARY_COLUMNS), "rows": out_rows}
+    target = Path(root) / "derived" / SUMMARY
+    private_dirs(target.parent)
+    atomic_write_bytes(target, orjson.dumps(document))
+    return target
+
+
+def read_summary(root: Path) -> list[list] | None:
+    """The summary's rows when it is current (see above), else None."""
+    path = Path(root) / "derived" / SUMMARY
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    import orjson
+
+    from pipeline import __version__
+
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if document.get("layout") != SUMMARY_LAYOUT or document.get("version") != __version__ \
+            or document.get("columns") != list(SUMMARY_COLUMNS) \
+            or document.get("price_source") != price_source() \
+            or document.get("commit") is None or document["commit"] != _commit_stamp(root):
+        return None
+    return document["rows"]
+
+
+def _local_days(rows: list[list], zone: str) -> dict:
+    """bucket (UTC micros) -> its local date in ``zone`` (each distinct bucket once)."""
+    tzinfo = ZoneInfo(zone)
+    days: dict = {None: None}
+    for row in rows:
+        bucket = row[0]
+        if bucket not in days:
+            days[bucket] = (_EPOCH + timedelta(microseconds=bucket)).astimezone(tzinfo).date()
+    return days
+
+
+def _summary_periods(rows: list[list], params: dict):
+    """(row, period) of the rows a report keeps: ``select_usage_report``'s ``calls`` and
+    ``in_range`` (project substring, local-day range, period names)."""
+    days = _local_days(rows, params["tz"])
+    period, project = params["period"], params["project"]
+    since, until = params["since"], params["until"]
+    names: dict = {}
+    for row in rows:
+        if project is not None and (row[4] is None or project not in row[4]):
+            continue
+        day = days[row[0]]
+        if (since is not None or until is not None) and day is None:
+            continue
+        if since is not None and day < since or until is not None and day > until:
+            continue
+        if period == "session":
+            yield row, row[1]
+            continue
+        name = names.get(day, names)
+        if name is names:
+            if day is None:
+                name = None
+            elif period == "day":
+                name = day.isoformat()
+            elif period == "week":
+                name = (day - timedelta(days=day.isoweekday() - 1)).isoformat()
+            else:
+                name = day.isoformat()[:7]
+            names[day] = name
+        yield row, name
+
+
+def _nulls_last(value):
+    return (value is None, value or "")
+
+
+def _summary_records(rows: list[list], params: dict) -> list[dict]:
+    """``select_usage_report`` over the summary rows: the same records, in the same order."""
+    from operator import add
+
+    grp_index = {"agent": 3, "project": 4, "format": 5}.get(params["group"], 2)
+    missing = {2: "(unknown)", 4: "(no project)"}.get(grp_index)
+    cells: dict = {}
+    sessions: dict = {}   # (period, grp) -> session ids; the other levels are their unions
+    for row, period in _summary_periods(rows, params):
+        grp = row[grp_index]
+        if grp is None:
+            grp = missing
+        key = (period, grp, row[2])
+        cell = cells.get(key)
+        if cell is None:
+            cells[key] = [row, row[7:16], *row[16:22]]
+        else:
+            cell[1] = list(map(add, cell[1], row[7:16]))
+            for slot in (2, 3, 4):
+                value = row[14 + slot]
+                if value is not None:
+                    cell[slot] = value if cell[slot] is None else cell[slot] + value
+            cell[5] += row[19]
+            first_at, last_at = row[20], row[21]
+            if first_at is not None and (cell[6] is None or first_at < cell[6]):
+                cell[6] = first_at
+            if last_at is not None and (cell[7] is None or last_at > cell[7]):
+                cell[7] = last_at
+        found = sessions.get((period, grp))
+        if found is None:
+            sessions[(period, grp)] = {row[1]}
+        else:
+            found.add(row[1])
+    money = lambda value, scale: None if value is None else Decimal(value).scaleb(-scale)  # noqa: E731
+    moment = lambda us: None if us is None else _EPOCH + timedelta(microseconds=us)  # noqa: E731
+    records = []
+    for (period, grp, model), (first, sums, cost, recorded, compared, compared_unpriced,
+                               first_at, last_at) in cells.items():
+        records.append({
+            "level": "cell", "period": period, "grp": grp, "model": model,
+            **dict(zip(_INT_SUMS, sums)),
+            "cost_usd": money(cost, 18), "recorded_cost_usd": money(recorded, 12),
+            "compared_cost_usd": money(compared, 18), "compared_unpriced_rows": compared_unpriced,
+            "project": first[4], "format": first[5], "parent_session_id": first[6],
+            "first_at": moment(first_at), "last_at": moment(last_at)})
+    periods: dict = {}
+    for (period, grp), found in sessions.items():
+        records.append({"level": "group", "period": period, "grp": grp, "sessions": len(found)})
+        periods.setdefault(period, set()).update(found)
+    for period, found in periods.items():
+        records.append({"level": "period", "period": period, "grp": None, "sessions": len(found)})
+    records.append({"level": "total", "period": None, "grp": None,
+                    "sessions": len(set().union(*periods.values()))})
+    records.sort(key=lambda r: (r["level"], _nulls_last(r["period"]), _nulls_last(r["grp"]),
+                                _nulls_last(r.get("model"))))
+    return records
+
+
+def _summary_sessions(rows: list[list], params: dict, periods: list[str]) -> int:
+    """``select_usage_report_sessions`` over the summary rows."""
+    wanted = set(periods)
+    return len({row[1] for row, period in _summary_periods(rows, params)
+                if (period if period is not None else "(no date)") in wanted})
 
 
 # ---------------------------------------------------------------------------------------
@@ -539,6 +757,13 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
     overrides = _config_prices(config)
     params = {"tz": zone, "period": period, "since": since_day, "until": until_day,
               "project": project, "group": group or "model"}
+    summary = None if overrides else read_summary(_root(lake))
+    if summary is not None:   # the stored sums, current: no DuckDB (same bytes, see above)
+        return _assemble(_summary_records(summary, params), period=period, tz=zone,
+                         since=since_day, until=until_day, project=project, breakdown=group,
+                         price_source=_price_label(overrides), order=order, limit=limit,
+                         source="stored",
+                         sessions_of=lambda periods: _summary_sessions(summary, params, periods))
     con, source = usage_connection(lake, overrides=overrides, need="rows")
     try:
         records = _report_records(con, params)
