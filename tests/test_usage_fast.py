@@ -1,0 +1,141 @@
+"""The period reports' pure-Python path (``derived/usage_summary/buckets.json``): the same
+JSON bytes as the DuckDB path for every report and breakdown, no DuckDB or pyarrow import,
+and never used when stale (a new ingest, config prices)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline import render
+from pipeline.demo import write_demo_archive
+from pipeline.ingest import ingest
+from pipeline.lake import Lake
+from pipeline.summarize import summarize
+from pipeline.usage import SUMMARY, read_summary, refresh_usage, usage_report
+from tests.conftest import REAL, ingest_paths
+from tests.test_recover import ClaudeTranscript
+
+PERIODS = ("day", "week", "month", "session")
+BREAKDOWNS = (None, "model", "agent", "project", "format")
+OPTIONS = (
+    {"tz": "UTC"},
+    {"tz": "America/New_York", "since": "2025-01-01", "until": "2026-12-31", "order": "desc"},
+    {"tz": "Asia/Kolkata", "project": "e", "limit": 2},
+)
+
+
+def _refreshed(lake: Lake) -> Lake:
+    summarize(lake, tz="UTC")
+    refresh_usage(lake)
+    return lake
+
+
+def _both_paths(lake: Lake, **options) -> tuple[str, str]:
+    """(fast JSON, DuckDB JSON) of one report: the DuckDB one with the summary file moved away."""
+    summary = Path(lake.root) / "derived" / SUMMARY
+    assert read_summary(lake.root) is not None
+    fast = usage_report(lake, **options)
+    saved = summary.read_bytes()
+    summary.unlink()
+    try:
+        slow = usage_report(lake, **options)
+    finally:
+        summary.write_bytes(saved)
+    assert (fast.source, slow.source) == ("stored", "stored")
+    return render.to_json(fast.to_dict()), render.to_json(slow.to_dict())
+
+
+def _assert_every_report_agrees(lake: Lake) -> int:
+    compared = 0
+    for period in PERIODS:
+        for breakdown in BREAKDOWNS:
+            for options in OPTIONS:
+                fast, slow = _both_paths(lake, period=period, breakdown=breakdown, **options)
+                assert fast == slow, (period, breakdown, options)
+                compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("sample", ["claude_code", "codex", "gemini", "swe_agent", "mini_swe_agent"])
+def test_the_fast_path_gives_the_duckdb_bytes_for_every_report_on_the_real_samples(tmp_path, sample):
+    lake, _ = ingest_paths(tmp_path, REAL / sample)
+    _refreshed(lake)
+    assert _assert_every_report_agrees(lake) == len(PERIODS) * len(BREAKDOWNS) * len(OPTIONS)
+    rows = json.loads(_both_paths(lake, period="day", tz="UTC")[0])["rows"]
+    assert rows and sum(r["total_tokens"] for r in rows) > 0   # something was counted
+
+
+def test_the_fast_path_gives_the_duckdb_bytes_for_every_report_on_a_demo_archive(tmp_path):
+    write_demo_archive(tmp_path / "archive", size_bytes=3 * 1024 * 1024, seed=11)
+    lake = Lake(tmp_path / "lake")
+    ingest([tmp_path / "archive"], lake=lake, workers=1)
+    _refreshed(lake)
+    _assert_every_report_agrees(lake)
+    data = json.loads(_both_paths(lake, period="day", tz="UTC", breakdown="format")[0])
+    formats = {g["format"] for row in data["rows"] for g in row["breakdown"]}
+    assert {"claude_code", "codex_cli", "gemini_cli"} <= formats
+
+
+def test_a_report_on_a_current_lake_imports_neither_duckdb_nor_pyarrow(tmp_path):
+    lake, _ = ingest_paths(tmp_path, REAL / "claude_code")
+    _refreshed(lake)
+    probe = ("import sys\n"
+             "from click.testing import CliRunner\n"
+             "from pipeline.cli import cli\n"
+             f"result = CliRunner().invoke(cli, ['--lake', {str(lake.root)!r}, 'report', 'daily', "
+             "'--json', '--tz', 'UTC'], catch_exceptions=False)\n"
+             "assert result.exit_code == 0, result.output\n"
+             "print(sorted(m for m in ('duckdb', 'pyarrow', 'polars') if m in sys.modules))\n"
+             "print(result.output)")
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    first, report = out.split("\n", 1)
+    assert first == "[]"
+    assert json.loads(report)["usage_source"] == "stored"
+
+
+def test_an_ingest_after_the_refresh_makes_the_summary_stale_and_the_report_exact(tmp_path):
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-one", start="2026-01-05T10:00:00")
+    t.user("go")
+    t.say("a", usage={"input_tokens": 1_000, "output_tokens": 10})
+    t.write(archive)
+    lake, _ = ingest_paths(tmp_path, archive)
+    _refreshed(lake)
+    assert usage_report(lake, period="day", tz="UTC").totals.input_tokens == 1_000
+    other = ClaudeTranscript("sess-two", start="2026-01-05T11:00:00")
+    other.user("more")
+    other.say("b", usage={"input_tokens": 500, "output_tokens": 5})
+    other.write(archive)
+    ingest([archive], lake=lake, workers=1)
+    assert read_summary(lake.root) is None                     # sources.parquet was replaced
+    report = usage_report(lake, period="day", tz="UTC")
+    assert (report.source, report.totals.input_tokens) == ("messages", 1_500)
+    refresh_usage(lake)
+    assert read_summary(lake.root) is not None
+    assert usage_report(lake, period="day", tz="UTC").totals.input_tokens == 1_500
+
+
+def test_config_prices_bypass_the_summary(tmp_path):
+    from pipeline.config import load_config
+
+    lake, _ = ingest_paths(tmp_path, REAL / "claude_code")
+    _refreshed(lake)
+    config_file = tmp_path / "ctxlake.toml"
+    config_file.write_text('[prices."claude-sonnet-4-5-20250929"]\ninput = 1.0\noutput = 2.0\n',
+                           encoding="utf-8")
+    report = usage_report(lake, period="day", tz="UTC", config=load_config(config_file))
+    assert report.source == "rows"
+    assert "config prices for claude-sonnet-4-5-20250929" in report.price_source
+
+
+def test_the_summary_file_is_private(tmp_path):
+    lake, _ = ingest_paths(tmp_path, REAL / "codex")
+    _refreshed(lake)
+    path = Path(lake.root) / "derived" / SUMMARY
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
