@@ -15,7 +15,8 @@ for reference). "Warm" means that state and the OS file cache; every timed run i
 process. ccusage is pointed at the archive's Claude, Codex and Gemini folders
 (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ``HOME`` with ``.gemini`` linked to the archive's).
 
-Also checked (not timed): ccusage's and ctxlake's Claude daily figures, day by day.
+Also checked (not timed): ccusage's and ctxlake's daily figures, day by day, for Claude, Codex
+and Gemini (``ccusage <agent> daily``).
 
 Usage: ``.venv/bin/python bench/usage_bench.py [--sizes 200,500,1024] [--repeat 7]
 [--ccusage PATH] [--workdir DIR] [--quick]``. Prints the figures and writes
@@ -37,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import REPO, RESULTS, cached_lake, folder_bytes, machine_info, write_result  # noqa: E402
+from pipeline.usage import read_summary, refresh_usage  # noqa: E402
 
 SPEEDUP_TARGET = 5.0
 GROWTH_TARGET = 1.1
@@ -93,36 +95,49 @@ def _ccusage_env(archive: Path, home: Path) -> dict:
                 CODEX_HOME=str(archive / "codex"), HOME=str(home))
 
 
-def _claude_days_agree(ccusage: Path, env: dict, lake_dir: Path) -> dict:
-    """ccusage's Claude days against ctxlake's claude_code rows (tokens; cost to 1e-6)."""
-    out = subprocess.run([str(ccusage), "claude", "daily", "--offline", "--json"], env=env,
-                         check=True, capture_output=True, text=True).stdout
-    theirs = {row.get("date") or row.get("period"): row for row in json.loads(out)["daily"]}
+AGENTS = {"claude": "claude_code", "codex": "codex_cli", "gemini": "gemini_cli"}
+
+
+def _days_agree(ccusage: Path, env: dict, lake_dir: Path) -> dict:
+    """ccusage's days against ctxlake's rows of the same format, per agent: tokens exactly,
+    cost to the cent and to 1e-6. ccusage's Gemini ``outputTokens`` leaves the thinking
+    tokens out (it prices them as output): compared with ctxlake's ``output_tokens -
+    reasoning_tokens`` (ctxlake's output includes reasoning, as Codex's does in both)."""
     ours_out = subprocess.run([str(CTXLAKE), "--lake", str(lake_dir), "report", "daily", "--json",
                                "--tz", "UTC", "--breakdown", "format"],
                               check=True, capture_output=True, text=True).stdout
-    ours = {}
+    ours: dict = {}
     for row in json.loads(ours_out)["rows"]:
         for group in row["breakdown"]:
-            if group["format"] == "claude_code":
-                ours[row["date"]] = group
-    tokens_equal = cost_equal = 0
-    differing = []
-    for day, row in sorted(theirs.items()):
-        mine = ours.get(day)
-        if mine is None:
-            differing.append(day)
-            continue
-        if (row["inputTokens"], row["outputTokens"], row["cacheCreationTokens"], row["cacheReadTokens"]) == \
-                (mine["input_tokens"], mine["output_tokens"], mine["cache_write_tokens"], mine["cache_read_tokens"]):
-            tokens_equal += 1
-        cost = row.get("totalCost", row.get("costUSD"))
-        if mine["cost_usd"] is not None and abs(round(cost, 6) - mine["cost_usd"]) < 1e-9:
-            cost_equal += 1
-        else:
-            differing.append(day)
-    return {"days": len(theirs), "tokens_equal": tokens_equal, "cost_equal": cost_equal,
-            "cost_differs_on": differing}
+            ours[(group["format"], row["date"])] = group
+    result = {}
+    for agent, fmt in AGENTS.items():
+        out = subprocess.run([str(ccusage), agent, "daily", "--offline", "--json"], env=env,
+                             check=True, capture_output=True, text=True).stdout
+        theirs = {row.get("date") or row.get("period"): row for row in json.loads(out)["daily"]}
+        tokens_equal = cents_equal = micros_equal = 0
+        differing = []
+        for day, row in sorted(theirs.items()):
+            mine = ours.get((fmt, day))
+            if mine is None:
+                differing.append(day)
+                continue
+            output = mine["output_tokens"] - (mine["reasoning_tokens"] if agent == "gemini" else 0)
+            if (row["inputTokens"], row["outputTokens"], row["cacheCreationTokens"], row["cacheReadTokens"]) == \
+                    (mine["input_tokens"], output, mine["cache_write_tokens"], mine["cache_read_tokens"]):
+                tokens_equal += 1
+            cost = row.get("totalCost", row.get("costUSD"))
+            if mine["cost_usd"] is not None and round(cost, 2) == round(mine["cost_usd"], 2):
+                cents_equal += 1
+            else:
+                differing.append(day)
+            if mine["cost_usd"] is not None and abs(round(cost, 6) - mine["cost_usd"]) < 1e-9:
+                micros_equal += 1
+        extra = sorted(d for (f, d) in ours if f == fmt and d not in theirs)
+        result[agent] = {"days": len(theirs), "tokens_equal": tokens_equal, "cost_equal_to_the_cent": cents_equal,
+                         "cost_equal_to_1e-6": micros_equal, "cost_differs_on": differing,
+                         "days_only_in_ctxlake": extra}
+    return result
 
 
 def main() -> None:
@@ -138,6 +153,10 @@ def main() -> None:
     sizes = [20, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
     reference = 500 if 500 in sizes else sizes[len(sizes) // 2]
 
+    # a pip-installed ctxlake has its bytecode compiled; an editable install under
+    # PYTHONDONTWRITEBYTECODE=1 would recompile pipeline/*.py in every timed process
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "pipeline")], check=True,
+                   stdout=subprocess.DEVNULL)
     version = _median_runs([str(CTXLAKE), "--version"], repeat=args.repeat)
     result: dict = {"version_s": round(statistics.median(version), 3),
                     "version_target_s": VERSION_TARGET_S,
@@ -149,6 +168,9 @@ def main() -> None:
         workdir = args.workdir / f"{size}mb"
         built = cached_lake(workdir, size_mb=size, seed=args.seed, rebuild=args.rebuild,
                             after_ingest=_after_ingest)
+        if read_summary(workdir / "lake") is None:   # built before the summary existed
+            from pipeline.lake import Lake
+            refresh_usage(Lake(workdir / "lake"))
         lakes[size] = (workdir / "lake", workdir / "archive", built)
     # the timed runs alternate between the sizes (and ccusage), so that other work on the box
     # weighs on each of them alike
@@ -181,7 +203,7 @@ def main() -> None:
             entry["ccusage_s"] = round(statistics.median(peer_times), 3)
             entry["ccusage_min_s"] = round(min(peer_times), 3)
             entry["ccusage_max_s"] = round(max(peer_times), 3)
-            entry["claude_days_vs_ccusage"] = _claude_days_agree(ccusage, env, lake_dir)
+            entry["days_vs_ccusage"] = _days_agree(ccusage, env, lake_dir)
         result["sizes"][str(size)] = entry
         print(f"{size} MB: report daily --json {entry['daily_s']:.3f} s (min {entry['daily_min_s']:.3f}, "
               f"max {entry['daily_max_s']:.3f}); cold ingest {entry['cold_ingest_s']} s; "
@@ -210,11 +232,12 @@ def main() -> None:
           f"{'met' if growth <= GROWTH_TARGET else 'MISSED'}); fastest runs x{result['growth_of_fastest_runs']}")
     print(f"ctxlake --version: {result['version_s']:.3f} s (target <= {VERSION_TARGET_S} s: "
           f"{'met' if result['version_within_target'] else 'MISSED'})")
-    if "claude_days_vs_ccusage" in ref:
-        agree = ref["claude_days_vs_ccusage"]
-        print(f"Claude days vs ccusage: tokens equal on {agree['tokens_equal']}/{agree['days']}, "
-              f"cost equal on {agree['cost_equal']}/{agree['days']} (differs on: "
-              f"{', '.join(agree['cost_differs_on']) or 'none'})")
+    for agent, agree in ref.get("days_vs_ccusage", {}).items():
+        print(f"{agent} days vs ccusage: tokens equal on {agree['tokens_equal']}/{agree['days']}, "
+              f"cost equal to the cent on {agree['cost_equal_to_the_cent']}/{agree['days']} "
+              f"(to 1e-6 on {agree['cost_equal_to_1e-6']}; differs on: "
+              f"{', '.join(agree['cost_differs_on']) or 'none'}; days only in ctxlake: "
+              f"{', '.join(agree['days_only_in_ctxlake']) or 'none'})")
     write_result(RESULTS / "usage.json", result)
 
 
