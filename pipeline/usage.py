@@ -177,42 +177,67 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
 
     The call rows are before the cross-lake dedup, which ``usage_calls`` applies over them,
     so a session's rows depend on its own files only: the caller passes the sessions whose
-    files changed (every one of them: the coverage is recorded for all sources). The priced
-    calls are recomputed whole (they are small).
+    files changed (every one of them: the coverage is recorded for all sources); the other
+    sessions' stored rows are kept as they are (never recomputed from the messages). The
+    dedup, prices and 15-minute sums are then computed whole from the rows in memory (a few
+    tens of thousands of rows: no pass over the lake).
     """
     if not lake.exists():
         raise LakeNotFoundError("no lake here yet", path=str(lake.root),
                                 hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
     wanted = None if sessions is None else sorted(set(sessions))
+    import duckdb
+
     with lake.lock():
         commit = _commit_stamp(lake.root)   # the lake state these tables cover (under the lock)
+        (lake.derived_dir / SUMMARY).unlink(missing_ok=True)   # never older than the tables
+        # the other sessions' rows: the stored ones as they are (the caller names every
+        # session whose files changed); rows of sources gone from the lake are dropped.
+        # Without stored rows (a first refresh), all of them are computed.
+        partial = wanted is not None and _has_parts(lake.derived_dir / CALL_ROWS)
         con = lake.connect()
         try:
             con.execute("SET enable_progress_bar = false")   # a nightly stage: no bar on stdout
-            table = con.sql(sqlfiles.load("select_usage_call_rows_refreshed"),
-                            params={"sessions": wanted}).to_arrow_table()
+            if partial:   # two queries: each keeps its session filter next to its scan
+                import pyarrow as pa
+
+                parts = [con.sql(sqlfiles.load(name), params={"sessions": wanted}).to_arrow_table()
+                         for name in ("select_usage_call_rows_kept", "select_usage_call_rows_of_sessions")]
+                table = pa.concat_tables(parts, promote_options="permissive").sort_by(
+                    [("session_id", "ascending"), ("source_id", "ascending"), ("seq", "ascending")])
+            else:
+                table = con.sql(sqlfiles.load("select_usage_call_rows_refreshed"),
+                                params={"sessions": wanted}).to_arrow_table()
             covered = con.sql(sqlfiles.load("select_usage_call_sources")).to_arrow_table()
         finally:
             con.close()
         path = lake.write_derived(CALL_ROWS, "all", table)
         lake.write_derived(CALL_SOURCES, "all", covered)
-        con = lake.connect()   # the views now read the rows just written
+        # dedup, price and sum the rows just computed, in memory (no second pass over the lake)
+        con = duckdb.connect()
         try:
             con.execute("SET enable_progress_bar = false")
+            con.execute("SET TimeZone = 'UTC'")
+            con.register(CALL_ROWS, table)
+            con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
             _base_prices(con, lake.root)
             _custom_prices(con, None)
+            con.execute(sqlfiles.load("create_view_usage_calls"))
             models = {row[0] for row in con.execute(sqlfiles.load("select_usage_call_models")).fetchall()}
             _ensure_prices(con, models, None)
             priced = con.sql(sqlfiles.load("select_usage_calls_to_store"),
                              params={"price_source": price_source()}).to_arrow_table()
+            con.register(PRICED_CALLS, priced)
+            con.execute(sqlfiles.load("create_view_usage_calls_priced"))
             con.execute(sqlfiles.load("create_view_usage_report_rows"))
             buckets = con.sql(sqlfiles.load("select_usage_buckets_to_store"),
                               params={"price_source": price_source()}).to_arrow_table()
+            lake.write_derived(PRICED_CALLS, "all", priced)
+            lake.write_derived(BUCKETS, "all", buckets)
+            con.register(BUCKETS, buckets)
+            write_summary(lake.root, con, commit)
         finally:
             con.close()
-        lake.write_derived(PRICED_CALLS, "all", priced)
-        lake.write_derived(BUCKETS, "all", buckets)
-        write_summary(lake.root, buckets, commit)
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
 
 
@@ -235,7 +260,6 @@ SUMMARY_COLUMNS = ("bucket", "session_id", "model", "agent", "project", "format"
                    "recorded_cost_usd", "compared_cost_usd", "compared_unpriced_rows",
                    "first_at", "last_at")
 _INT_SUMS = SUMMARY_COLUMNS[7:16]                 # api_calls .. unpriced_rows: integers
-_MONEY_SCALES = {"cost_usd": 18, "recorded_cost_usd": 12, "compared_cost_usd": 18}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -247,50 +271,22 @@ def _commit_stamp(root: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def _micros(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _scaled(value: Decimal | None, scale: int) -> int | None:
-    """An exact integer of 10^-scale units (the SQL column's own scale: no rounding)."""
-    if value is None:
-        return None
-    scaled = value.scaleb(scale)
-    if scaled != scaled.to_integral_value():
-        raise ValueError(f"{value} has more than {scale} decimals")
-    return int(scaled)
-
-
-def write_summary(root: Path, buckets, commit: list[int] | None) -> Path:
-    """``derived/usage_summary/buckets.json`` from the ``usage_buckets`` table just stored."""
+def write_summary(root: Path, con, commit: list[int] | None) -> Path | None:
+    """``derived/usage_summary/buckets.json`` from ``usage_buckets`` in ``con`` (the table
+    just stored); none (an old one removed) when a cost has more than 12 decimals."""
     import orjson
 
     from pipeline import __version__
-    from pipeline.lake import atomic_write_bytes, private_dirs
+    from pipeline.lake import atomic_write_bytes
 
-    columns = {name: buckets.column(name).to_pylist() for name in SUMMARY_COLUMNS}
-    out_rows = []
-    for i in range(buckets.num_rows):
-        row = []
-        for name in SUMMARY_COLUMNS:
-            value = columns[name][i]
-            if name in ("bucket", "first_at", "last_at"):
-                value = _micros(value)
-            elif name in _MONEY_SCALES:
-                value = _scaled(value, _MONEY_SCALES[name])
-            elif name in _INT_SUMS or name == "compared_unpriced_rows":
-                value = int(value or 0)
-            row.append(value)
-        out_rows.append(row)
-    prices = {row for row in buckets.column("price_source").to_pylist()}
-    document = {"layout": SUMMARY_LAYOUT, "version": __version__, "commit": commit,
-                "price_source": prices.pop() if len(prices) == 1 else price_source(),
-                "columns": list(SUMMARY_COLUMNS), "rows": out_rows}
     target = Path(root) / "derived" / SUMMARY
-    private_dirs(target.parent)
+    rows = con.execute(sqlfiles.load("select_usage_summary_rows")).fetchall()
+    if not all(row[-1] for row in rows):
+        target.unlink(missing_ok=True)
+        return None
+    document = {"layout": SUMMARY_LAYOUT, "version": __version__, "commit": commit,
+                "price_source": price_source(), "columns": list(SUMMARY_COLUMNS),
+                "rows": [row[:-1] for row in rows]}
     atomic_write_bytes(target, orjson.dumps(document))
     return target
 
@@ -398,7 +394,7 @@ def _summary_records(rows: list[list], params: dict) -> list[dict]:
             sessions[(period, grp)] = {row[1]}
         else:
             found.add(row[1])
-    money = lambda value, scale: None if value is None else Decimal(value).scaleb(-scale)  # noqa: E731
+    money = lambda value: None if value is None else Decimal(value).scaleb(-12)  # noqa: E731
     moment = lambda us: None if us is None else _EPOCH + timedelta(microseconds=us)  # noqa: E731
     records = []
     for (period, grp, model), (first, sums, cost, recorded, compared, compared_unpriced,
@@ -406,8 +402,8 @@ def _summary_records(rows: list[list], params: dict) -> list[dict]:
         records.append({
             "level": "cell", "period": period, "grp": grp, "model": model,
             **dict(zip(_INT_SUMS, sums)),
-            "cost_usd": money(cost, 18), "recorded_cost_usd": money(recorded, 12),
-            "compared_cost_usd": money(compared, 18), "compared_unpriced_rows": compared_unpriced,
+            "cost_usd": money(cost), "recorded_cost_usd": money(recorded),
+            "compared_cost_usd": money(compared), "compared_unpriced_rows": compared_unpriced,
             "project": first[4], "format": first[5], "parent_session_id": first[6],
             "first_at": moment(first_at), "last_at": moment(last_at)})
     periods: dict = {}

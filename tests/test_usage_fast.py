@@ -139,3 +139,37 @@ def test_the_summary_file_is_private(tmp_path):
     _refreshed(lake)
     path = Path(lake.root) / "derived" / SUMMARY
     assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+
+
+def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_stores(tmp_path):
+    import pyarrow.parquet as pq
+
+    from pipeline.usage import BUCKETS, CALL_ROWS, PRICED_CALLS
+
+    write_demo_archive(tmp_path / "archive", size_bytes=2 * 1024 * 1024, seed=5)
+    lake = Lake(tmp_path / "lake")
+    ingest([tmp_path / "archive"], lake=lake, workers=1)
+    _refreshed(lake)
+    extra = ClaudeTranscript("sess-appended", start="2026-11-03T09:00:00", cwd="/home/me/extra")
+    extra.user("go")
+    extra.say("a", usage={"input_tokens": 250_000, "output_tokens": 900, "cache_read_input_tokens": 5_000})
+    extra.write(tmp_path / "archive")
+    ingest([tmp_path / "archive"], lake=lake, workers=1)
+    partial = refresh_usage(lake, sessions=["sess-appended"])
+    assert partial.sessions == 1
+
+    def stored() -> dict:
+        derived = Path(lake.root) / "derived"
+        tables = {name: pq.read_table(derived / name / "all.parquet") for name in (CALL_ROWS, PRICED_CALLS, BUCKETS)}
+        return {**tables, "summary": (derived / SUMMARY).read_bytes()}
+
+    after_partial = stored()
+    full = refresh_usage(lake)
+    assert (full.sessions, full.rows) == (None, partial.rows)
+    after_full = stored()
+    for name, table in after_full.items():
+        assert after_partial[name] == table if name == "summary" else after_partial[name].equals(table), name
+    day = usage_report(lake, period="day", tz="UTC", since="2026-11-03", until="2026-11-03",
+                       project="extra").to_dict()
+    assert (day["totals"]["input_tokens"], day["totals"]["cost_usd"]) == (
+        250_000, (200_000 * 3 + 50_000 * 6 + 900 * 15 + 5_000 * 0.3) / 1e6)
