@@ -82,7 +82,7 @@ CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources 
 PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
 BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
 SUMMARY = Path("usage_summary") / "buckets.json"   # derived/usage_summary/buckets.json: the same
-SUMMARY_LAYOUT = 1                    # sums as JSON, for the reports' pure-Python path
+SUMMARY_LAYOUT = 2                    # sums as JSON, for the reports' pure-Python path
 BLOCK_HOURS = 5
 
 
@@ -253,7 +253,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
 # DuckDB path, which gives the same bytes (tests/test_usage_fast.py compares them).
 # ``select_usage_report`` stays the definition of the aggregation: ``_summary_records`` is
 # its transcription over the same rows (columns below in the order of SUMMARY_COLUMNS).
-SUMMARY_COLUMNS = ("bucket", "session_id", "model", "agent", "project", "format",
+SUMMARY_COLUMNS = ("bucket", "session_ids", "model", "agent", "project", "format",
                    "parent_session_id", "api_calls", "input_tokens", "output_tokens",
                    "cache_write_tokens", "cache_write_1h_tokens", "cache_read_tokens",
                    "reasoning_tokens", "total_tokens", "unpriced_rows", "cost_usd",
@@ -271,9 +271,12 @@ def _commit_stamp(root: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def write_summary(root: Path, con, commit: list[int] | None) -> Path | None:
+def write_summary(root: Path, con, commit: list[int] | None, zones=None) -> Path | None:
     """``derived/usage_summary/buckets.json`` from ``usage_buckets`` in ``con`` (the table
-    just stored); none (an old one removed) when a cost has more than 12 decimals."""
+    just stored): its rows (``rows``), and the same summed per local day of each of
+    ``zones`` (``days``: UTC and the machine's zone by default, what most reports ask for:
+    their work then does not grow with the archive); none (an old one removed) when a cost
+    has more than 12 decimals."""
     import orjson
 
     from pipeline import __version__
@@ -281,18 +284,21 @@ def write_summary(root: Path, con, commit: list[int] | None) -> Path | None:
 
     target = Path(root) / "derived" / SUMMARY
     rows = con.execute(sqlfiles.load("select_usage_summary_rows")).fetchall()
-    if not all(row[-1] for row in rows):
+    days = {zone: con.execute(sqlfiles.load("select_usage_summary_days"), {"tz": zone}).fetchall()
+            for zone in sorted(set(zones or ("UTC", resolve_timezone())))}
+    if not all(row[-1] for table in (rows, *days.values()) for row in table):
         target.unlink(missing_ok=True)
         return None
     document = {"layout": SUMMARY_LAYOUT, "version": __version__, "commit": commit,
                 "price_source": price_source(), "columns": list(SUMMARY_COLUMNS),
-                "rows": [row[:-1] for row in rows]}
+                "rows": [row[:-1] for row in rows],
+                "days": {zone: [row[:-1] for row in table] for zone, table in days.items()}}
     atomic_write_bytes(target, orjson.dumps(document))
     return target
 
 
-def read_summary(root: Path) -> list[list] | None:
-    """The summary's rows when it is current (see above), else None."""
+def read_summary(root: Path) -> dict | None:
+    """The summary (``rows``, ``days``) when it is current (see above), else None."""
     path = Path(root) / "derived" / SUMMARY
     try:
         data = path.read_bytes()
@@ -311,24 +317,32 @@ def read_summary(root: Path) -> list[list] | None:
             or document.get("price_source") != price_source() \
             or document.get("commit") is None or document["commit"] != _commit_stamp(root):
         return None
-    return document["rows"]
+    return document
 
 
-def _local_days(rows: list[list], zone: str) -> dict:
-    """bucket (UTC micros) -> its local date in ``zone`` (each distinct bucket once)."""
-    tzinfo = ZoneInfo(zone)
-    days: dict = {None: None}
+def _summary_rows(summary: dict, params: dict) -> tuple[list[list], dict]:
+    """The rows a report reads and their local days: the day sums of the report's zone for a
+    day/week/month report when stored, else the 15-minute rows (days computed here)."""
+    if params["period"] != "session" and params["tz"] in summary["days"]:
+        rows = summary["days"][params["tz"]]
+        days = {None: None}
+        for row in rows:
+            if row[0] not in days:
+                days[row[0]] = date.fromisoformat(row[0])
+        return rows, days
+    rows = summary["rows"]
+    tzinfo = ZoneInfo(params["tz"])
+    days = {None: None}
     for row in rows:
-        bucket = row[0]
-        if bucket not in days:
-            days[bucket] = (_EPOCH + timedelta(microseconds=bucket)).astimezone(tzinfo).date()
-    return days
+        if row[0] not in days:
+            days[row[0]] = (_EPOCH + timedelta(microseconds=row[0])).astimezone(tzinfo).date()
+    return rows, days
 
 
-def _summary_periods(rows: list[list], params: dict):
+def _summary_periods(summary: dict, params: dict):
     """(row, period) of the rows a report keeps: ``select_usage_report``'s ``calls`` and
     ``in_range`` (project substring, local-day range, period names)."""
-    days = _local_days(rows, params["tz"])
+    rows, days = _summary_rows(summary, params)
     period, project = params["period"], params["project"]
     since, until = params["since"], params["until"]
     names: dict = {}
@@ -341,7 +355,7 @@ def _summary_periods(rows: list[list], params: dict):
         if since is not None and day < since or until is not None and day > until:
             continue
         if period == "session":
-            yield row, row[1]
+            yield row, row[1][0]
             continue
         name = names.get(day, names)
         if name is names:
@@ -361,7 +375,7 @@ def _nulls_last(value):
     return (value is None, value or "")
 
 
-def _summary_records(rows: list[list], params: dict) -> list[dict]:
+def _summary_records(summary: dict, params: dict) -> list[dict]:
     """``select_usage_report`` over the summary rows: the same records, in the same order."""
     from operator import add
 
@@ -369,7 +383,7 @@ def _summary_records(rows: list[list], params: dict) -> list[dict]:
     missing = {2: "(unknown)", 4: "(no project)"}.get(grp_index)
     cells: dict = {}
     sessions: dict = {}   # (period, grp) -> session ids; the other levels are their unions
-    for row, period in _summary_periods(rows, params):
+    for row, period in _summary_periods(summary, params):
         grp = row[grp_index]
         if grp is None:
             grp = missing
@@ -391,9 +405,9 @@ def _summary_records(rows: list[list], params: dict) -> list[dict]:
                 cell[7] = last_at
         found = sessions.get((period, grp))
         if found is None:
-            sessions[(period, grp)] = {row[1]}
+            sessions[(period, grp)] = set(row[1])
         else:
-            found.add(row[1])
+            found.update(row[1])
     money = lambda value: None if value is None else Decimal(value).scaleb(-12)  # noqa: E731
     moment = lambda us: None if us is None else _EPOCH + timedelta(microseconds=us)  # noqa: E731
     records = []
@@ -419,11 +433,14 @@ def _summary_records(rows: list[list], params: dict) -> list[dict]:
     return records
 
 
-def _summary_sessions(rows: list[list], params: dict, periods: list[str]) -> int:
+def _summary_sessions(summary: dict, params: dict, periods: list[str]) -> int:
     """``select_usage_report_sessions`` over the summary rows."""
     wanted = set(periods)
-    return len({row[1] for row, period in _summary_periods(rows, params)
-                if (period if period is not None else "(no date)") in wanted})
+    found: set = set()
+    for row, period in _summary_periods(summary, params):
+        if (period if period is not None else "(no date)") in wanted:
+            found.update(row[1])
+    return len(found)
 
 
 # ---------------------------------------------------------------------------------------

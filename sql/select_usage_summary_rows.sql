@@ -1,10 +1,10 @@
--- The stored 15-minute sums (usage_buckets) as plain numbers for derived/usage_summary/buckets.json: times in epoch microseconds, costs in exact 1e-12 USD units (exact: false when a cost has more decimals, then no summary is written)
+-- The stored 15-minute sums (usage_buckets) as plain numbers for derived/usage_summary/buckets.json: times in epoch microseconds, the session as a one-element list, costs in exact 1e-12 USD units (exact: false when a cost has more decimals, then no summary is written)
 WITH buckets AS (
     SELECT * FROM usage_buckets
 ),
 final AS (
     SELECT
-        epoch_us(bucket) AS bucket, session_id, model, agent, project, format, parent_session_id,
+        epoch_us(bucket) AS bucket, [session_id] AS session_ids, model, agent, project, format, parent_session_id,
         CAST(api_calls AS BIGINT) AS api_calls,
         CAST(input_tokens AS BIGINT) AS input_tokens,
         CAST(output_tokens AS BIGINT) AS output_tokens,
@@ -26,4 +26,4 @@ final AS (
     FROM buckets
 )
 SELECT * FROM final
-ORDER BY bucket NULLS LAST, session_id, model NULLS LAST, agent, project NULLS LAST, format, parent_session_id NULLS LAST
+ORDER BY bucket NULLS LAST, session_ids, model NULLS LAST, agent, project NULLS LAST, format, parent_session_id NULLS LAST

@@ -26,6 +26,7 @@ OPTIONS = (
     {"tz": "UTC"},
     {"tz": "America/New_York", "since": "2025-01-01", "until": "2026-12-31", "order": "desc"},
     {"tz": "Asia/Kolkata", "project": "e", "limit": 2},
+    {"tz": "Asia/Kathmandu", "until": "2026-11-10"},
 )
 
 
@@ -70,11 +71,13 @@ def test_the_fast_path_gives_the_duckdb_bytes_for_every_report_on_the_real_sampl
     assert rows and sum(r["total_tokens"] for r in rows) > 0   # something was counted
 
 
-def test_the_fast_path_gives_the_duckdb_bytes_for_every_report_on_a_demo_archive(tmp_path):
+def test_the_fast_path_gives_the_duckdb_bytes_for_every_report_on_a_demo_archive(tmp_path, monkeypatch):
     write_demo_archive(tmp_path / "archive", size_bytes=3 * 1024 * 1024, seed=11)
     lake = Lake(tmp_path / "lake")
     ingest([tmp_path / "archive"], lake=lake, workers=1)
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")   # the machine's zone: its day sums are stored too
     _refreshed(lake)
+    assert sorted(read_summary(lake.root)["days"]) == ["Asia/Kathmandu", "UTC"]
     _assert_every_report_agrees(lake)
     data = json.loads(_both_paths(lake, period="day", tz="UTC", breakdown="format")[0])
     formats = {g["format"] for row in data["rows"] for g in row["breakdown"]}
