@@ -81,8 +81,8 @@ CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session cal
 CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources they cover
 PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
 BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
-SUMMARY = Path("usage_summary") / "buckets.json"   # derived/usage_summary/buckets.json: the same
-SUMMARY_LAYOUT = 2                    # sums as JSON, for the reports' pure-Python path
+SUMMARY = Path("usage_summary")       # derived/usage_summary/{buckets,days}.json: the same sums
+SUMMARY_LAYOUT = 3                    # as JSON, for the reports' pure-Python path
 BLOCK_HOURS = 5
 
 
@@ -190,7 +190,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
 
     with lake.lock():
         commit = _commit_stamp(lake.root)   # the lake state these tables cover (under the lock)
-        (lake.derived_dir / SUMMARY).unlink(missing_ok=True)   # never older than the tables
+        _remove_summary(lake.root)   # never older than the tables
         # the other sessions' rows: the stored ones as they are (the caller names every
         # session whose files changed); rows of sources gone from the lake are dropped.
         # Without stored rows (a first refresh), all of them are computed.
@@ -245,7 +245,8 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
 # The stored 15-minute sums as JSON: the period reports without DuckDB
 # ---------------------------------------------------------------------------------------
 # ``derived/usage_summary/buckets.json`` holds the rows of ``derived/usage_buckets`` (a few
-# thousand on a 500 MB archive) in a form read with orjson alone, so that a period report on
+# thousand on a 500 MB archive) and ``days.json`` their day sums in UTC and the machine's
+# zone, in a form read with orjson alone, so that a period report on
 # a current lake imports neither DuckDB nor pyarrow (~60 ms of a ~100 ms process). It is
 # current while ``sources.parquet`` (the lake's commit point: every ingest replaces it) is
 # the very file it was written against (size, mtime, inode), the price source and the
@@ -272,34 +273,38 @@ def _commit_stamp(root: Path) -> list[int] | None:
 
 
 def write_summary(root: Path, con, commit: list[int] | None, zones=None) -> Path | None:
-    """``derived/usage_summary/buckets.json`` from ``usage_buckets`` in ``con`` (the table
-    just stored): its rows (``rows``), and the same summed per local day of each of
-    ``zones`` (``days``: UTC and the machine's zone by default, what most reports ask for:
-    their work then does not grow with the archive); none (an old one removed) when a cost
-    has more than 12 decimals."""
+    """``derived/usage_summary/buckets.json`` (the rows of ``usage_buckets`` in ``con``, the
+    table just stored) and ``days.json`` (the same summed per local day of each of ``zones``:
+    UTC and the machine's zone by default, what most reports ask for; a small file, so that
+    their work does not grow with the archive). None are written (old ones removed) when a
+    cost has more than 12 decimals."""
     import orjson
 
     from pipeline import __version__
     from pipeline.lake import atomic_write_bytes
 
-    target = Path(root) / "derived" / SUMMARY
+    folder = Path(root) / "derived" / SUMMARY
     rows = con.execute(sqlfiles.load("select_usage_summary_rows")).fetchall()
     days = {zone: con.execute(sqlfiles.load("select_usage_summary_days"), {"tz": zone}).fetchall()
             for zone in sorted(set(zones or ("UTC", resolve_timezone())))}
     if not all(row[-1] for table in (rows, *days.values()) for row in table):
-        target.unlink(missing_ok=True)
+        _remove_summary(root)
         return None
-    document = {"layout": SUMMARY_LAYOUT, "version": __version__, "commit": commit,
-                "price_source": price_source(), "columns": list(SUMMARY_COLUMNS),
-                "rows": [row[:-1] for row in rows],
-                "days": {zone: [row[:-1] for row in table] for zone, table in days.items()}}
-    atomic_write_bytes(target, orjson.dumps(document))
-    return target
+    header = {"layout": SUMMARY_LAYOUT, "version": __version__, "commit": commit,
+              "price_source": price_source(), "columns": list(SUMMARY_COLUMNS)}
+    atomic_write_bytes(folder / "buckets.json", orjson.dumps({**header, "rows": [row[:-1] for row in rows]}))
+    atomic_write_bytes(folder / "days.json", orjson.dumps(
+        {**header, "days": {zone: [row[:-1] for row in table] for zone, table in days.items()}}))
+    return folder
 
 
-def read_summary(root: Path) -> dict | None:
-    """The summary (``rows``, ``days``) when it is current (see above), else None."""
-    path = Path(root) / "derived" / SUMMARY
+def _remove_summary(root: Path) -> None:
+    for name in ("buckets.json", "days.json"):
+        (Path(root) / "derived" / SUMMARY / name).unlink(missing_ok=True)
+
+
+def _read_summary_file(root: Path, name: str) -> dict | None:
+    path = Path(root) / "derived" / SUMMARY / name
     try:
         data = path.read_bytes()
     except OSError:
@@ -320,17 +325,51 @@ def read_summary(root: Path) -> dict | None:
     return document
 
 
-def _summary_rows(summary: dict, params: dict) -> tuple[list[list], dict]:
+class Summary:
+    """The stored sums of a lake, each file read when first needed (None: not current)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._days = self._rows = False
+
+    @property
+    def days(self) -> dict | None:
+        if self._days is False:
+            document = _read_summary_file(self.root, "days.json")
+            self._days = None if document is None else document["days"]
+        return self._days
+
+    @property
+    def rows(self) -> list | None:
+        if self._rows is False:
+            document = _read_summary_file(self.root, "buckets.json")
+            self._rows = None if document is None else document["rows"]
+        return self._rows
+
+    def serves(self, params: dict) -> bool:
+        """Whether it answers this report: the day sums of its zone, or the 15-minute rows."""
+        if params["period"] != "session" and self.days is not None and params["tz"] in self.days:
+            return True
+        return self.rows is not None
+
+
+def read_summary(root: Path) -> Summary | None:
+    """The lake's current stored sums, or None when neither file is current (see above)."""
+    summary = Summary(root)
+    return summary if summary.days is not None or summary.rows is not None else None
+
+
+def _summary_rows(summary: Summary, params: dict) -> tuple[list[list], dict]:
     """The rows a report reads and their local days: the day sums of the report's zone for a
     day/week/month report when stored, else the 15-minute rows (days computed here)."""
-    if params["period"] != "session" and params["tz"] in summary["days"]:
-        rows = summary["days"][params["tz"]]
+    if params["period"] != "session" and summary.days is not None and params["tz"] in summary.days:
+        rows = summary.days[params["tz"]]
         days = {None: None}
         for row in rows:
             if row[0] not in days:
                 days[row[0]] = date.fromisoformat(row[0])
         return rows, days
-    rows = summary["rows"]
+    rows = summary.rows
     tzinfo = ZoneInfo(params["tz"])
     days = {None: None}
     for row in rows:
@@ -339,7 +378,7 @@ def _summary_rows(summary: dict, params: dict) -> tuple[list[list], dict]:
     return rows, days
 
 
-def _summary_periods(summary: dict, params: dict):
+def _summary_periods(summary: Summary, params: dict):
     """(row, period) of the rows a report keeps: ``select_usage_report``'s ``calls`` and
     ``in_range`` (project substring, local-day range, period names)."""
     rows, days = _summary_rows(summary, params)
@@ -375,7 +414,7 @@ def _nulls_last(value):
     return (value is None, value or "")
 
 
-def _summary_records(summary: dict, params: dict) -> list[dict]:
+def _summary_records(summary: Summary, params: dict) -> list[dict]:
     """``select_usage_report`` over the summary rows: the same records, in the same order."""
     from operator import add
 
@@ -433,7 +472,7 @@ def _summary_records(summary: dict, params: dict) -> list[dict]:
     return records
 
 
-def _summary_sessions(summary: dict, params: dict, periods: list[str]) -> int:
+def _summary_sessions(summary: Summary, params: dict, periods: list[str]) -> int:
     """``select_usage_report_sessions`` over the summary rows."""
     wanted = set(periods)
     found: set = set()
@@ -770,8 +809,8 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
     overrides = _config_prices(config)
     params = {"tz": zone, "period": period, "since": since_day, "until": until_day,
               "project": project, "group": group or "model"}
-    summary = None if overrides else read_summary(_root(lake))
-    if summary is not None:   # the stored sums, current: no DuckDB (same bytes, see above)
+    summary = None if overrides else Summary(_root(lake))
+    if summary is not None and summary.serves(params):   # current stored sums: no DuckDB
         return _assemble(_summary_records(summary, params), period=period, tz=zone,
                          since=since_day, until=until_day, project=project, breakdown=group,
                          price_source=_price_label(overrides), order=order, limit=limit,

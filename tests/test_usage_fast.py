@@ -38,15 +38,17 @@ def _refreshed(lake: Lake) -> Lake:
 
 def _both_paths(lake: Lake, **options) -> tuple[str, str]:
     """(fast JSON, DuckDB JSON) of one report: the DuckDB one with the summary file moved away."""
-    summary = Path(lake.root) / "derived" / SUMMARY
+    folder = Path(lake.root) / "derived" / SUMMARY
     assert read_summary(lake.root) is not None
     fast = usage_report(lake, **options)
-    saved = summary.read_bytes()
-    summary.unlink()
+    saved = {path: path.read_bytes() for path in folder.glob("*.json")}
+    for path in saved:
+        path.unlink()
     try:
         slow = usage_report(lake, **options)
     finally:
-        summary.write_bytes(saved)
+        for path, data in saved.items():
+            path.write_bytes(data)
     assert (fast.source, slow.source) == ("stored", "stored")
     return render.to_json(fast.to_dict()), render.to_json(slow.to_dict())
 
@@ -77,7 +79,7 @@ def test_the_fast_path_gives_the_duckdb_bytes_for_every_report_on_a_demo_archive
     ingest([tmp_path / "archive"], lake=lake, workers=1)
     monkeypatch.setenv("TZ", "Asia/Kathmandu")   # the machine's zone: its day sums are stored too
     _refreshed(lake)
-    assert sorted(read_summary(lake.root)["days"]) == ["Asia/Kathmandu", "UTC"]
+    assert sorted(read_summary(lake.root).days) == ["Asia/Kathmandu", "UTC"]
     _assert_every_report_agrees(lake)
     data = json.loads(_both_paths(lake, period="day", tz="UTC", breakdown="format")[0])
     formats = {g["format"] for row in data["rows"] for g in row["breakdown"]}
@@ -140,8 +142,9 @@ def test_config_prices_bypass_the_summary(tmp_path):
 def test_the_summary_file_is_private(tmp_path):
     lake, _ = ingest_paths(tmp_path, REAL / "codex")
     _refreshed(lake)
-    path = Path(lake.root) / "derived" / SUMMARY
-    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    folder = Path(lake.root) / "derived" / SUMMARY
+    modes = {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()}
+    assert (modes, folder.stat().st_mode & 0o777) == ({"buckets.json": 0o600, "days.json": 0o600}, 0o700)
 
 
 def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_stores(tmp_path):
@@ -164,14 +167,14 @@ def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_st
     def stored() -> dict:
         derived = Path(lake.root) / "derived"
         tables = {name: pq.read_table(derived / name / "all.parquet") for name in (CALL_ROWS, PRICED_CALLS, BUCKETS)}
-        return {**tables, "summary": (derived / SUMMARY).read_bytes()}
+        return {**tables, **{path.name: path.read_bytes() for path in (derived / SUMMARY).glob("*.json")}}
 
     after_partial = stored()
     full = refresh_usage(lake)
     assert (full.sessions, full.rows) == (None, partial.rows)
     after_full = stored()
     for name, table in after_full.items():
-        assert after_partial[name] == table if name == "summary" else after_partial[name].equals(table), name
+        assert after_partial[name] == table if name.endswith(".json") else after_partial[name].equals(table), name
     day = usage_report(lake, period="day", tz="UTC", since="2026-11-03", until="2026-11-03",
                        project="extra").to_dict()
     assert (day["totals"]["input_tokens"], day["totals"]["cost_usd"]) == (
