@@ -192,12 +192,9 @@ def _fit_key(direction: str, basis: str = HEURISTIC) -> str:
 
 
 def tokenizer_available(encoding: str) -> bool:
-    """Whether the ``tokenizers`` extra can count ``encoding`` here (loaded once, cached)."""
-    try:
-        tokenizers.get_tokenizer(encoding)
-    except TokenizerUnavailableError:
-        return False
-    return True
+    """Whether the ``tokenizers`` extra can count ``encoding`` here (installed: the
+    tokenizer itself is loaded only when a text not counted before needs it)."""
+    return encoding in tokenizers.ENCODINGS and tokenizers.available(encoding)
 
 
 def output_basis(model: str | None) -> str:
