@@ -83,6 +83,9 @@ PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls 
 BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
 SUMMARY = Path("usage_summary")       # derived/usage_summary/{buckets,days}.json: the same sums
 SUMMARY_LAYOUT = 3                    # as JSON, for the reports' pure-Python path
+# the SHA-256 of the sources.parquet they cover (beside the covered sources: run state, not
+# results, so that the summary itself is the same bytes for the same lake content)
+SUMMARY_COMMIT = Path(CALL_SOURCES) / "summary-commit.txt"
 BLOCK_HOURS = 5
 
 
@@ -248,8 +251,8 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
 # thousand on a 500 MB archive) and ``days.json`` their day sums in UTC and the machine's
 # zone, in a form read with orjson alone, so that a period report on
 # a current lake imports neither DuckDB nor pyarrow (~60 ms of a ~100 ms process). It is
-# current while ``sources.parquet`` (the lake's commit point: every ingest replaces it) is
-# the very file it was written against (size, mtime, inode), the price source and the
+# current while ``sources.parquet`` (the lake's commit point: every ingest replaces it) has
+# the content it was written against (its SHA-256), the price source and the
 # ctxlake version are the same, and no config prices apply; otherwise the report takes the
 # DuckDB path, which gives the same bytes (tests/test_usage_fast.py compares them).
 # ``select_usage_report`` stays the definition of the aggregation: ``_summary_records`` is
@@ -264,15 +267,20 @@ _INT_SUMS = SUMMARY_COLUMNS[7:16]                 # api_calls .. unpriced_rows: 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _commit_stamp(root: Path) -> list[int] | None:
+def _commit_stamp(root: Path) -> str | None:
+    """The SHA-256 of ``sources.parquet`` (a few hundred kB: ~1 ms): what the summary covers.
+    A content hash, not the file's stat, so that the same lake state gives the same bytes
+    (a lake built elsewhere, on Ray or copied, has the same summary)."""
+    import hashlib
+
     try:
-        st = (Path(root) / "sources.parquet").stat()
+        data = (Path(root) / "sources.parquet").read_bytes()
     except FileNotFoundError:
         return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    return hashlib.sha256(data).hexdigest()
 
 
-def write_summary(root: Path, con, commit: list[int] | None, zones=None) -> Path | None:
+def write_summary(root: Path, con, commit: str | None, zones=None) -> Path | None:
     """``derived/usage_summary/buckets.json`` (the rows of ``usage_buckets`` in ``con``, the
     table just stored) and ``days.json`` (the same summed per local day of each of ``zones``:
     UTC and the machine's zone by default, what most reports ask for; a small file, so that
@@ -290,17 +298,28 @@ def write_summary(root: Path, con, commit: list[int] | None, zones=None) -> Path
     if not all(row[-1] for table in (rows, *days.values()) for row in table):
         _remove_summary(root)
         return None
-    header = {"layout": SUMMARY_LAYOUT, "version": __version__, "commit": commit,
+    header = {"layout": SUMMARY_LAYOUT, "version": __version__,
               "price_source": price_source(), "columns": list(SUMMARY_COLUMNS)}
     atomic_write_bytes(folder / "buckets.json", orjson.dumps({**header, "rows": [row[:-1] for row in rows]}))
     atomic_write_bytes(folder / "days.json", orjson.dumps(
         {**header, "days": {zone: [row[:-1] for row in table] for zone, table in days.items()}}))
+    if commit is not None:   # written last: the files above are complete and current
+        atomic_write_bytes(Path(root) / "derived" / SUMMARY_COMMIT, commit.encode())
     return folder
 
 
 def _remove_summary(root: Path) -> None:
+    (Path(root) / "derived" / SUMMARY_COMMIT).unlink(missing_ok=True)
     for name in ("buckets.json", "days.json"):
         (Path(root) / "derived" / SUMMARY / name).unlink(missing_ok=True)
+
+
+def _summary_committed(root: Path) -> bool:
+    try:
+        stamp = (Path(root) / "derived" / SUMMARY_COMMIT).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return stamp == _commit_stamp(root)
 
 
 def _read_summary_file(root: Path, name: str) -> dict | None:
@@ -319,8 +338,7 @@ def _read_summary_file(root: Path, name: str) -> dict | None:
         return None
     if document.get("layout") != SUMMARY_LAYOUT or document.get("version") != __version__ \
             or document.get("columns") != list(SUMMARY_COLUMNS) \
-            or document.get("price_source") != price_source() \
-            or document.get("commit") is None or document["commit"] != _commit_stamp(root):
+            or document.get("price_source") != price_source():
         return None
     return document
 
@@ -331,6 +349,8 @@ class Summary:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._days = self._rows = False
+        if not _summary_committed(self.root):   # sources changed since (or no refresh)
+            self._days = self._rows = None
 
     @property
     def days(self) -> dict | None:
