@@ -301,16 +301,81 @@ def write_summary(root: Path, con, commit: str | None, zones=None) -> Path | Non
     header = {"layout": SUMMARY_LAYOUT, "version": __version__,
               "price_source": price_source(), "columns": list(SUMMARY_COLUMNS)}
     atomic_write_bytes(folder / "buckets.json", orjson.dumps({**header, "rows": [row[:-1] for row in rows]}))
-    atomic_write_bytes(folder / "days.json", orjson.dumps(
-        {**header, "days": {zone: [row[:-1] for row in table] for zone, table in days.items()}}))
+    numbers: dict[str, int] = {}   # day rows name their sessions by number (counted, never shown)
+    day_rows = {zone: [[row[0], [numbers.setdefault(sid, len(numbers)) for sid in row[1]], *row[2:-1]]
+                       for row in table] for zone, table in days.items()}
+    rolled = {zone: {group: _rolled_up(rows_, column) for group, column in _GROUP_COLUMNS.items()}
+              for zone, rows_ in day_rows.items()}
+    atomic_write_bytes(folder / "day_rows.json", orjson.dumps({**header, "days": day_rows}))
+    atomic_write_bytes(folder / "days.json", orjson.dumps({**header, "days": rolled}))
     if commit is not None:   # written last: the files above are complete and current
         atomic_write_bytes(Path(root) / "derived" / SUMMARY_COMMIT, commit.encode())
     return folder
 
 
+_GROUP_COLUMNS = {"model": 2, "agent": 3, "project": 4, "format": 5}
+
+
+def _rolled_up(rows: list[list], column: int) -> dict:
+    """Day rows summed per (day, the group's column, model), the other keys left out, with
+    their distinct sessions counted per (period, group), per period and in all, for days,
+    weeks and months: what a report without ``--project``, ``--since``, ``--until`` or
+    ``--limit`` reads (a few hundred rows, no session lists: its work does not grow with the
+    archive)."""
+    missing = {2: "(unknown)", 4: "(no project)"}.get(column)
+    out: dict[tuple, list] = {}
+    members: dict[str, dict] = {kind: {} for kind in ("day", "week", "month")}
+    names: dict = {}
+    for row in rows:
+        key = (row[0], row[column], row[2])
+        acc = out.get(key)
+        if acc is None:
+            acc = out[key] = [row[0], [], row[2], None, None, None, None, *row[7:20], None, None]
+            acc[column] = row[column]
+        else:
+            for i in range(7, 16):
+                acc[i] += row[i]
+            for i in (16, 17, 18):
+                if row[i] is not None:
+                    acc[i] = row[i] if acc[i] is None else acc[i] + row[i]
+            acc[19] += row[19]
+        grp = row[column] if row[column] is not None else missing
+        if row[0] not in names:
+            day = None if row[0] is None else date.fromisoformat(row[0])
+            names[row[0]] = {kind: _period_name(day, kind) for kind in members}
+        for kind, found in members.items():
+            found.setdefault((names[row[0]][kind], grp), set()).update(row[1])
+    counts: dict = {}
+    everyone: set = set()
+    for kind, found in members.items():
+        periods: dict = {}
+        for (period, grp), ids in found.items():
+            periods.setdefault(period, set()).update(ids)
+        counts[kind] = {"group": sorted([[period, grp, len(ids)] for (period, grp), ids in found.items()],
+                                        key=lambda r: (_nulls_last(r[0]), _nulls_last(r[1]))),
+                        "period": sorted([[period, len(ids)] for period, ids in periods.items()],
+                                         key=lambda r: _nulls_last(r[0]))}
+        if kind == "day":
+            everyone = set().union(*periods.values())
+    counts["total"] = len(everyone)
+    ordered = sorted(out.items(), key=lambda item: [_nulls_last(v) for v in item[0]])
+    return {"rows": [acc for _, acc in ordered], "sessions": counts}
+
+
+def _period_name(day: date | None, period: str) -> str | None:
+    """A local day's period name, as ``select_usage_report`` names it."""
+    if day is None:
+        return None
+    if period == "day":
+        return day.isoformat()
+    if period == "week":
+        return (day - timedelta(days=day.isoweekday() - 1)).isoformat()
+    return day.isoformat()[:7]
+
+
 def _remove_summary(root: Path) -> None:
     (Path(root) / "derived" / SUMMARY_COMMIT).unlink(missing_ok=True)
-    for name in ("buckets.json", "days.json"):
+    for name in ("buckets.json", "day_rows.json", "days.json"):
         (Path(root) / "derived" / SUMMARY / name).unlink(missing_ok=True)
 
 
@@ -348,9 +413,16 @@ class Summary:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self._days = self._rows = False
+        self._days = self._day_rows = self._rows = False
         if not _summary_committed(self.root):   # sources changed since (or no refresh)
-            self._days = self._rows = None
+            self._days = self._day_rows = self._rows = None
+
+    @property
+    def day_rows(self) -> dict | None:
+        if self._day_rows is False:
+            document = _read_summary_file(self.root, "day_rows.json")
+            self._day_rows = None if document is None else document["days"]
+        return self._day_rows
 
     @property
     def days(self) -> dict | None:
@@ -367,10 +439,19 @@ class Summary:
         return self._rows
 
     def serves(self, params: dict) -> bool:
-        """Whether it answers this report: the day sums of its zone, or the 15-minute rows."""
-        if params["period"] != "session" and self.days is not None and params["tz"] in self.days:
-            return True
+        """Whether it answers this report (the file :func:`_summary_rows` will read is here)."""
+        if params["period"] != "session":
+            if _unfiltered(params):
+                if self.days is not None and params["tz"] in self.days:
+                    return True
+            elif self.day_rows is not None and params["tz"] in self.day_rows:
+                return True
         return self.rows is not None
+
+
+def _unfiltered(params: dict) -> bool:
+    return params["project"] is None and params["since"] is None and params["until"] is None \
+        and not params.get("limited")
 
 
 def read_summary(root: Path) -> Summary | None:
@@ -379,29 +460,38 @@ def read_summary(root: Path) -> Summary | None:
     return summary if summary.days is not None or summary.rows is not None else None
 
 
-def _summary_rows(summary: Summary, params: dict) -> tuple[list[list], dict]:
-    """The rows a report reads and their local days: the day sums of the report's zone for a
-    day/week/month report when stored, else the 15-minute rows (days computed here)."""
-    if params["period"] != "session" and summary.days is not None and params["tz"] in summary.days:
-        rows = summary.days[params["tz"]]
+def _summary_rows(summary: Summary, params: dict) -> tuple[list[list], dict, dict | None]:
+    """The rows a report reads, their local days and, when stored for exactly this report,
+    its distinct-session counts: the rolled-up day sums of the report's zone and group (no
+    filter, no limit), else the day rows of its zone, for a day/week/month report; else the
+    15-minute rows (days computed here)."""
+    rows = counts = None
+    if params["period"] != "session":
+        if _unfiltered(params):
+            if summary.days is not None and params["tz"] in summary.days:
+                rolled = summary.days[params["tz"]][params["group"]]
+                rows, counts = rolled["rows"], rolled["sessions"]
+        elif summary.day_rows is not None and params["tz"] in summary.day_rows:
+            rows = summary.day_rows[params["tz"]]
+    if rows is not None:
         days = {None: None}
         for row in rows:
             if row[0] not in days:
                 days[row[0]] = date.fromisoformat(row[0])
-        return rows, days
+        return rows, days, counts
     rows = summary.rows
     tzinfo = ZoneInfo(params["tz"])
     days = {None: None}
     for row in rows:
         if row[0] not in days:
             days[row[0]] = (_EPOCH + timedelta(microseconds=row[0])).astimezone(tzinfo).date()
-    return rows, days
+    return rows, days, None
 
 
 def _summary_periods(summary: Summary, params: dict):
     """(row, period) of the rows a report keeps: ``select_usage_report``'s ``calls`` and
     ``in_range`` (project substring, local-day range, period names)."""
-    rows, days = _summary_rows(summary, params)
+    rows, days, _counts = _summary_rows(summary, params)
     period, project = params["period"], params["project"]
     since, until = params["since"], params["until"]
     names: dict = {}
@@ -418,15 +508,7 @@ def _summary_periods(summary: Summary, params: dict):
             continue
         name = names.get(day, names)
         if name is names:
-            if day is None:
-                name = None
-            elif period == "day":
-                name = day.isoformat()
-            elif period == "week":
-                name = (day - timedelta(days=day.isoweekday() - 1)).isoformat()
-            else:
-                name = day.isoformat()[:7]
-            names[day] = name
+            name = names[day] = _period_name(day, period)
         yield row, name
 
 
@@ -440,6 +522,7 @@ def _summary_records(summary: Summary, params: dict) -> list[dict]:
 
     grp_index = {"agent": 3, "project": 4, "format": 5}.get(params["group"], 2)
     missing = {2: "(unknown)", 4: "(no project)"}.get(grp_index)
+    counts = _summary_rows(summary, params)[2]
     cells: dict = {}
     sessions: dict = {}   # (period, grp) -> session ids; the other levels are their unions
     for row, period in _summary_periods(summary, params):
@@ -462,6 +545,8 @@ def _summary_records(summary: Summary, params: dict) -> list[dict]:
                 cell[6] = first_at
             if last_at is not None and (cell[7] is None or last_at > cell[7]):
                 cell[7] = last_at
+        if counts is not None:
+            continue
         found = sessions.get((period, grp))
         if found is None:
             sessions[(period, grp)] = set(row[1])
@@ -479,14 +564,22 @@ def _summary_records(summary: Summary, params: dict) -> list[dict]:
             "compared_cost_usd": money(compared), "compared_unpriced_rows": compared_unpriced,
             "project": first[4], "format": first[5], "parent_session_id": first[6],
             "first_at": moment(first_at), "last_at": moment(last_at)})
-    periods: dict = {}
-    for (period, grp), found in sessions.items():
-        records.append({"level": "group", "period": period, "grp": grp, "sessions": len(found)})
-        periods.setdefault(period, set()).update(found)
-    for period, found in periods.items():
-        records.append({"level": "period", "period": period, "grp": None, "sessions": len(found)})
-    records.append({"level": "total", "period": None, "grp": None,
-                    "sessions": len(set().union(*periods.values()))})
+    if counts is not None:   # stored for exactly this report (no filter, no limit)
+        stored = counts[params["period"]]
+        records.extend({"level": "group", "period": period, "grp": grp, "sessions": n}
+                       for period, grp, n in stored["group"])
+        records.extend({"level": "period", "period": period, "grp": None, "sessions": n}
+                       for period, n in stored["period"])
+        records.append({"level": "total", "period": None, "grp": None, "sessions": counts["total"]})
+    else:
+        periods: dict = {}
+        for (period, grp), found in sessions.items():
+            records.append({"level": "group", "period": period, "grp": grp, "sessions": len(found)})
+            periods.setdefault(period, set()).update(found)
+        for period, found in periods.items():
+            records.append({"level": "period", "period": period, "grp": None, "sessions": len(found)})
+        records.append({"level": "total", "period": None, "grp": None,
+                        "sessions": len(set().union(*periods.values()))})
     records.sort(key=lambda r: (r["level"], _nulls_last(r["period"]), _nulls_last(r["grp"]),
                                 _nulls_last(r.get("model"))))
     return records
@@ -830,12 +923,14 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
     params = {"tz": zone, "period": period, "since": since_day, "until": until_day,
               "project": project, "group": group or "model"}
     summary = None if overrides else Summary(_root(lake))
-    if summary is not None and summary.serves(params):   # current stored sums: no DuckDB
-        return _assemble(_summary_records(summary, params), period=period, tz=zone,
+    # --limit sums the sessions of the rows it keeps: session lists needed
+    summary_params = {**params, "limited": limit is not None}
+    if summary is not None and summary.serves(summary_params):   # current stored sums: no DuckDB
+        return _assemble(_summary_records(summary, summary_params), period=period, tz=zone,
                          since=since_day, until=until_day, project=project, breakdown=group,
                          price_source=_price_label(overrides), order=order, limit=limit,
                          source="stored",
-                         sessions_of=lambda periods: _summary_sessions(summary, params, periods))
+                         sessions_of=lambda periods: _summary_sessions(summary, summary_params, periods))
     con, source = usage_connection(lake, overrides=overrides, need="rows")
     try:
         records = _report_records(con, params)

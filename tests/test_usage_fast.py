@@ -144,7 +144,8 @@ def test_the_summary_file_is_private(tmp_path):
     _refreshed(lake)
     folder = Path(lake.root) / "derived" / SUMMARY
     modes = {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()}
-    assert (modes, folder.stat().st_mode & 0o777) == ({"buckets.json": 0o600, "days.json": 0o600}, 0o700)
+    assert (modes, folder.stat().st_mode & 0o777) == (
+        {"buckets.json": 0o600, "day_rows.json": 0o600, "days.json": 0o600}, 0o700)
 
 
 def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_stores(tmp_path):
