@@ -44,12 +44,15 @@ Decisions:
 - Prices: the lake's ``model_prices`` (written by ``summarize``) when it covers every model
   of the report at the installed genai-prices version; otherwise they are computed now, in
   memory (nothing is written by a report).
-- Speed: a report on a lake whose usage is materialised and current reads only
-  ``sources.parquet``, ``derived/usage_call_sources`` and ``derived/usage_buckets`` (the calls'
-  sums per 15-minute UTC bucket, session, model and group keys: every time zone's days are
-  whole buckets, as today's zone offsets are multiples of 15 minutes), or
-  ``derived/usage_calls_priced`` for blocks; no pyarrow, no message parts. Otherwise it opens
-  the whole lake.
+- Speed: a period report on a lake whose usage is materialised and current (and no config
+  prices) reads ``derived/usage_summary/*.json`` in pure Python (no DuckDB, no pyarrow; see
+  "The stored 15-minute sums as JSON" below): the day sums of UTC and the machine's zone
+  rolled up per group with their session counts (a report without filters), or the day rows
+  (filters), or the 15-minute rows (other zones, the session report). Otherwise DuckDB reads
+  ``sources.parquet``, ``derived/usage_call_sources`` and ``derived/usage_buckets`` (the
+  calls' sums per 15-minute UTC bucket, session, model and group keys: every time zone's days
+  are whole buckets, as today's zone offsets are multiples of 15 minutes), or
+  ``derived/usage_calls_priced`` for blocks; else it opens the whole lake.
 """
 
 from __future__ import annotations
