@@ -146,3 +146,13 @@ def test_a_batch_counts_each_text_as_one_call_would(encoding):
              "<|endoftext|> as text"]
     assert real.count_tokens_batch(texts, encoding) == [real.count_tokens(t, encoding) for t in texts]
     assert real.count_tokens_batch([], encoding) == []
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "claude"])
+def test_batch_counts_over_several_slices_equal_the_counts_of_each_text(encoding):
+    words = (REAL / "SOURCES.md").read_text(encoding="utf-8").split()
+    texts = [" ".join(words[i:i + 1 + i % 7]) for i in range(2 * real.BATCH_TEXTS + 17)]
+    texts[5] = None
+    counts = real.count_tokens_batch(texts, encoding)
+    assert len(counts) == len(texts) and counts[5] == 0
+    assert counts == [real.count_tokens(text, encoding) for text in texts]
