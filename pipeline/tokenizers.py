@@ -28,6 +28,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import sys
 import threading
@@ -200,21 +201,28 @@ def _claude_counter() -> tuple[Any, "re.Pattern[str]"] | None:
     return encoding, specials
 
 
-@functools.cache
-def _unassigned() -> "re.Pattern[str]":
-    """Characters this Python's Unicode database does not know: a text holding one is counted
-    by the ``tokenizers`` library itself (its NFKC and regex tables may be newer)."""
-    ranges, start = [], None
-    for code in [*range(0x40000), *range(0xE0000, 0xE1000)]:
-        unknown = unicodedata.category(chr(code)) == "Cn"
-        if unknown and start is None:
-            start = code
-        elif not unknown and start is not None:
-            ranges.append((start, code - 1))
-            start = None
-    ranges += [(0x40000, 0xDFFFF), (0xE1000, 0xEFFFF)]
-    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
-                      + "]")
+@functools.lru_cache(maxsize=65536)
+def _unassigned(char: str) -> bool:
+    """Whether this Python's Unicode database does not know ``char``: a text holding one is
+    counted by the ``tokenizers`` library itself (its NFKC and regex tables may be newer)."""
+    return unicodedata.category(char) == "Cn"
+
+
+def _counted_in_slices(encoding: Any, pieces: list[str]) -> list[int]:
+    """``len(encoding.encode_ordinary(piece))`` of each piece, a slice of pieces per thread
+    (tiktoken releases the GIL while it encodes; one future per piece would cost more than
+    the counting)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def count(part: list[str]) -> list[int]:
+        return [len(encoding.encode_ordinary(piece)) for piece in part]
+
+    size = 2 * BATCH_TEXTS
+    parts = [pieces[i:i + size] for i in range(0, len(pieces), size)]
+    if len(parts) < 2:
+        return count(pieces)
+    with ThreadPoolExecutor(max_workers=min(len(parts), os.cpu_count() or 1)) as pool:
+        return [n for part in pool.map(count, parts) for n in part]
 
 
 def _claude_counts(texts: list[str]) -> list[int] | None:
@@ -235,7 +243,7 @@ def _claude_counts(texts: list[str]) -> list[int] | None:
     for index, text in enumerate(texts):
         if not text:
             continue
-        if not text.isascii() and _unassigned().search(text):
+        if not text.isascii() and any(_unassigned(char) for char in set(text) if char > "\x7f"):
             slow.append(index)
             continue
         for position, piece in enumerate(specials.split(text)):
@@ -244,10 +252,8 @@ def _claude_counts(texts: list[str]) -> list[int] | None:
             elif piece:
                 owner.append(index)
                 pieces.append(unicodedata.normalize("NFKC", piece))
-    for start in range(0, len(pieces), 8 * BATCH_TEXTS):   # in slices: ids are only counted
-        for index, ids in zip(owner[start:start + 8 * BATCH_TEXTS], encoding.encode_ordinary_batch(
-                pieces[start:start + 8 * BATCH_TEXTS])):
-            counts[index] += len(ids)
+    for index, n in zip(owner, _counted_in_slices(encoding, pieces)):
+        counts[index] += n
     if slow:
         tokenizer = _claude_tokenizer()
         for index, encoded in zip(slow, tokenizer.encode_batch([texts[i] for i in slow],
