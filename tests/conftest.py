@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import Config, config_from_dict, load_config, parse_policy_spec, policy_key
-from pipeline.errors import ConfigError
+from pipeline.core.config import Config, config_from_dict, load_config, parse_policy_spec, policy_key
+from pipeline.core.errors import ConfigError
 
 CONFIG = """
 ignore_patterns = ["^warmup$", "run the linter"]

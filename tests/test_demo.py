@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.calibrate import estimator_report, load_calls
-from pipeline.cli import cli
-from pipeline.demo import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
-from pipeline.errors import UsageError
+from pipeline.stages.calibrate import estimator_report, load_calls
+from pipeline.cli.commands import cli
+from pipeline.demo.archive import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
+from pipeline.core.errors import UsageError
 from pipeline.formats import READERS
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
-from pipeline.plan import suggest
-from pipeline.tokens import estimate_tokens, text_counts
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
+from pipeline.stages.plan import suggest
+from pipeline.text.tokens import estimate_tokens, text_counts
 
 from conftest import rows, scalar
 
@@ -564,7 +564,7 @@ def test_claude_tool_calls_are_billed_as_claude_writes_them(demo):
     # a Claude call that only made one tool call bills its output: the call written in
     # Claude's syntax (tags, one parameter per key, strings raw) at the "claude" code factor
     # 1.20 per heuristic token (each piece +-3%), 3 tokens of framing and a stop token or two
-    from pipeline.written_output import WrittenRow, claude_tool_calls
+    from pipeline.text.written_output import WrittenRow, claude_tool_calls
 
     ratios = []
     for path in (demo[0] / "claude").rglob("*.jsonl"):

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from pipeline import plan as plan_module  # noqa: E402
-from pipeline.cli import cli  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
+from pipeline.stages import plan as plan_module  # noqa: E402
+from pipeline.cli.commands import cli  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
 
 from conftest import REAL  # noqa: E402
 
@@ -110,7 +110,7 @@ def assert_same_lake(local: Path, other: Path) -> None:
 @pytest.fixture(scope="module")
 def demo_lakes(tmp_path_factory):
     """A 3 MB demo archive run by the nightly job twice: local engine and Ray."""
-    from pipeline.demo import write_demo_archive
+    from pipeline.demo.archive import write_demo_archive
 
     tmp = tmp_path_factory.mktemp("ray-demo")
     write_demo_archive(tmp / "demo", size_bytes=3_000_000, seed=11)
@@ -182,8 +182,8 @@ def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path
 
 
 def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
-    from pipeline import engine as engines
-    from pipeline.config import config_from_dict
+    from pipeline.core import engine as engines
+    from pipeline.core.config import config_from_dict
 
     chosen = engines.resolve(None, config_from_dict({"engine": "ray", "ray_address": "auto"}))
     assert isinstance(chosen, engines.RayEngine)

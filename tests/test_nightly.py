@@ -7,9 +7,9 @@ import json
 
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.lake import Lake
-from pipeline.nightly import run_nightly
+from pipeline.cli.commands import cli
+from pipeline.core.lake import Lake
+from pipeline.stages.nightly import run_nightly
 from tests.conftest import REAL, copy_real, scalar
 
 

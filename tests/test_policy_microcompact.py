@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from pipeline.config import Config, config_from_dict
-from pipeline.errors import ConfigError
-from pipeline.plan import plan_session_input
+from pipeline.core.config import Config, config_from_dict
+from pipeline.core.errors import ConfigError
+from pipeline.stages.plan import plan_session_input
 from pipeline.policies.base import CLEARED_TEXT, ParamError
 from pipeline.policies.builder import SessionBuilder
 from pipeline.policies.microcompact import MicrocompactParams

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from pipeline.config import Config
-from pipeline.plan import plan_session_input
+from pipeline.core.config import Config
+from pipeline.stages.plan import plan_session_input
 from pipeline.policies.builder import SessionBuilder
 from pipeline.policies.payload_prune import replacement_text
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 
 def one_result_session(payload: str, *, shape: str = "string", tool: str = "Bash",

@@ -1,6 +1,6 @@
 """The managed-memory preservation predicate (POLICIES.md, microcompact): a read is protected
 only when its call id maps to exactly one request-side call AND every path is inside a memory
-root after resolving real paths. Built on real folders in tmp_path (pipeline.memory resolves
+root after resolving real paths. Built on real folders in tmp_path (pipeline.text.memory resolves
 them), cleared with microcompact's force trigger at the last turn, keep_recent=1."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import os
 import pyarrow as pa
 import pytest
 
-from pipeline.config import Config
-from pipeline.memory import MemoryRoots
-from pipeline.plan import plan_session_input
+from pipeline.core.config import Config
+from pipeline.text.memory import MemoryRoots
+from pipeline.stages.plan import plan_session_input
 from pipeline.policies.base import SessionInput
 from pipeline.policies.builder import SessionBuilder
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.config import Config
-from pipeline.plan import plan_session_input
+from pipeline.core.config import Config
+from pipeline.stages.plan import plan_session_input
 from pipeline.policies.builder import SessionBuilder
 
 

@@ -9,9 +9,9 @@ from datetime import date
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.errors import UsageError
-from pipeline.report_tools import tool_usage
+from pipeline.cli.commands import cli
+from pipeline.core.errors import UsageError
+from pipeline.reports.report_tools import tool_usage
 from tests.conftest import ingest_paths
 
 

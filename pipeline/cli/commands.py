@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from pipeline import __version__
-from pipeline.errors import CtxlakeError, IgnorePatternWarning
+from pipeline.core.errors import CtxlakeError, IgnorePatternWarning
 
 
 class _Lazy:
@@ -31,7 +31,7 @@ class _Lazy:
         return getattr(importlib.import_module(self._name), attr)
 
 
-render = _Lazy("pipeline.render")
+render = _Lazy("pipeline.reports.render")
 
 
 class LakeContext:
@@ -47,10 +47,10 @@ class LakeContext:
     @property
     def root(self) -> Path:
         """The lake's folder: --lake, else $CTXLAKE_HOME, else the config's ``lake``, else the
-        per-user data folder (:func:`pipeline.locations.default_lake`)."""
+        per-user data folder (:func:`pipeline.core.locations.default_lake`)."""
         if self._root is None:
-            from pipeline.engine import check_lake_location
-            from pipeline.locations import default_config_path, default_lake
+            from pipeline.core.engine import check_lake_location
+            from pipeline.core.locations import default_config_path, default_lake
 
             if self.lake_dir is not None:
                 check_lake_location(self.lake_dir)      # an s3:// lake: a clear error
@@ -67,14 +67,14 @@ class LakeContext:
 
     @property
     def lake(self):
-        """The :class:`~pipeline.lake.Lake` (imported on first use)."""
+        """The :class:`~pipeline.core.lake.Lake` (imported on first use)."""
         if self._lake is None:
-            from pipeline.lake import Lake
+            from pipeline.core.lake import Lake
             self._lake = Lake(self.root)
         return self._lake
 
     def config(self, path: Path | None = None):
-        from pipeline.config import load_config
+        from pipeline.core.config import load_config
 
         return load_config(path)
 
@@ -84,13 +84,13 @@ pass_lake = click.make_pass_decorator(LakeContext)
 
 class SessionParam(click.ParamType):
     """A session id or a unique prefix, resolved against the lake by the one resolver
-    (:func:`pipeline.sessions.resolve_session`): ambiguous or unknown is a usage error
+    (:func:`pipeline.reports.sessions.resolve_session`): ambiguous or unknown is a usage error
     listing the candidates."""
 
     name = "SESSION"
 
     def convert(self, value, param, ctx):
-        from pipeline.sessions import resolve_session
+        from pipeline.reports.sessions import resolve_session
 
         if value is None or ctx is None or ctx.resilient_parsing:
             return value
@@ -223,7 +223,7 @@ def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool, engine_name: str
       ctxlake status            # where the lake is
       ctxlake --engine ray --ray-address auto run ~/.claude/projects
     """
-    from pipeline import engine as engines   # stdlib only: no cost for the other commands
+    from pipeline.core import engine as engines   # stdlib only: no cost for the other commands
 
     ctx.obj = LakeContext(lake_dir, quiet)
     if engine_name is not None or ray_address is not None:
@@ -289,7 +289,7 @@ def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_byte
     Example:
       ctxlake ingest ~/.claude/projects --json
     """
-    from pipeline.ingest import DEFAULT_MAX_LINE_BYTES, DEFAULT_QUIET_MINUTES, ingest as run_ingest
+    from pipeline.stages.ingest import DEFAULT_MAX_LINE_BYTES, DEFAULT_QUIET_MINUTES, ingest as run_ingest
 
     paths = list(paths) or obj.config().archive_paths()
     with render.byte_progress("ingest") as progress:
@@ -327,7 +327,7 @@ def sql(obj: LakeContext, query: str | None, query_file, as_json: bool, as_ndjso
       ctxlake sql -f weekly.sql --csv > weekly.csv
       ctxlake sql "SELECT * FROM sessions LIMIT 3" --ndjson | jq .session_id
     """
-    from pipeline.query import run_query
+    from pipeline.reports.query import run_query
 
     chosen = [name for name, on in (("--json", as_json), ("--ndjson", as_ndjson),
                                     ("--csv", as_csv), ("--markdown", as_markdown)) if on]
@@ -404,7 +404,7 @@ def report_estimator(obj: LakeContext, as_json: bool) -> None:
       ctxlake report estimator
       ctxlake report estimator --json
     """
-    from pipeline.calibrate import estimator_report
+    from pipeline.stages.calibrate import estimator_report
 
     _print_estimator(estimator_report(obj.lake), as_json)
 
@@ -455,7 +455,7 @@ def apply_command(obj: LakeContext, policy: str, out_dir: Path | None, session_i
       ctxlake plan --policy payload_prune
       ctxlake apply --policy payload_prune --out pruned/
     """
-    from pipeline.apply import apply_policy
+    from pipeline.stages.apply import apply_policy
 
     with render.byte_progress(f"apply {policy}") as progress:
         summary = apply_policy(obj.lake, policy=policy, out=out_dir, session_id=session_id,
@@ -483,7 +483,7 @@ def restore_command(obj: LakeContext, pruned_file: Path, out_file: Path | None,
     Example:
       ctxlake restore data/lake/out/payload_prune/proj/abc.jsonl --out abc.jsonl
     """
-    from pipeline.restore import restore
+    from pipeline.stages.restore import restore
 
     result = restore(pruned_file, store=store_dir or obj.lake.store_dir, out=out_file)
     if out_file is None:
@@ -508,7 +508,7 @@ def verify_command(obj: LakeContext, out_dir: Path | None, as_json: bool) -> Non
     Example:
       ctxlake verify --json
     """
-    from pipeline.restore import verify
+    from pipeline.stages.restore import verify
 
     report = verify(obj.lake, out=out_dir)
     if obj.quiet and not as_json:
@@ -570,7 +570,7 @@ def report_tools(obj: LakeContext, since, until, as_json: bool) -> None:
       ctxlake report tools
       ctxlake report tools --since 2026-11-01 --until 2026-11-30 --json
     """
-    from pipeline.report_tools import tool_usage
+    from pipeline.reports.report_tools import tool_usage
 
     result = tool_usage(obj.lake, since=since.date() if since else None,
                         until=until.date() if until else None)
@@ -593,8 +593,8 @@ def correlate_command(obj: LakeContext, config_path: Path | None, as_json: bool)
       ctxlake correlate
       ctxlake sql "SELECT status, count(*) FROM tool_links GROUP BY ALL"
     """
-    from pipeline.config import load_config
-    from pipeline.correlate import correlate
+    from pipeline.core.config import load_config
+    from pipeline.stages.correlate import correlate
 
     summary = correlate(obj.lake, roots=load_config(config_path).memory_roots())
     if obj.quiet and not as_json:
@@ -659,14 +659,14 @@ def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: 
       ctxlake --lake /tmp/lake demo --size 1GB --seed 7 --out /tmp/archive
       ctxlake demo --no-run --out /tmp/archive
     """
-    from pipeline.demo import parse_size, write_demo_archive
+    from pipeline.demo.archive import parse_size, write_demo_archive
 
     with render.byte_progress("demo archive") as progress:
         archive = write_demo_archive(out_dir, size_bytes=parse_size(size), seed=seed,
                                      progress=progress)
     result = None
     if not no_run:
-        from pipeline.nightly import run_nightly
+        from pipeline.stages.nightly import run_nightly
 
         with render.stage_progress() as stage:
             result = run_nightly([out_dir], lake=obj.lake, progress=stage)
@@ -674,7 +674,7 @@ def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: 
         _print_demo(archive, result, obj.lake, as_json)
 
 
-# -- summaries and usage reports (pipeline/summarize.py, recover.py, usage.py) ----------
+# -- summaries and usage reports (pipeline/stages/summarize.py, recover.py, usage.py) ----------
 def _print_summarize(summary, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json(summary.to_dict()))
@@ -713,8 +713,8 @@ def summarize_command(obj: LakeContext, tz, sessions, config_path, extra_pattern
       ctxlake summarize --tz Europe/Paris
       ctxlake summarize --session 7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9 --json
     """
-    from pipeline.config import load_config
-    from pipeline.summarize import summarize
+    from pipeline.core.config import load_config
+    from pipeline.stages.summarize import summarize
 
     config = load_config(config_path)
     patterns = [*config.ignore_patterns, *extra_patterns]
@@ -741,7 +741,7 @@ def sessions_command(obj: LakeContext, day: str | None, show_all: bool, as_json:
       ctxlake sessions 2025-12-09
       ctxlake sessions 2025-12-09 --all
     """
-    from pipeline.summarize import TAIL_LINES, session_log_index, session_log_tail
+    from pipeline.stages.summarize import TAIL_LINES, session_log_index, session_log_tail
 
     if day is None:
         index = session_log_index(obj.lake)
@@ -784,7 +784,7 @@ def recover_command(obj: LakeContext, session: str, out_file: Path | None, as_js
     Example:
       ctxlake recover 7f2abd2d --out resume.md
     """
-    from pipeline.recover import recover
+    from pipeline.stages.recover import recover
 
     document = recover(obj.lake, session, out=out_file)
     if as_json:
@@ -827,11 +827,11 @@ def _usage_options(command, *, breakdown: bool = True):
 def _price_config(config_path: Path | None):
     """The config file (its prices, its time zone), loading the config module only when there
     is a file."""
-    from pipeline.locations import default_config_path
+    from pipeline.core.locations import default_config_path
 
     if config_path is None and default_config_path() is None:
         return None
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
     return load_config(config_path)
 
 
@@ -859,7 +859,7 @@ def _usage_footer(out, result) -> None:
 
 def _run_usage_report(obj: LakeContext, period: str, *, since, until, tz, project, breakdown,
                       order, limit, compact, config_path, as_json) -> None:
-    from pipeline.usage import table_rows, usage_report
+    from pipeline.stages.usage import table_rows, usage_report
 
     config = _price_config(config_path)
     result = usage_report(obj.root, period=period,
@@ -951,7 +951,7 @@ def report_blocks(obj: LakeContext, active_only, since, until, tz, project, orde
       ctxlake report blocks --order desc --limit 4
       ctxlake report blocks --active --json
     """
-    from pipeline.usage import block_table_rows, blocks_report
+    from pipeline.stages.usage import block_table_rows, blocks_report
 
     result = blocks_report(obj.root, tz=tz, since=since, until=until, project=project,
                            active_only=active_only, order=order, limit=limit,
@@ -1016,8 +1016,8 @@ def plan_command(obj: LakeContext, policies, session_id, since, config_path, wor
       ctxlake plan --policy microcompact --policy payload_prune+microcompact
       ctxlake plan --policy 'observation_masking(window=5)' --since 2026-01-01 --json
     """
-    from pipeline.config import load_config
-    from pipeline.plan import plan_many
+    from pipeline.core.config import load_config
+    from pipeline.stages.plan import plan_many
 
     config = load_config(config_path)
     with render.step_progress("plan sessions") as progress:
@@ -1046,8 +1046,8 @@ def suggest_command(obj: LakeContext, session: str, minimal: bool, policy: str, 
       ctxlake suggest 7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9
       ctxlake suggest 7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9 --minimal
     """
-    from pipeline.config import load_config
-    from pipeline.plan import suggest
+    from pipeline.core.config import load_config
+    from pipeline.stages.plan import suggest
 
     result = suggest(obj.lake, session, minimal=minimal, config=load_config(config_path),
                      policy=policy)
@@ -1070,7 +1070,7 @@ def _print_replay(result, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json(result.to_dict()))
         return
-    from pipeline.replay_report import CLI_KEYS, comparison_table
+    from pipeline.reports.replay_report import CLI_KEYS, comparison_table
 
     headers, rows = comparison_table(result.summary, keys=CLI_KEYS, short=True)
     out = render.console()
@@ -1125,8 +1125,8 @@ def replay_command(obj: LakeContext, policies, sweeps, session_id, since, config
       ctxlake replay --policy 'observation_masking(window=5)' --policy 'observation_masking(window=10)'
       ctxlake replay --sweep masking --price-as qwen/qwen3-coder --json
     """
-    from pipeline.config import load_config
-    from pipeline.replay import replay
+    from pipeline.core.config import load_config
+    from pipeline.stages.replay import replay
 
     if not policies and not sweeps:
         raise click.UsageError("give at least one --policy or --sweep")
@@ -1152,7 +1152,7 @@ def replay_command(obj: LakeContext, policies, sweeps, session_id, since, config
         _print_replay(result, as_json)
 
 
-# -- the nightly job (pipeline/nightly.py) -----------------------------------------------
+# -- the nightly job (pipeline/stages/nightly.py) -----------------------------------------------
 def _print_nightly(summary, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json(summary.to_dict()))
@@ -1233,7 +1233,7 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
       ctxlake run ~/.claude/projects ~/.codex/sessions
       ctxlake --lake /srv/lake run /archive --policy payload_prune+microcompact --json
     """
-    from pipeline.nightly import run_nightly
+    from pipeline.stages.nightly import run_nightly
 
     config = obj.config(config_path)
     with render.stage_progress() as stage:
@@ -1275,7 +1275,7 @@ def report_html(obj: LakeContext, out_dir, since, until, project, policy, tz, as
       ctxlake report html --out /tmp/report --since 2026-11-01 --project /srv/app
       xdg-open data/lake/html/index.html
     """
-    from pipeline.html import render_html
+    from pipeline.reports.html import render_html
 
     summary = render_html(obj.lake, out_dir, since=since.date() if since else None,
                           until=until.date() if until else None, project=project,
@@ -1305,7 +1305,7 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
       ctxlake status
       ctxlake --lake /srv/lake status --json
     """
-    from pipeline.status import lake_status
+    from pipeline.reports.status import lake_status
 
     config = obj.config(config_path)
     status = lake_status(obj.lake, config_path=config_path,
@@ -1337,7 +1337,7 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
                             for name, p in status.pending.items()], title="pending"))
 
 
-# -- settings: the config file and the policies (pipeline/config.py) ---------------------
+# -- settings: the config file and the policies (pipeline/core/config.py) ---------------------
 @cli.group("config")
 def config_group() -> None:
     """The config file that holds the defaults (lake, time zone, archives, policies, sweeps).
@@ -1366,7 +1366,7 @@ def config_show(obj: LakeContext, config_path: Path | None, as_json: bool) -> No
       ctxlake config show --config ctxlake.example.toml --json
     """
     config = obj.config(config_path)
-    from pipeline.locations import default_lake
+    from pipeline.core.locations import default_lake
 
     root = obj.root if obj.lake_dir or not config.lake else default_lake(config.lake)
     settings = {**config.to_dict(), "lake_in_effect": str(root)}
@@ -1396,7 +1396,7 @@ def policies_command(obj: LakeContext, config_path: Path | None, as_json: bool) 
       ctxlake policies
       ctxlake plan --policy 'microcompact(keep_recent=3)'
     """
-    from pipeline.config import policy_catalog
+    from pipeline.core.config import policy_catalog
 
     catalog = policy_catalog(obj.config(config_path))
     if as_json:
@@ -1422,7 +1422,7 @@ def policies_command(obj: LakeContext, config_path: Path | None, as_json: bool) 
               "replay --sweep NAME", markup=False, highlight=False)
 
 
-# -- one session's transcript (pipeline/show.py) ------------------------------------------
+# -- one session's transcript (pipeline/reports/show.py) ------------------------------------------
 def _fold(text: str | None, width: int) -> str:
     line = " ".join((text or "").split())
     return line if len(line) <= width else line[:width - 1] + "…"
@@ -1493,7 +1493,7 @@ def show_command(obj: LakeContext, session: str, policy: str | None, full: bool,
       ctxlake show 7f2abd2d --policy microcompact --full
       ctxlake show 7f2abd2d --json
     """
-    from pipeline.show import show_session
+    from pipeline.reports.show import show_session
 
     view = show_session(obj.lake, session, policy=policy)
     if as_json:

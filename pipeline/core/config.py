@@ -14,10 +14,10 @@ at the repository root is a commented example. Format::
     ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive JavaScript regexes
     session_logging = true                             # false: no daily session logs
     quiet_minutes = 60                                 # ingest: a file untouched this long is settled
-    engine = "local"                                   # or "ray" (pipeline.engine; ctxlake[ray])
+    engine = "local"                                   # or "ray" (pipeline.core.engine; ctxlake[ray])
     ray_address = "auto"                               # with ray: join this cluster (default: local)
 
-    [memory]                       # extra managed-memory roots (pipeline.memory syntax)
+    [memory]                       # extra managed-memory roots (pipeline.text.memory syntax)
     project = ["docs/agent-notes/"]
     user = ["~/notes/agent.md"]
     team = []
@@ -57,7 +57,7 @@ time of day and date (no conditional prices).
 Policy specs (CLI ``--policy``, chain steps, sweeps): ``name``, ``name(key=value, ...)`` with
 TOML values (``window=5``, ``exclude_tools=["Read"]``, ``scenario="docs"``), or steps joined
 with ``+`` (``payload_prune+microcompact(keep_recent=3)``). Unknown keys, wrong types, values
-out of range and invalid regexes raise :class:`~pipeline.errors.ConfigError` naming the key and
+out of range and invalid regexes raise :class:`~pipeline.core.errors.ConfigError` naming the key and
 the file. ``config_hash`` covers every resolved parameter of every step, the ignore patterns
 and the memory roots: same hash, same plans.
 """
@@ -79,8 +79,8 @@ from decimal import Decimal
 
 import orjson
 
-from pipeline.errors import ConfigError
-from pipeline.locations import default_config_path, user_config_path  # noqa: F401
+from pipeline.core.errors import ConfigError
+from pipeline.core.locations import default_config_path, user_config_path  # noqa: F401
 from pipeline.policies import REGISTRY, PolicyInfo
 from pipeline.policies.base import ParamError, params_dict
 from pipeline.policies.ignore_patterns import compile_patterns
@@ -174,7 +174,7 @@ class Config:
     default_policies: tuple[str, ...] = ()
     price_as: str | None = None
     log_details: bool = False
-    engine: str = "local"               # where stages run their units (pipeline.engine)
+    engine: str = "local"               # where stages run their units (pipeline.core.engine)
     ray_address: str | None = None      # with engine = "ray": None starts a local instance
 
     # -- derived -------------------------------------------------------------------------
@@ -208,7 +208,7 @@ class Config:
         return compile_patterns(self.ignore_patterns)
 
     def memory_roots(self):
-        from pipeline.memory import MemoryRoots
+        from pipeline.text.memory import MemoryRoots
 
         try:
             return MemoryRoots.from_config({k: list(v) for k, v in self.memory.items()})
@@ -501,7 +501,7 @@ def _parse_document(data: Mapping[str, Any], path: Path | None) -> Config:
     defaults["log_details"] = _check_value("log_details", data.get("log_details", False), bool,
                                            where)
     if "time_zone" in defaults:
-        from pipeline.usage import resolve_timezone
+        from pipeline.stages.usage import resolve_timezone
 
         try:
             resolve_timezone(defaults["time_zone"])

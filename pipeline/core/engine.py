@@ -1,8 +1,8 @@
 """Where the per-unit work of a stage runs: this machine's process pool (``local``) or Ray.
 
-Two seams take an engine: ingest's file chunks (:func:`pipeline.ingest.ingest`, one
+Two seams take an engine: ingest's file chunks (:func:`pipeline.stages.ingest.ingest`, one
 ``process_chunk`` job per chunk) and the session chunks of plan and replay
-(:func:`pipeline.plan.run_session_chunks`). Everything else (discovery, the commit of
+(:func:`pipeline.stages.plan.run_session_chunks`). Everything else (discovery, the commit of
 ``sources.parquet``, the derived files, the lock) stays on the driver, so a run's tables and
 outputs are the same bytes whichever engine did the work.
 
@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from pipeline.errors import UsageError
+from pipeline.core.errors import UsageError
 
 __all__ = ["ENGINES", "Engine", "LocalEngine", "RayEngine", "activate", "current",
            "make_engine", "ray_available", "resolve"]
@@ -71,9 +71,9 @@ class LocalEngine(Engine):
 
 def _warm_worker() -> None:
     """Import what the jobs run (a Ray worker is a fresh interpreter, not a fork)."""
-    import pipeline.ingest  # noqa: F401
-    import pipeline.plan  # noqa: F401
-    import pipeline.replay  # noqa: F401
+    import pipeline.stages.ingest  # noqa: F401
+    import pipeline.stages.plan  # noqa: F401
+    import pipeline.stages.replay  # noqa: F401
 
 
 def _run_job(fn: Callable, shared: Any, job: Any, env: dict[str, str]) -> Any:

@@ -37,21 +37,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import sqlfiles
-from pipeline.errors import LakeLockedError, LakeNotFoundError, UnsafePathError
-from pipeline.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
-from pipeline.schema import PART_TABLES, RUNS, SOURCES, staged_schema
+from pipeline.core import sqlfiles
+from pipeline.core.errors import LakeLockedError, LakeNotFoundError, UnsafePathError
+from pipeline.core.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
+from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
 MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
           "create_macro_est_tokens", "create_macro_safe_timestamp"]
 # SQL views created after the core views and the derived tables, in this order (one sql/
 # file each). A stage that adds a view appends its file name here (one line).
 EXTRA_VIEWS: list[str] = [
-    "create_view_tool_paths_empty", "create_view_tool_links",  # correlate (pipeline/correlate.py)
+    "create_view_tool_paths_empty", "create_view_tool_links",  # correlate (pipeline/stages/correlate.py)
     "create_view_model_prices_empty", "create_view_usage_call_rows_live",
     "create_view_usage_call_rows_fallback", "create_view_usage_call_sources_empty",
     "create_view_usage_call_rows_current", "create_view_usage_calls", "create_view_daily_usage",
-    "create_view_session_summary",  # summaries and usage reports (pipeline/summarize.py, usage.py)
+    "create_view_session_summary",  # summaries and usage reports (pipeline/stages/summarize.py, usage.py)
 ]
 
 
@@ -196,7 +196,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE, fsync:
     private (0600) by default, whatever the umask.
 
     ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
-    (:func:`pipeline.store.sync_filesystems`) before it records them as done."""
+    (:func:`pipeline.core.store.sync_filesystems`) before it records them as done."""
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

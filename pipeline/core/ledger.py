@@ -32,8 +32,8 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.crash import crash_point
-from pipeline.lake import Lake, read_parquet_cached, write_parquet_atomic
+from pipeline.core.crash import crash_point
+from pipeline.core.lake import Lake, read_parquet_cached, write_parquet_atomic
 
 LEDGER = pa.schema([
     ("stage", pa.string()),

@@ -61,7 +61,7 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "cost_usd_recorded": pa.float64(),
         "text_sha256": pa.string(),   # sha256 of the UTF-8 text, for tool_result rows (set by the engine)
         "cjk_count": pa.int64(),      # the estimate's inputs, measured by the engine
-        "utf16_len": pa.int64(),      # (pipeline.tokens.text_counts; checked against SQL)
+        "utf16_len": pa.int64(),      # (pipeline.text.tokens.text_counts; checked against SQL)
     },
     "tool_calls": {
         **PROVENANCE,

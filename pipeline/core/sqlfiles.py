@@ -19,7 +19,7 @@ def sql_dir() -> Path:
     packaged = resources.files("pipeline") / "sql"
     if packaged.is_dir():
         return Path(str(packaged))
-    repo = Path(__file__).resolve().parent.parent / "sql"
+    repo = Path(__file__).resolve().parents[2] / "sql"
     if repo.is_dir():
         return repo
     raise FileNotFoundError("ctxlake's sql/ folder is missing from this installation")

@@ -20,7 +20,7 @@ Safety rules, all enforced here:
   mid-write leaves only a ``.tmp-*`` file (removed by :meth:`PayloadStore.remove_temps` at the
   next apply), never a half-written payload under its final name.
 - An existing file with identical bytes is reused (a no-op); different bytes raise
-  :class:`~pipeline.errors.StoreError`. Reads re-check the hash.
+  :class:`~pipeline.core.errors.StoreError`. Reads re-check the hash.
 
 ``crash_point`` is a test hook: with ``CTXLAKE_TEST_CRASH_AT=N`` in the environment (read by
 :func:`arm_crash_points`), the N-th write step of a run (a store write, link, or an output
@@ -42,7 +42,7 @@ import stat
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.errors import StoreError
+from pipeline.core.errors import StoreError
 
 __all__ = ["PayloadStore", "StoreError", "crash_point", "arm_crash_points", "crash_points_passed",
            "SHA256_NAME", "sync_filesystems"]

@@ -86,10 +86,10 @@ from typing import Any, Callable
 
 import orjson
 
-from pipeline.errors import UsageError
-from pipeline.lake import refuse_symlinks
-from pipeline.tokens import text_counts
-from pipeline.written_output import WrittenRow, claude_tool_calls
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import refuse_symlinks
+from pipeline.text.tokens import text_counts
+from pipeline.text.written_output import WrittenRow, claude_tool_calls
 
 DEFAULT_START = date(2026, 11, 1)
 SPAN_DAYS = 20
@@ -650,7 +650,7 @@ class _Tokenizer:
 # The factors are what real BPE tokenizers give on this archive's text: its prose is common
 # English words (~6 characters a token, well under the heuristic's 4), its code and logs
 # near 4; "gpt" is o200k_base's ratio and "claude" the legacy Claude vocabulary's (its tool
-# calls counted as Claude writes them, pipeline.written_output: the tags are most of the
+# calls counted as Claude writes them, pipeline.text.written_output: the tags are most of the
 # framing, 3 tokens are left), measured, so that a real-tokenizer basis fits these models as
 # it does real usage.
 _TOKENIZERS = (

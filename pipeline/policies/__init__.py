@@ -4,7 +4,7 @@ Every planning policy exposes ``plan_session(session: SessionInput, params) -> P
 (pure: one session's tables in, plan rows out) and a frozen ``*Params`` dataclass whose
 defaults are the numbers of POLICIES.md. ``ignore_patterns`` is a session filter used by the
 plan stage, not a planning policy. Policies are combined into chains by
-:mod:`pipeline.config` (``payload_prune+microcompact``) and run by :mod:`pipeline.plan`.
+:mod:`pipeline.core.config` (``payload_prune+microcompact``) and run by :mod:`pipeline.stages.plan`.
 
 Replacement texts (what ``apply`` writes in place of a payload):
 

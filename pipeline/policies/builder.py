@@ -1,7 +1,7 @@
 """Build a small :class:`SessionInput` in code (tests, examples, replay tests).
 
 Rows look like the lake's: one "line" per call of the builder (``seq = line * 10000 +
-block``), ``est_tokens`` from :func:`pipeline.tokens.estimate_tokens`, payload sizes in UTF-8
+block``), ``est_tokens`` from :func:`pipeline.text.tokens.estimate_tokens`, payload sizes in UTF-8
 bytes and code points, ``compaction_state`` as ingest computes it. Assistant rows of one turn
 share an ``api_call_id``; a tool call continues the current turn when the previous row was an
 assistant row, else it opens a new turn (a result always closes the API call, as in Claude
@@ -11,7 +11,7 @@ Code). Times are minutes after ``start``.
     b.prompt("fix the failing test", at=0)
     b.assistant("Looking.", at=1)
     b.tool("Read", {"file_path": "src/a.py"}, "...file text...", at=1)
-    session = b.build()          # call_paths classified with pipeline.memory
+    session = b.build()          # call_paths classified with pipeline.text.memory
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from pipeline.formats.base import tool_family
 from pipeline.policies.base import PRUNE_MARKER, CLEARED_TEXT, SessionInfo, SessionInput
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 STRIDE = 10_000
 
@@ -150,10 +150,10 @@ class SessionBuilder:
     def build(self, *, classify: Callable[[str, str | None], str] | None = None,
               roots=None) -> SessionInput:
         """The SessionInput; read-family calls get paths and memory classes via
-        :mod:`pipeline.paths` and ``classify(raw_path, cwd)`` (default: pipeline.memory with
+        :mod:`pipeline.text.paths` and ``classify(raw_path, cwd)`` (default: pipeline.text.memory with
         ``roots``, default roots when None)."""
-        from pipeline.memory import Classifier, MemoryRoots, home_for_cwd
-        from pipeline.paths import request_path_entries
+        from pipeline.text.memory import Classifier, MemoryRoots, home_for_cwd
+        from pipeline.text.paths import request_path_entries
 
         if classify is None:
             classifier = Classifier(roots or MemoryRoots())

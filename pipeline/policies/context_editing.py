@@ -29,7 +29,7 @@ from pipeline.policies.base import (
     CLEARED_INPUT_TEXT, CONTEXT_EDIT_TEXT, Item, Ledger, ParamError, PolicyOutput,
     SessionInput, eviction_row, input_eviction_row, plan_row, require_at_least,
 )
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 NAME = "context_editing"
 EDIT_TYPE = "clear_tool_uses_20250919"

@@ -37,7 +37,7 @@ from pipeline.policies.base import (
     CLEARED_TEXT, Item, Ledger, ParamError, PolicyOutput, SessionInput, SessionView, ceil_div,
     decision_points, eviction_row, plan_row, require_at_least,
 )
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 NAME = "microcompact"
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pipeline.policies.base import (
     PRUNE_MARKER, PolicyOutput, SessionInput, eviction_row, plan_row, require_at_least,
 )
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 NAME = "payload_prune"
 PRUNABLE_SHAPES = frozenset({"string", "text_object", "blocks"})

@@ -38,7 +38,7 @@ Decisions:
   except the part the transcript records as 1-hour writes (Claude Code's
   ``usage.cache_creation.ephemeral_1h_input_tokens``, the lake's ``cache_write_1h_tokens``),
   which pays the ``cache_write_1h`` price (2x input for Claude), as ccusage does.
-- Custom prices from the config file (``[prices."model"]``, see :mod:`pipeline.config`)
+- Custom prices from the config file (``[prices."model"]``, see :mod:`pipeline.core.config`)
   replace these rows for the models they name, at report time (:func:`override_rows`).
 - No ``price_context`` (service tier, batch): standard prices.
 - A call without a timestamp is priced at the model's first (base) price; run-level usage

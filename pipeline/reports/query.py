@@ -16,8 +16,8 @@ import re
 import duckdb
 import orjson
 
-from pipeline.errors import UsageError
-from pipeline.lake import Lake, new_connection
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import Lake, new_connection
 
 READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 # table functions that only compute or describe the catalog: every other one may touch files

@@ -1,6 +1,6 @@
 """The replay report: ``report.md`` with the comparison table, and PNG charts.
 
-``write_report(result, out_dir)`` writes, from a :class:`pipeline.replay.ReplayResult`:
+``write_report(result, out_dir)`` writes, from a :class:`pipeline.stages.replay.ReplayResult`:
 
 - ``report.md``: what was replayed, the comparison table (policies as rows; totals and medians
   over sessions), the definitions behind each column, the estimate-vs-usage figures, the
@@ -26,8 +26,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.errors import UsageError
-from pipeline.lake import atomic_write_bytes
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import atomic_write_bytes
 
 __all__ = ["COMPARISON_COLUMNS", "comparison_table", "markdown_table", "choose_chart_session",
            "context_figure", "cost_risk_figure", "savings_figure", "write_report"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from pipeline import sqlfiles
-from pipeline.errors import UsageError
-from pipeline.lake import Lake
+from pipeline.core import sqlfiles
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import Lake
 
 __all__ = ["tool_usage", "USAGE_FIELDS"]
 

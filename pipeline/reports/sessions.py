@@ -3,14 +3,14 @@
 
 The id as stored, or a unique prefix of it. A prefix shared by a session and its own
 sub-agent sessions (``<id>/agent-...``) means the session. Ambiguous or unknown is a
-:class:`~pipeline.errors.UsageError` that lists the candidates.
+:class:`~pipeline.core.errors.UsageError` that lists the candidates.
 """
 
 from __future__ import annotations
 
-from pipeline import sqlfiles
-from pipeline.errors import UsageError
-from pipeline.lake import Lake
+from pipeline.core import sqlfiles
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import Lake
 
 SHOWN = 5
 

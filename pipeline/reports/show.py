@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from pipeline import sqlfiles
-from pipeline.lake import Lake
-from pipeline.sessions import resolve_session_id
+from pipeline.core import sqlfiles
+from pipeline.core.lake import Lake
+from pipeline.reports.sessions import resolve_session_id
 
 
 @dataclasses.dataclass

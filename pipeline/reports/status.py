@@ -1,7 +1,7 @@
 """``ctxlake status``: where the lake is, what it holds, the last runs and what each stage owes.
 
 Nothing is written: the pending work is what the stage ledger says the next ``run`` would do
-with the same settings (:func:`pipeline.nightly.pending_work`).
+with the same settings (:func:`pipeline.stages.nightly.pending_work`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.errors import LakeNotFoundError
-from pipeline.lake import Lake
+from pipeline.core.errors import LakeNotFoundError
+from pipeline.core.lake import Lake
 
 
 @dataclasses.dataclass
@@ -60,11 +60,11 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
                 policies: tuple[str, ...] | None = None, tz: str | None = None,
                 runs: int = 5) -> LakeStatus:
     """The status of ``lake`` (see the module docstring)."""
-    from pipeline.nightly import LakeInputs, NightlySettings, _previous_settings, pending_work
-    from pipeline.config import load_config
-    from pipeline.nightly import DEFAULT_POLICIES
-    from pipeline.locations import discover_locations
-    from pipeline.usage import resolve_timezone
+    from pipeline.stages.nightly import LakeInputs, NightlySettings, _previous_settings, pending_work
+    from pipeline.core.config import load_config
+    from pipeline.stages.nightly import DEFAULT_POLICIES
+    from pipeline.core.locations import discover_locations
+    from pipeline.stages.usage import resolve_timezone
 
     if not lake.exists():
         raise LakeNotFoundError("no lake here yet", path=str(lake.root),

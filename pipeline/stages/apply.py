@@ -3,7 +3,7 @@
 ``apply_policy`` writes, for every ingested archive file (or the files of one session), the
 file under ``<out>/<policy>/<sources.rel_path>``: a complete mirror of the archive, so
 ``<out>/<policy>/`` can replace the archive for any tool that reads it. ``<policy>`` is the
-policy's file-safe key (:func:`pipeline.config.policy_key`, the key of its plan files): the
+policy's file-safe key (:func:`pipeline.core.config.policy_key`, the key of its plan files): the
 name itself for a plain name, a slug plus a short hash for a chain or a spec with parameters
 (``payload_prune+microcompact`` -> ``payload_prune_microcompact-<hash8>``). Files the plan does not
 touch are byte copies (not hardlinks: an agent appending to the mirror must never change the
@@ -12,7 +12,7 @@ archive).
 How a payload is replaced (byte-exact)
 --------------------------------------
 Only the lines (JSONL) or documents (whole JSON) holding an evicted item are parsed. In such
-a line the exact byte span of the payload's JSON value is found (:mod:`pipeline.jsonspan`) and
+a line the exact byte span of the payload's JSON value is found (:mod:`pipeline.text.jsonspan`) and
 replaced by the JSON string of the eviction's ``replacement``; every other byte — key order,
 spacing, escapes, number spelling, CRLF, a missing final newline, a BOM — is kept. The
 replacement is written in the source's own escaping style: raw UTF-8 (Claude Code, Codex,
@@ -48,7 +48,7 @@ re-sync of the history) are not touched.
 No-loss guarantee (store, then manifest, then transcript)
 ----------------------------------------------------------
 For every replaced span the original bytes go to the content-addressed store
-(:mod:`pipeline.store`): a string payload whose JSON encoding we reproduce exactly is stored
+(:mod:`pipeline.core.store`): a string payload whose JSON encoding we reproduce exactly is stored
 as its text (``codec`` ``json`` / ``json_ascii``), anything else as its raw JSON bytes
 (``raw``). A ``prune`` locator ``compaction://<sha256>`` names the payload as the plan hashed
 it (its text), which is stored under that name so the locator resolves. Then a restore
@@ -94,13 +94,13 @@ from typing import Any, Callable, Iterable
 import orjson
 import pyarrow as pa
 
-from pipeline import sqlfiles
-from pipeline.config import policy_key
-from pipeline.errors import CtxlakeError, StoreError, UsageError
+from pipeline.core import sqlfiles
+from pipeline.core.config import policy_key
+from pipeline.core.errors import CtxlakeError, StoreError, UsageError
 from pipeline.formats.base import content_text
-from pipeline.jsonspan import SpanError, find_spans, parse_pointer, resolve
-from pipeline.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
-from pipeline.store import (
+from pipeline.text.jsonspan import SpanError, find_spans, parse_pointer, resolve
+from pipeline.core.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
+from pipeline.core.store import (
     PayloadStore, _write_all, arm_crash_points, crash_point, sha256_hex, sync_filesystems,
 )
 
@@ -751,7 +751,7 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
     """Write the pruned mirror of the archive for ``policy`` under ``<out>/<policy>/``.
 
     ``out`` defaults to ``<lake>/out``. ``evictions`` (a table with the columns of
-    ``pipeline.schema.EVICTIONS``) replaces the lake's ``evictions`` view, for callers that
+    ``pipeline.core.schema.EVICTIONS``) replaces the lake's ``evictions`` view, for callers that
     planned in memory. ``source_ids`` (the nightly job's owed files): only these files.
     ``summary.outputs`` tells, per file handled, its output and whether it failed. See the
     module docstring for the guarantees.

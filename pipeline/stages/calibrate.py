@@ -55,13 +55,13 @@ model's own tool-call syntax (a model whose calls all make the same number of to
 keeps ``g`` at 0 and its intercept holds the framing).
 
 Output basis: where a model's tokenizer ships offline
-(:func:`pipeline.tokenizers.encoding_for_model` with ``approximate=True``: OpenAI models,
+(:func:`pipeline.text.tokenizers.encoding_for_model` with ``approximate=True``: OpenAI models,
 ``o200k_base`` or ``cl100k_base``, exact; Claude models, the legacy ``claude`` vocabulary, an
 approximation) and the ``tokenizers`` extra is installed, the content classes of the output
 are replaced by one term, that tokenizer's count of what the call wrote (the rows of
 ``sql/select_calibration_output_texts.sql``, counted once per run, for the output rows of
 calibration calls only; tool calls written in the model's own syntax by
-:mod:`pipeline.written_output`: Claude's tags, parameters and values, which its output count
+:mod:`pipeline.text.written_output`: Claude's tags, parameters and values, which its output count
 bills and the JSON input does not show): ``visible_k = intercept + f * tokens_k + g *
 n_tool_calls_k``. The factor ``f`` multiplies a tokenizer's own count: its prior is 1.0 with
 a pull worth one call of 10,000 tokens (:data:`REAL_TOKENS_PRIOR_WEIGHT`), so the few calls
@@ -118,11 +118,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import sqlfiles, tokenizers
-from pipeline.errors import TokenizerUnavailableError
-from pipeline.lake import Lake, holds_lake_lock
-from pipeline.tokens import cjk_count, estimate_tokens
-from pipeline.written_output import WrittenRow, written_pieces
+from pipeline.core import sqlfiles
+
+from pipeline.text import tokenizers
+from pipeline.core.errors import TokenizerUnavailableError
+from pipeline.core.lake import Lake, holds_lake_lock
+from pipeline.text.tokens import cjk_count, estimate_tokens
+from pipeline.text.written_output import WrittenRow, written_pieces
 
 CLASSES = ("prose", "code", "cjk")
 TOOL_CALL = "tool_call"
@@ -530,7 +532,7 @@ def _calls_table(lake: Lake, *, store_counts: bool, sessions: Iterable[str] | No
         else:
             written[key].append(WrittenRow(kind, text, tool_name))
     for key, rows in written.items():
-        # what the model wrote, its tool calls in its own syntax (pipeline.written_output)
+        # what the model wrote, its tool calls in its own syntax (pipeline.text.written_output)
         pieces[encoding_of[key]] += [(key, 0, piece)
                                      for piece in written_pieces(rows, encoding_of[key])]
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])

@@ -2,8 +2,8 @@
 
 Stable entry point (the nightly job calls it after ingest)::
 
-    from pipeline.config import load_config
-    from pipeline.correlate import correlate
+    from pipeline.core.config import load_config
+    from pipeline.stages.correlate import correlate
     summary = correlate(lake, roots=load_config(path).memory_roots())   # -> CorrelateSummary
 
 ``correlate(lake, *, roots=None, home=None)``: ``roots`` defaults to ``MemoryRoots()``.
@@ -11,11 +11,11 @@ Stable entry point (the nightly job calls it after ingest)::
 What it does, in order:
 
 1. Selects the tool calls whose input may name a path (``sql/select_tool_call_inputs.sql``,
-   a regular expression that is a *necessary* condition for :func:`pipeline.paths
+   a regular expression that is a *necessary* condition for :func:`pipeline.text.paths
    .request_path_entries` to find one; the rest are never parsed in Python).
-2. Extracts the request-side paths of those calls (:mod:`pipeline.paths`, ``~`` expanded to
+2. Extracts the request-side paths of those calls (:mod:`pipeline.text.paths`, ``~`` expanded to
    the home the call's cwd implies, else to ``home`` / this user's home) and classifies
-   each with one :class:`pipeline.memory.Classifier` (cached per (cwd, path)).
+   each with one :class:`pipeline.text.memory.Classifier` (cached per (cwd, path)).
 3. Writes the derived table ``tool_paths`` (``derived/tool_paths/all.parquet``; always, with
    the fixed schema :data:`TOOL_PATHS`, even when empty): one row per (call, path) and one row
    with NULL ``path_no``/``path``/``memory_class`` per call that names no path, so
@@ -58,10 +58,10 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from pipeline import sqlfiles
-from pipeline.lake import Lake, holds_lake_lock
-from pipeline.memory import MEMORY_CLASSES, Classifier, MemoryRoots, home_for_cwd
-from pipeline.paths import CANDIDATE_PATTERN, request_path_entries
+from pipeline.core import sqlfiles
+from pipeline.core.lake import Lake, holds_lake_lock
+from pipeline.text.memory import MEMORY_CLASSES, Classifier, MemoryRoots, home_for_cwd
+from pipeline.text.paths import CANDIDATE_PATTERN, request_path_entries
 
 __all__ = ["correlate", "CorrelateSummary", "TOOL_PATHS", "tool_paths_rows"]
 

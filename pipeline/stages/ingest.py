@@ -39,16 +39,16 @@ from typing import Callable, Iterable, Iterator
 import orjson
 import pyarrow as pa
 
-from pipeline import sqlfiles
-from pipeline.batching import contiguous_runs
-from pipeline.errors import RecordError, UsageError
+from pipeline.core import sqlfiles
+from pipeline.core.batching import contiguous_runs
+from pipeline.core.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
 from pipeline.formats.base import Emitter, SourceContext, json_type_name
-from pipeline.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
+from pipeline.core.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
                            write_parquet_atomic)
-from pipeline.tokens import text_counts
-from pipeline.schema import PART_TABLES, SOURCES, staged_schema
-from pipeline.crash import crash_point
+from pipeline.text.tokens import text_counts
+from pipeline.core.schema import PART_TABLES, SOURCES, staged_schema
+from pipeline.core.crash import crash_point
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
@@ -62,8 +62,8 @@ GC_THRESHOLD_0 = 20_000
 
 
 def standard_locations() -> list[Path]:
-    """The transcript folders that exist (``pipeline.locations``: what ccusage discovers)."""
-    from pipeline.locations import found_locations
+    """The transcript folders that exist (``pipeline.core.locations``: what ccusage discovers)."""
+    from pipeline.core.locations import found_locations
     return found_locations()
 
 
@@ -916,7 +916,7 @@ def _init_worker() -> None:
     (the collector no longer walks them, nor copies their pages). glibc's heap is left to
     trim itself: keeping freed memory saved some page faults but let the peak grow with the
     archive (1 GB vs 200 MB: x1.2 instead of x1.07). The worker lets go of the parent's lake
-    lock and dies with the parent (:func:`pipeline.lake.detach_forked_worker`)."""
+    lock and dies with the parent (:func:`pipeline.core.lake.detach_forked_worker`)."""
     detach_forked_worker()
     gc.freeze()
 
@@ -1027,9 +1027,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     default the ingest logs a run of its own).
     ``quiet_minutes``: a file not modified for this long before the run is settled, and its
     complete last line is read even without a newline (negative: always hold it back).
-    ``engine`` (:mod:`pipeline.engine`; default: the activated one, else local): with Ray,
+    ``engine`` (:mod:`pipeline.core.engine`; default: the activated one, else local): with Ray,
     each chunk is a Ray task writing the same parts as a local worker; the driver commits."""
-    from pipeline import engine as engines
+    from pipeline.core import engine as engines
 
     chosen = engines.resolve(engine)
     if quiet_minutes != quiet_minutes:   # NaN

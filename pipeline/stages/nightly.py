@@ -12,7 +12,7 @@ Stages, in order (each a library function the CLI can also call on its own):
 6. ``apply:<p>``   pruned transcripts under ``<out>/<policy>/`` + the payload store
 7. ``summarize``   daily session logs and recovery documents
 
-After ingest, each stage does only what it owes (:mod:`pipeline.ledger`): the sessions (or,
+After ingest, each stage does only what it owes (:mod:`pipeline.core.ledger`): the sessions (or,
 for apply, the files) whose input or settings changed since it last finished them, whose
 outputs are missing, that failed, or that a killed run left undone; and it removes what it
 wrote for sessions the lake no longer has. A night with nothing new reads a few small files.
@@ -35,11 +35,13 @@ from typing import Callable
 
 import pyarrow as pa
 
-from pipeline import __version__, sqlfiles
-from pipeline.config import Config, load_config
-from pipeline.engine import resolve as resolve_engine
-from pipeline.lake import Lake
-from pipeline.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
+from pipeline import __version__
+
+from pipeline.core import sqlfiles
+from pipeline.core.config import Config, load_config
+from pipeline.core.engine import resolve as resolve_engine
+from pipeline.core.lake import Lake
+from pipeline.core.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
                              pending)
 
 DEFAULT_POLICIES = ("payload_prune+microcompact",)
@@ -161,11 +163,11 @@ class NightlySettings:
 def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                    progress: Progress, results: dict) -> list[tuple[Stage, tuple[str, ...]]]:
     """The stages after ingest, in order, each with the stages it cannot run without."""
-    from pipeline.apply import apply_policy
-    from pipeline.calibrate import calibrate
-    from pipeline.correlate import correlate
-    from pipeline.plan import plan_many
-    from pipeline.summarize import summarize
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.calibrate import calibrate
+    from pipeline.stages.correlate import correlate
+    from pipeline.stages.plan import plan_many
+    from pipeline.stages.summarize import summarize
 
     config = settings.config
     patterns = list(config.ignore_patterns)
@@ -259,10 +261,10 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
 
 def _usage_stage(lake: Lake, inputs: LakeInputs, results: dict) -> tuple[Stage, tuple[str, ...]]:
     """The usage tables the reports read (per-call rows of the changed sessions, the calls
-    once across the lake with their cost, the 15-minute sums): ``pipeline.usage.refresh_usage``."""
+    once across the lake with their cost, the 15-minute sums): ``pipeline.stages.usage.refresh_usage``."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from pipeline.usage import refresh_usage
+    from pipeline.stages.usage import refresh_usage
 
     try:
         prices = version("genai-prices")
@@ -281,7 +283,7 @@ def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, resul
                 summarize_settings: dict) -> tuple[Stage, tuple[str, ...]]:
     """``[report] html = true``: the HTML report under ``<lake>/html``, its session pages
     rendered again only for the sessions that changed (the overview pages every time)."""
-    from pipeline.html import render_html
+    from pipeline.reports.html import render_html
 
     policy = settings.config.resolve(settings.policies[0]).name
     plan_name = f"plan:{policy}"
@@ -386,8 +388,8 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                 progress: Progress | None = None) -> NightlySummary:
     """Run ingest over ``paths`` (default: the standard locations) into ``lake``, then every
     later stage for what it owes (see the module docstring)."""
-    from pipeline.ingest import ingest, make_run_id
-    from pipeline.usage import resolve_timezone
+    from pipeline.stages.ingest import ingest, make_run_id
+    from pipeline.stages.usage import resolve_timezone
 
     started = time.perf_counter()
     config = load_config(config_path)
@@ -466,7 +468,7 @@ def pending_work(lake: Lake, *, config_path: Path | None = None,
                  policies: tuple[str, ...] | None = None, tz: str | None = None,
                  out: Path | None = None) -> dict[str, dict]:
     """What each stage owes now, without doing it (``ctxlake status``)."""
-    from pipeline.usage import resolve_timezone
+    from pipeline.stages.usage import resolve_timezone
 
     config = load_config(config_path)
     settings = NightlySettings(config, tuple(policies or DEFAULT_POLICIES), resolve_timezone(tz),

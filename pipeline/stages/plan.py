@@ -22,7 +22,7 @@ Request-side paths and memory classes are correlate's answer, read from ``tool_p
 a path again, so a Gemini read of ``/home/bob/proj/GEMINI.md`` (no cwd recorded) that
 ``tool_links`` calls ``project`` is preserved by planning too. Only a read-family call that
 correlate has not seen yet (a lake ingested but not correlated) is classified here, with
-correlate's own function (:func:`pipeline.correlate.tool_paths_rows`) and the config's
+correlate's own function (:func:`pipeline.stages.correlate.tool_paths_rows`) and the config's
 memory roots.
 
 Chains: each step sees the previous steps' output (their evictions as prior state): an item
@@ -50,16 +50,16 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline import sqlfiles
-from pipeline.batching import contiguous_runs
-from pipeline.config import Config, ResolvedPolicy, load_config
-from pipeline.errors import UsageError
-from pipeline.lake import Lake, detach_forked_worker, glob_escape, holds_lake_lock
+from pipeline.core import sqlfiles
+from pipeline.core.batching import contiguous_runs
+from pipeline.core.config import Config, ResolvedPolicy, load_config
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import Lake, detach_forked_worker, glob_escape, holds_lake_lock
 from pipeline.policies.base import (
     PolicyOutput, SessionInfo, SessionInput, slice_lists, table_lists,
 )
 from pipeline.policies.ignore_patterns import matching_pattern
-from pipeline.schema import EVICTIONS, PLANS
+from pipeline.core.schema import EVICTIONS, PLANS
 
 __all__ = ["ChunkRun", "PlanSummary", "SessionPlan", "plan", "plan_many", "plan_session_input",
            "run_session_chunks", "session_plan_tables", "iter_session_inputs",
@@ -301,7 +301,7 @@ def _call_paths_lists(read_paths: dict[str, list[tuple]], calls: dict[str, list]
     lists (``seq``, ``call_id``, ``path``, ``memory_class``; a call naming no path has one
     row with None). Calls left out of the session tables (inline sidechain rows) are skipped;
     a call correlate has not seen yet is classified by correlate's own function."""
-    from pipeline.correlate import tool_paths_rows
+    from pipeline.stages.correlate import tool_paths_rows
 
     out: dict[str, dict[str, list]] = {}
     seqs = calls.get("seq", [])
@@ -413,7 +413,7 @@ def _batches(sessions: Sequence[SessionRow], limit: int) -> list[list[SessionRow
 
 
 def _classifier(config: Config):
-    from pipeline.memory import Classifier
+    from pipeline.text.memory import Classifier
 
     return Classifier(config.memory_roots())
 
@@ -578,7 +578,7 @@ def _chunk_job(loaded: LoadedSessions, chunk: list[SessionRow], extra: Any) -> t
 
 def _engine_chunk(shared: tuple, job: tuple) -> Any:
     """One session chunk on a remote engine: ``work`` on the chunk's own tables."""
-    from pipeline.crash import crash_point
+    from pipeline.core.crash import crash_point
 
     work, config, extra = shared
     chunk, tables, slices, read_paths, own_extra = job
@@ -607,12 +607,12 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     ``workers`` (default: up to 2), so ``work``'s results must pickle. ``progress(done,
     total)`` counts sessions, ignored ones included.
 
-    ``engine`` (:mod:`pipeline.engine`; default: the activated one, else the config's): with
+    ``engine`` (:mod:`pipeline.core.engine`; default: the activated one, else the config's): with
     Ray, each chunk of a pass is a Ray task over its own rows of the loaded tables (the
     driver loads, the tasks work, results come back in session order), whatever its size;
     an ``extra`` that is a dict by session id is split the same way (else shared whole).
     """
-    from pipeline import engine as engines
+    from pipeline.core import engine as engines
 
     chosen = engines.resolve(engine, config)
     rows = list_sessions(lake, config, session_id=session_id, since=since, sessions=sessions)

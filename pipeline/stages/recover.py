@@ -40,7 +40,7 @@ Evidence rules (each is a test in ``tests/test_recover.py``):
   ``ExitPlanMode``'s ``plan``, a file written under a ``plans/`` folder or named
   ``*plan*.md``), else the numbered list of the latest assistant message that introduces it
   as a plan or steps ("plan", "steps", "I'll", "I will", "let me", "next"). Verbatim.
-- Working Files: absolute paths (``pipeline.paths.request_paths``, relative paths resolved
+- Working Files: absolute paths (``pipeline.text.paths.request_paths``, relative paths resolved
   against the call's cwd) of successful edit/write calls (incl. Codex ``apply_patch`` file
   headers), with their role (created / written / edited / deleted / moved). Reference Files:
   paths successfully read (read tools, ``cat``/``head``/``sed -n`` of a simple shell command)
@@ -75,9 +75,9 @@ from typing import Any, Iterable
 
 import orjson
 
-from pipeline import sqlfiles
-from pipeline.lake import Lake, atomic_write_bytes
-from pipeline.sessions import resolve_session_id
+from pipeline.core import sqlfiles
+from pipeline.core.lake import Lake, atomic_write_bytes
+from pipeline.reports.sessions import resolve_session_id
 
 NONE = "(none)"
 OBJECTIVE_CHARS = 800
@@ -386,7 +386,7 @@ def project_root(cwd: str | None) -> str | None:
     """The specification's project-root detection (see the module docstring)."""
     if not cwd or not cwd.startswith("/"):
         return cwd
-    from pipeline.memory import home_for_cwd
+    from pipeline.text.memory import home_for_cwd
 
     start = Path(cwd)
     try:
@@ -643,7 +643,7 @@ _PATCH_ACTION = {"Update File": "edited", "Add File": "created", "Delete File": 
 
 def _paths(event: ToolEvent, project: str | None) -> list[str]:
     try:
-        from pipeline.paths import request_paths
+        from pipeline.text.paths import request_paths
     except ImportError:  # pragma: no cover - paths.py ships with the package
         obj = event.input if isinstance(event.input, dict) else {}
         value = obj.get("file_path") or obj.get("path") or obj.get("notebook_path")
@@ -664,7 +664,7 @@ def _file_actions(event: ToolEvent, project: str | None) -> list[tuple[str, str]
         if isinstance(command, list) and len(command) >= 2 and str(command[0]).endswith("apply_patch"):
             patch = command[1] if isinstance(command[1], str) else None
     if patch and (event.tool_name in ("apply_patch", "applypatch") or event.family in ("edit", "shell")):
-        from pipeline.paths import resolve_path
+        from pipeline.text.paths import resolve_path
         base = event.cwd or project
         out = []
         for op, raw in _PATCH_OP.findall(patch):

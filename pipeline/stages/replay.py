@@ -1,7 +1,7 @@
 """The replay stage: run each session under several policies and compare them side by side.
 
 ``replay(lake, policies=[...])`` plans every session of the lake under each policy (the pure
-policy functions, through :func:`pipeline.plan.plan_session_input`: nothing is re-implemented
+policy functions, through :func:`pipeline.stages.plan.plan_session_input`: nothing is re-implemented
 here), walks the session's assistant turns in order and measures what each API call would have
 been sent. One row per (policy, session) goes to ``policy_eval`` and one per (policy, session,
 turn) to ``replay_turns`` (``lake.write_derived``, one file per policy and settings). Each
@@ -40,7 +40,7 @@ Figures per (policy, session)
   (``cache_ttl_minutes``, default 5 = Anthropic's default; ``None``: never expires) also reads
   nothing. Turns without timestamps never expire.
 - ``cost_usd``: cache reads + cache writes + output, per turn, at the turn's model's prices
-  (:mod:`pipeline.prices`, the genai-prices snapshot, tier by the turn's context; a price that
+  (:mod:`pipeline.reports.prices`, the genai-prices snapshot, tier by the turn's context; a price that
   has no cache-write or cache-read figure falls back as genai-prices does). Output tokens are
   the estimate of the turn's own assistant rows (equal under every policy: a replay cannot
   change what the agent wrote). ``cost_uncached_usd``: the same calls billed without caching.
@@ -61,7 +61,7 @@ Figures per (policy, session)
   the whole session; ``recorded_input_tokens`` = input + cache writes + cache reads.
   ``heuristic_error_pct`` = (heuristic context - recorded) / recorded over those turns;
   ``estimate_error_pct`` uses the calibrated estimator
-  (:func:`pipeline.calibrate.est_tokens_calibrated`, no anchor: the model's intercept stands in
+  (:func:`pipeline.stages.calibrate.est_tokens_calibrated`, no anchor: the model's intercept stands in
   for the system prompt) when ``token_calibration`` exists, else the heuristic; ``estimator``
   names the one used.
 """
@@ -82,10 +82,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import sqlfiles
-from pipeline.config import Config, ResolvedPolicy, load_config
-from pipeline.errors import UsageError
-from pipeline.lake import Lake, new_connection, holds_lake_lock
+from pipeline.core import sqlfiles
+from pipeline.core.config import Config, ResolvedPolicy, load_config
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import Lake, new_connection, holds_lake_lock
 from pipeline.policies.base import SessionInput
 from pipeline.policies.tail_protect import prior_for as tail_prior_for
 
@@ -211,7 +211,7 @@ PriceLookup = Callable[[str | None, int, int | None], "TokenPrices | None"]
 
 
 class PriceBook:
-    """Per-token prices from :func:`pipeline.prices.model_price_table` (genai-prices), matched
+    """Per-token prices from :func:`pipeline.reports.prices.model_price_table` (genai-prices), matched
     the way ``sql/create_view_usage_calls.sql`` matches them: the tier by the call's total
     input, the last active conditional price by its UTC time (the base price without a time).
 
@@ -219,7 +219,7 @@ class PriceBook:
     """
 
     def __init__(self, price_model: str | None = None):
-        from pipeline.prices import PRICE_SOURCE, resolve_model
+        from pipeline.reports.prices import PRICE_SOURCE, resolve_model
 
         if price_model is not None and resolve_model(price_model) is None:
             raise UsageError(f"no price known for the model '{price_model}'",
@@ -232,7 +232,7 @@ class PriceBook:
     def _model_rows(self, model: str) -> list[tuple]:
         rows = self._rows.get(model)
         if rows is None:
-            from pipeline.prices import model_price_table
+            from pipeline.reports.prices import model_price_table
 
             rows = []
             for r in model_price_table([model]).to_pylist():
@@ -584,7 +584,7 @@ class _Session:
         heuristic = sum(walk.context[t] for t in turns)
         estimator, estimate = HEURISTIC, heuristic
         if calibration is not None and calibration.factors:
-            from pipeline.calibrate import est_tokens_calibrated
+            from pipeline.stages.calibrate import est_tokens_calibrated
 
             classes = self._class_prefix()
             estimate = 0
@@ -771,12 +771,12 @@ def replay_session(session: SessionInput, policies: Sequence[ResolvedPolicy], *,
                    price_source: str | None = None) -> SessionReplay:
     """Replay one in-memory session under ``policies`` (pure; the lake stage calls it).
 
-    Every policy is planned with :func:`pipeline.plan.plan_session_input`. A ``none`` policy
+    Every policy is planned with :func:`pipeline.stages.plan.plan_session_input`. A ``none`` policy
     in the list gets the baseline row (with the estimate-vs-usage columns); savings are always
     measured against the no-eviction walk. ``facts`` default to the columns of
     ``session.messages`` (model, cjk_count, recorded usage) when present.
     """
-    from pipeline.plan import plan_session_input
+    from pipeline.stages.plan import plan_session_input
 
     ev = _Evaluator(session, facts=facts, prices=prices, calibration=calibration,
                     cache_ttl_minutes=cache_ttl_minutes, price_source=price_source)
@@ -794,7 +794,7 @@ def evaluate_evictions(session: SessionInput, evictions: Any, *, policy: str = "
                        facts: SessionFacts | None = None, prices: PriceLookup | None = None,
                        calibration: Any = None,
                        cache_ttl_minutes: float | None = DEFAULT_CACHE_TTL_MINUTES) -> SessionReplay:
-    """Replay one session under a given eviction table (``pipeline.schema.EVICTIONS`` columns:
+    """Replay one session under a given eviction table (``pipeline.core.schema.EVICTIONS`` columns:
     at least at_seq, seq, tokens_before, tokens_after, action; Arrow, polars or dicts).
 
     Returns the baseline row (``none``) and the row of ``policy``. Used to check hand-made
@@ -873,8 +873,8 @@ def _replay_inputs(inputs: list[SessionInput], facts: dict[str, SessionFacts],
 
 def _replay_chunk(loaded, chunk: list, classifier, facts: dict[str, SessionFacts], *,
                   ctx: _Context) -> _BatchOut:
-    """One chunk of :func:`pipeline.plan.run_session_chunks` (``facts``: its pass's extra)."""
-    from pipeline.plan import session_inputs
+    """One chunk of :func:`pipeline.stages.plan.run_session_chunks` (``facts``: its pass's extra)."""
+    from pipeline.stages.plan import session_inputs
 
     return _replay_inputs(session_inputs(loaded, chunk, classifier), facts, ctx)
 
@@ -895,7 +895,7 @@ def _policy_specs(config: Config, policies: Sequence[str], sweeps: Sequence[str]
 
 
 def _load_calibration(lake: Lake):
-    from pipeline.calibrate import TokenCalibration
+    from pipeline.stages.calibrate import TokenCalibration
 
     calibration = TokenCalibration.load(lake)
     return calibration if calibration.factors else None
@@ -969,7 +969,7 @@ def _merge_existing(lake: Lake, name: str, key: str, config_hash: str, replayed:
     old = pq.read_table(path)
     if old.schema != table.schema:
         return table
-    from pipeline.plan import kept_rows
+    from pipeline.stages.plan import kept_rows
 
     return pa.concat_tables([kept_rows(old, config_hash, replayed), table])
 
@@ -985,10 +985,10 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
 
     Writes ``policy_eval`` and ``replay_turns`` (one file per policy; with ``session_id`` or
     ``since`` the other sessions' rows of the same config are kept) and, with ``report_dir``,
-    the report (:func:`pipeline.replay_report.write_report`). Ignored sessions
+    the report (:func:`pipeline.reports.replay_report.write_report`). Ignored sessions
     (``ignore_patterns``) are skipped and counted, as in planning.
     """
-    from pipeline.plan import run_session_chunks
+    from pipeline.stages.plan import run_session_chunks
 
     config = config or load_config(None)
     resolved: list[ResolvedPolicy] = []
@@ -1048,7 +1048,7 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
         steps={p.name: p.describe() for p in resolved}, replay_id=replay_id,
         settings=settings)
     if report_dir is not None:
-        from pipeline.replay_report import write_report
+        from pipeline.reports.replay_report import write_report
 
         result.report = write_report(result, Path(report_dir), session_id=chart_session)
     return result

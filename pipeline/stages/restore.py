@@ -1,6 +1,6 @@
 """Restore a pruned transcript byte-for-byte, and verify the store and the outputs.
 
-``restore`` needs only the pruned file and the store (see :mod:`pipeline.apply` for the
+``restore`` needs only the pruned file and the store (see :mod:`pipeline.stages.apply` for the
 design): the sha256 of the pruned file names its restore manifest
 (``store/manifests/<sha256>.json``), which lists each replaced span (offset and length in the
 pruned file) and the stored bytes it came from (``raw``, or a text re-encoded as a JSON string:
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.apply import LOCATOR, OUTPUT_TEMP, encode_json_string
-from pipeline.errors import LakeNotFoundError, StoreError
-from pipeline.lake import OUTPUT_MARKER, Lake, atomic_write_bytes
-from pipeline.store import (
+from pipeline.stages.apply import LOCATOR, OUTPUT_TEMP, encode_json_string
+from pipeline.core.errors import LakeNotFoundError, StoreError
+from pipeline.core.lake import OUTPUT_MARKER, Lake, atomic_write_bytes
+from pipeline.core.store import (
     MANIFEST_DIR, MANIFEST_SUFFIX, PAYLOAD_SUFFIX, SHA256_NAME, TEMP_PREFIX, PayloadStore,
     sha256_hex,
 )

@@ -25,7 +25,7 @@
 
   * Topic: the first user message a person typed (a human prompt, or a slash command, whose
     text is its arguments) whose cleaned text (injected metadata removed, ``<system-reminder>``,
-    ``<environment_context>``, ...: :func:`pipeline.recover.meaningful_text`, then trimmed)
+    ``<environment_context>``, ...: :func:`pipeline.stages.recover.meaningful_text`, then trimmed)
     is longer than 10 characters: its first line, first 120 characters (cut, no ellipsis);
     ``(no topic)`` when there is none.
   * Messages: N user = human prompts (``is_prompt``: not meta, not tool results, not slash-
@@ -43,7 +43,7 @@
   can act on: ``- **Session:** `<id>` · <project> · $<cost> · recovery: <path>`` (the cost
   includes its sub-agents'; an unpriced model is said, never $0).
 
-- ``recovery/<session id>.md``: the recovery document (:mod:`pipeline.recover`) of every
+- ``recovery/<session id>.md``: the recovery document (:mod:`pipeline.stages.recover`) of every
   top-level session the run touched (all of them when ``sessions`` is None).
 - ``derived/model_prices``: the price rows of every model with recorded usage, so the
   ``usage_calls``/``daily_usage``/``session_summary`` views carry costs in ``ctxlake sql``.
@@ -73,14 +73,14 @@ from zoneinfo import ZoneInfo
 
 import pyarrow.parquet as pq
 
-from pipeline import sqlfiles
-from pipeline.errors import ConfigError
-from pipeline.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
-from pipeline.recover import (
+from pipeline.core import sqlfiles
+from pipeline.core.errors import ConfigError
+from pipeline.core.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
+from pipeline.stages.recover import (
     build_documents, lake_memory_ids, meaningful_text, recovery_file_name,
 )
-from pipeline.store import sync_filesystems
-from pipeline.usage import resolve_timezone, use_model_prices
+from pipeline.core.store import sync_filesystems
+from pipeline.stages.usage import resolve_timezone, use_model_prices
 
 TOPIC_CHARS = 120
 NO_TOPIC = "(no topic)"
@@ -414,7 +414,7 @@ def _topic_texts(con, session_ids: list[str]) -> dict[str, list[tuple[str, bool]
 
 def _write_model_prices(lake: Lake, con) -> bool:
     """Write ``derived/model_prices/all.parquet`` when it changed; use it in ``con``."""
-    from pipeline.prices import model_price_table
+    from pipeline.reports.prices import model_price_table
     models = [row[0] for row in con.execute(sqlfiles.load("select_usage_models")).fetchall()]
     table = model_price_table(models)
     target = lake.derived_dir / "model_prices" / "all.parquet"
@@ -481,7 +481,7 @@ def session_log_tail(lake: Lake, day: str, *, lines: int | None = TAIL_LINES) ->
     is none."""
     from datetime import date as _date
 
-    from pipeline.errors import CtxlakeError, UsageError
+    from pipeline.core.errors import CtxlakeError, UsageError
     try:
         _date.fromisoformat(day)
     except ValueError:

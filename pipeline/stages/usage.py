@@ -19,7 +19,7 @@ per-session call rows ``usage_call_rows``:
   path). Session rows and transcripts stay whole; only usage is deduplicated. Codex
   ``token_count`` events carry no call id (their usage is a delta of running totals inside
   one rollout file), so nothing identifies a copied Codex call: they are not deduplicated.
-- **Cost** per call from ``model_prices`` (:mod:`pipeline.prices`, the genai-prices snapshot,
+- **Cost** per call from ``model_prices`` (:mod:`pipeline.reports.prices`, the genai-prices snapshot,
   tier- and time-aware; 1-hour cache writes at the 1-hour price), with the config file's
   ``[prices]`` replacing the snapshot for the models it names; summed exactly in DECIMAL and
   rounded to micro-dollars only when shown.
@@ -63,13 +63,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pipeline import sqlfiles
-from pipeline.errors import LakeNotFoundError, UsageError
+from pipeline.core import sqlfiles
+from pipeline.core.errors import LakeNotFoundError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
 
-    from pipeline.lake import Lake
+    from pipeline.core.lake import Lake
 
 PERIODS = ("day", "week", "month", "session")
 GROUPS = ("model", "agent", "project", "format")
@@ -138,7 +138,7 @@ def parse_day(value: str | date | None, option: str) -> date | None:
 
 @functools.cache
 def price_source() -> str:
-    """The bundled price table's name (what :data:`pipeline.prices.PRICE_SOURCE` says),
+    """The bundled price table's name (what :data:`pipeline.reports.prices.PRICE_SOURCE` says),
     without importing the price machinery: the version is read from the installed package's
     ``dist-info`` folder name beside it (a metadata scan costs ~25 ms), else from metadata."""
     import importlib.util
@@ -273,7 +273,7 @@ def usage_connection(lake, *, overrides=None, need: str = "calls") -> tuple["duc
             con.execute(sqlfiles.load("create_view_usage_report_rows"))
             return con, "rows"
         con.close()
-    from pipeline.lake import Lake
+    from pipeline.core.lake import Lake
 
     con = Lake(root).connect()   # usage_call_rows_current: computed (sources changed)
     _base_prices(con, root)
@@ -328,7 +328,7 @@ def use_model_prices(con: "duckdb.DuckDBPyConnection", table) -> None:
 
 def price_models_now(con: "duckdb.DuckDBPyConnection", models) -> None:
     """Replace the base prices in this connection only, with prices computed now."""
-    from pipeline.prices import model_price_table
+    from pipeline.reports.prices import model_price_table
 
     use_model_prices(con, model_price_table(models))
 
@@ -529,8 +529,8 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
                  breakdown: str | bool | None = None, order: str = "asc",
                  limit: int | None = None, config=None) -> UsageReport:
     """Tokens and cost per day, week, month or session, optionally broken down by model,
-    agent, project or format. ``lake``: a :class:`~pipeline.lake.Lake` or its folder;
-    ``config``: a :class:`~pipeline.config.Config` whose ``prices`` apply."""
+    agent, project or format. ``lake``: a :class:`~pipeline.core.lake.Lake` or its folder;
+    ``config``: a :class:`~pipeline.core.config.Config` whose ``prices`` apply."""
     if period not in PERIODS:
         raise UsageError(f"unknown report period '{period}'", hint="one of: " + ", ".join(PERIODS))
     group, order, limit = _group(breakdown), _order(order), _limit(limit)

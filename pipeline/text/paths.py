@@ -48,7 +48,7 @@ Other decisions
 - Glob patterns (``*``, ``?``, ``[``) are not paths and are dropped everywhere (Gemini
   ``read_many_files`` often passes ``src/**/*.ts``).
 - A path starting with ``~`` expands to ``home`` when the caller passes one (correlate passes
-  the home the session cwd implies, :func:`pipeline.memory.home_for_cwd`); otherwise it is
+  the home the session cwd implies, :func:`pipeline.text.memory.home_for_cwd`); otherwise it is
   kept as is (not joined with the cwd).
 - Without a cwd, a relative path stays relative (normalised).
 - URLs (``scheme://``) are not paths.
@@ -331,7 +331,7 @@ def request_paths(tool_name: str | None, input_json: str | None, cwd: str | None
 
     ``input_json`` is ``tool_calls.input_json``; ``format`` is accepted for callers that know
     it (the extraction does not depend on it today: key names and tool names suffice).
-    ``home``, when given, expands a leading ``~`` (see :func:`pipeline.memory.home_for_cwd`).
+    ``home``, when given, expands a leading ``~`` (see :func:`pipeline.text.memory.home_for_cwd`).
     """
     return [entry.path for entry in request_path_entries(tool_name, input_json, cwd,
                                                          format=format, home=home)]

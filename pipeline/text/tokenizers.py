@@ -33,7 +33,7 @@ import types
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipeline.errors import TokenizerUnavailableError, UsageError
+from pipeline.core.errors import TokenizerUnavailableError, UsageError
 
 ENCODINGS = ("o200k_base", "cl100k_base", "claude")
 INSTALL_HINT = "pip install 'ctxlake[tokenizers]'"
@@ -57,7 +57,7 @@ MODEL_ENCODINGS = (
 # Models whose tokenizer does not ship but whose family's older vocabulary does: Claude 3 and
 # later (and Claude 2) are counted with the legacy "claude" vocabulary, an approximation. On
 # the real samples it counts Claude's visible output within 0-4% on text-only replies, and
-# within ~2% once tool calls are written in Claude's own syntax (pipeline.written_output).
+# within ~2% once tool calls are written in Claude's own syntax (pipeline.text.written_output).
 APPROXIMATE_MODEL_ENCODINGS = (
     (re.compile(r"claude-.*"), "claude"),
 )
@@ -122,7 +122,7 @@ def _tiktoken_encoding(name: str) -> Any:
         if expected_hash is not None and expected_hash != EXPECTED_SHA256[name]:
             raise TokenizerUnavailableError(
                 f"tiktoken expects sha256 {expected_hash} for {name}, ctxlake pins "
-                f"{EXPECTED_SHA256[name]}", hint="update EXPECTED_SHA256 in pipeline/tokenizers.py")
+                f"{EXPECTED_SHA256[name]}", hint="update EXPECTED_SHA256 in pipeline/text/tokenizers.py")
         return load_bpe_ranks(name, expected_hash)
 
     # tiktoken's own constructor (regex and special tokens), run with a copy of its module

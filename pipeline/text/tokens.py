@@ -10,7 +10,7 @@ golden fixture ``tests/fixtures/estimate_tokens_golden.json`` was produced by th
 function with node.
 
 This is the *heuristic*: a calibrated estimate, fitted per model against recorded usage,
-lives in :mod:`pipeline.calibrate` under a name that says so (``est_tokens_calibrated``).
+lives in :mod:`pipeline.stages.calibrate` under a name that says so (``est_tokens_calibrated``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ Decisions:
   evictions saved once they took effect).
 - Filters (``since``/``until`` inclusive UTC dates, ``project``) apply to the overview and the
   session list; the policies page shows the latest replay as it is (replay has no filter).
-- Deterministic: no clock, every list sorted, charts from :mod:`pipeline.html.svg`.
+- Deterministic: no clock, every list sorted, charts from :mod:`pipeline.reports.html.svg`.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ from pathlib import Path
 from typing import Any, Iterable
 from zoneinfo import ZoneInfo
 
-from pipeline import sqlfiles
-from pipeline.errors import UsageError
-from pipeline.html import svg
-from pipeline.html.page import esc, page, table
-from pipeline.lake import Lake
-from pipeline.recover import recovery_file_name
+from pipeline.core import sqlfiles
+from pipeline.core.errors import UsageError
+from pipeline.reports.html import svg
+from pipeline.reports.html.page import esc, page, table
+from pipeline.core.lake import Lake
+from pipeline.stages.recover import recovery_file_name
 
 __all__ = ["render_html", "HtmlSummary", "session_slug", "DEFAULT_POLICY"]
 
@@ -185,8 +185,8 @@ def _fetch(con, name: str, params: dict | None = None) -> list[dict]:
 
 def _ensure_optional_views(con) -> None:
     """Empty stand-ins for derived tables a lake may not have yet (no plan / no replay run)."""
-    from pipeline.plan import EVICTIONS_SCHEMA
-    from pipeline.replay import POLICY_EVAL, REPLAY_TURNS
+    from pipeline.stages.plan import EVICTIONS_SCHEMA
+    from pipeline.stages.replay import POLICY_EVAL, REPLAY_TURNS
 
     present = {row["name"] for row in _fetch(con, "select_view_names")}
     for name, schema in (("evictions", EVICTIONS_SCHEMA), ("policy_eval", POLICY_EVAL),
@@ -619,8 +619,8 @@ def _payload_page(sha: str, data: bytes) -> bytes:
 # Policies
 # ---------------------------------------------------------------------------------------
 def _policies(con) -> bytes:
-    from pipeline.replay import summary_rows
-    from pipeline.replay_report import comparison_table
+    from pipeline.stages.replay import summary_rows
+    from pipeline.reports.replay_report import comparison_table
 
     chosen = _fetch(con, "select_html_policies")
     names = [row["policy"] for row in chosen]
@@ -694,9 +694,9 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
     ``sessions``: re-render only these sessions' pages (None: all); the overview, list and
     policies pages are always rebuilt. ``tz``: the zone of the daily-log entries shown, as
     given to ``summarize`` (default: the machine's zone, as there). Returns what was written."""
-    from pipeline.report_tools import _totals, tool_usage
-    from pipeline.store import PayloadStore
-    from pipeline.usage import resolve_timezone
+    from pipeline.reports.report_tools import _totals, tool_usage
+    from pipeline.core.store import PayloadStore
+    from pipeline.stages.usage import resolve_timezone
 
     started = time.perf_counter()
     if since and until and since > until:
@@ -718,7 +718,7 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
         listed = _fetch(con, "select_html_sessions", {**bounds, "policy": policy})
         by_id = {s["session_id"]: s for s in listed}
         summary.sessions = len(listed)
-        from pipeline.summarize import PROMPTS_PER_SESSION, topic_of
+        from pipeline.stages.summarize import PROMPTS_PER_SESSION, topic_of
 
         prompts: dict[str, list[str]] = {}
         if listed:

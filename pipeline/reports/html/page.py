@@ -26,8 +26,8 @@ def esc(value) -> str:
 
 @functools.cache
 def asset(name: str) -> str:
-    """The text of ``pipeline/html/assets/<name>`` (shipped in the wheel)."""
-    return (resources.files("pipeline.html") / "assets" / name).read_text(encoding="utf-8")
+    """The text of ``pipeline/reports/html/assets/<name>`` (shipped in the wheel)."""
+    return (resources.files("pipeline.reports.html") / "assets" / name).read_text(encoding="utf-8")
 
 
 @functools.cache
