@@ -1,4 +1,4 @@
-"""The engine option (pipeline.core.engine): config and CLI plumbing, and the error without Ray.
+"""The engine option (pipeline.stages.engine): config and CLI plumbing, and the error without Ray.
 
 These need no Ray; the runs on a real Ray instance are in test_engine_ray.py."""
 

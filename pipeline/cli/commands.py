@@ -49,7 +49,7 @@ class LakeContext:
         """The lake's folder: --lake, else $CTXLAKE_HOME, else the config's ``lake``, else the
         per-user data folder (:func:`pipeline.core.locations.default_lake`)."""
         if self._root is None:
-            from pipeline.core.engine import check_lake_location
+            from pipeline.stages.engine import check_lake_location
             from pipeline.core.locations import default_config_path, default_lake
 
             if self.lake_dir is not None:

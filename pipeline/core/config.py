@@ -14,7 +14,7 @@ at the repository root is a commented example. Format::
     ignore_patterns = ["^warmup$", "run the linter"]   # case-insensitive JavaScript regexes
     session_logging = true                             # false: no daily session logs
     quiet_minutes = 60                                 # ingest: a file untouched this long is settled
-    engine = "local"                                   # or "ray" (pipeline.core.engine; ctxlake[ray])
+    engine = "local"                                   # or "ray" (pipeline.stages.engine; ctxlake[ray])
     ray_address = "auto"                               # with ray: join this cluster (default: local)
 
     [memory]                       # extra managed-memory roots (pipeline.text.memory syntax)
@@ -174,7 +174,7 @@ class Config:
     default_policies: tuple[str, ...] = ()
     price_as: str | None = None
     log_details: bool = False
-    engine: str = "local"               # where stages run their units (pipeline.core.engine)
+    engine: str = "local"               # where stages run their units (pipeline.stages.engine)
     ray_address: str | None = None      # with engine = "ray": None starts a local instance
 
     # -- derived -------------------------------------------------------------------------

@@ -1027,7 +1027,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     default the ingest logs a run of its own).
     ``quiet_minutes``: a file not modified for this long before the run is settled, and its
     complete last line is read even without a newline (negative: always hold it back).
-    ``engine`` (:mod:`pipeline.core.engine`; default: the activated one, else local): with Ray,
+    ``engine`` (:mod:`pipeline.stages.engine`; default: the activated one, else local): with Ray,
     each chunk is a Ray task writing the same parts as a local worker; the driver commits."""
     from pipeline.core import engine as engines
 

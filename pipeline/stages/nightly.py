@@ -39,7 +39,7 @@ from pipeline import __version__
 
 from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
-from pipeline.core.engine import resolve as resolve_engine
+from pipeline.stages.engine import resolve as resolve_engine
 from pipeline.core.lake import Lake
 from pipeline.core.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
                              pending)

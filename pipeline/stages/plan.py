@@ -607,7 +607,7 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     ``workers`` (default: up to 2), so ``work``'s results must pickle. ``progress(done,
     total)`` counts sessions, ignored ones included.
 
-    ``engine`` (:mod:`pipeline.core.engine`; default: the activated one, else the config's): with
+    ``engine`` (:mod:`pipeline.stages.engine`; default: the activated one, else the config's): with
     Ray, each chunk of a pass is a Ray task over its own rows of the loaded tables (the
     driver loads, the tasks work, results come back in session order), whatever its size;
     an ``extra`` that is a dict by session id is split the same way (else shared whole).
