@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from pipeline.core import engine as engines
+from pipeline.stages import engine as engines
 from pipeline.cli.commands import cli
 from pipeline.core.config import config_from_dict
 from pipeline.core.errors import ConfigError, UsageError

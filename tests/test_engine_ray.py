@@ -182,7 +182,7 @@ def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path
 
 
 def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
-    from pipeline.core import engine as engines
+    from pipeline.stages import engine as engines
     from pipeline.core.config import config_from_dict
 
     chosen = engines.resolve(None, config_from_dict({"engine": "ray", "ray_address": "auto"}))

@@ -223,7 +223,7 @@ def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool, engine_name: str
       ctxlake status            # where the lake is
       ctxlake --engine ray --ray-address auto run ~/.claude/projects
     """
-    from pipeline.core import engine as engines   # stdlib only: no cost for the other commands
+    from pipeline.stages import engine as engines   # stdlib only: no cost for the other commands
 
     ctx.obj = LakeContext(lake_dir, quiet)
     if engine_name is not None or ray_address is not None:

@@ -1029,7 +1029,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     complete last line is read even without a newline (negative: always hold it back).
     ``engine`` (:mod:`pipeline.stages.engine`; default: the activated one, else local): with Ray,
     each chunk is a Ray task writing the same parts as a local worker; the driver commits."""
-    from pipeline.core import engine as engines
+    from pipeline.stages import engine as engines
 
     chosen = engines.resolve(engine)
     if quiet_minutes != quiet_minutes:   # NaN

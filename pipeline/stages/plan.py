@@ -612,7 +612,7 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     driver loads, the tasks work, results come back in session order), whatever its size;
     an ``extra`` that is a dict by session id is split the same way (else shared whole).
     """
-    from pipeline.core import engine as engines
+    from pipeline.stages import engine as engines
 
     chosen = engines.resolve(engine, config)
     rows = list_sessions(lake, config, session_id=session_id, since=since, sessions=sessions)
