@@ -246,7 +246,7 @@ def test_pruned_outputs_ingest_as_cleared_and_pruned_with_reduced_est_tokens(rea
         assert text == ev["replacement"]
         expected_state = "cleared" if ev["action"] == "clear" else "pruned"
         assert (state, message_state) == (expected_state, expected_state)
-        # ASCII replacements: ceil(len / 4) (POLICIES.md token estimate)
+        # ASCII replacements: ceil(len / 4) (docs/policies.md token estimate)
         assert est == math.ceil(len(ev["replacement"]) / 4)
     assert got[0][2] == 9                # "[Old tool result content cleared]" is 33 chars
 

@@ -1,4 +1,4 @@
-"""ctxlake.toml: defaults equal POLICIES.md, named policies, chains, inline parameters,
+"""ctxlake.toml: defaults equal docs/policies.md, named policies, chains, inline parameters,
 config hash, and errors that name the key and the file."""
 
 from __future__ import annotations

@@ -217,7 +217,7 @@ def test_codex_rollouts_emit_each_token_count_twice_after_a_null_one(demo):
 
 
 # ---------------------------------------------------------------------------------------
-# Recorded usage follows the content (read with plain json; tokens by POLICIES.md's heuristic)
+# Recorded usage follows the content (read with plain json; tokens by docs/policies.md's heuristic)
 # ---------------------------------------------------------------------------------------
 def _claude_usage_events(archive: Path):
     """Main Claude sessions without compaction (sub-agents and inline sidechains left out)."""
@@ -467,7 +467,7 @@ def test_the_demo_lake_has_memory_file_reads_for_every_memory_root(demo):
 
 def test_the_demo_lake_has_idle_gaps_over_an_hour_before_a_prompt(demo):
     lake = demo[2]
-    # the gap between the last assistant message and the next prompt (POLICIES.md, idle)
+    # the gap between the last assistant message and the next prompt (docs/policies.md, idle)
     gaps = scalar(lake, """
         WITH ordered AS (
             SELECT is_prompt, "timestamp",
@@ -508,7 +508,7 @@ def test_the_demo_lake_has_the_workflow_signals_later_stages_look_for(demo):
 def _planted_boundaries(path: Path) -> dict[str, tuple[int, float]]:
     """(turn, weighted tool calls) at the planted session's first completed todo list and first
     commit, worked out from the transcript with plain json: a turn is an API call (a distinct
-    message.id), numbered from 1; weights are POLICIES.md's (Read 0.5, Grep/Glob 0.3, else 1)."""
+    message.id), numbered from 1; weights are docs/policies.md's (Read 0.5, Grep/Glob 0.3, else 1)."""
     turns: list[str] = []
     weight = 0.0
     found: dict[str, tuple[int, float]] = {}

@@ -15,7 +15,7 @@ def _lines(name: str) -> list[dict]:
 
 
 def _expected_usage(objs: list[dict]) -> dict[str, int]:
-    """Usage once per (message.id, requestId), keeping the largest output_tokens (FORMATS.md)."""
+    """Usage once per (message.id, requestId), keeping the largest output_tokens (docs/formats.md)."""
     calls: dict[tuple, dict] = {}
     totals = defaultdict(int)
     for obj in objs:

@@ -1,4 +1,4 @@
-"""microcompact (POLICIES.md): idle / size / force triggers, keep_recent, errors, protection."""
+"""microcompact (docs/policies.md): idle / size / force triggers, keep_recent, errors, protection."""
 
 from __future__ import annotations
 

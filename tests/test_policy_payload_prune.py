@@ -1,4 +1,4 @@
-"""payload_prune (POLICIES.md): strictly over 16384 UTF-8 bytes, 2048 + 512 char preview,
+"""payload_prune (docs/policies.md): strictly over 16384 UTF-8 bytes, 2048 + 512 char preview,
 marker, compaction://<sha256> locator, shapes, idempotency, memory reads kept."""
 
 from __future__ import annotations

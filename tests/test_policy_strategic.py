@@ -1,4 +1,4 @@
-"""strategic (POLICIES.md): weighted tool calls, boundaries, every suppression rule, the two
+"""strategic (docs/policies.md): weighted tool calls, boundaries, every suppression rule, the two
 printed forms, and compaction at the suggestion points."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""tail_protect (POLICIES.md): the last tail_pairs meaningful exchanges are never cleared;
+"""tail_protect (docs/policies.md): the last tail_pairs meaningful exchanges are never cleared;
 trivial exchanges (user < 10 chars AND assistant < 20 chars) are skipped; the recent-exchange
 block with each message truncated to 150 estimated tokens."""
 

@@ -16,7 +16,7 @@ from tests.conftest import ingest_paths
 
 
 def _tokens(text: str) -> int:
-    """POLICIES.md estimate for ASCII text: ceil(len / 4)."""
+    """docs/policies.md estimate for ASCII text: ceil(len / 4)."""
     return math.ceil(len(text) / 4)
 
 

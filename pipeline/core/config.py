@@ -2,7 +2,7 @@
 
 Where: the path given (``--config``), else ``$CTXLAKE_CONFIG``, else ``./ctxlake.toml`` when it
 exists, else the per-user ``$XDG_CONFIG_HOME/ctxlake/ctxlake.toml`` (``~/.config/ctxlake/``)
-when it exists, else the built-in defaults (the numbers of POLICIES.md). ``ctxlake.example.toml``
+when it exists, else the built-in defaults (the numbers of docs/policies.md). ``ctxlake.example.toml``
 at the repository root is a commented example. Format::
 
     lake = "~/lakes/agents"                            # default lake (after --lake, $CTXLAKE_HOME)

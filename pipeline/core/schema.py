@@ -173,7 +173,7 @@ def staged_schema(table: str) -> pa.Schema:
 # Derived tables (written by later stages under <lake>/derived/<name>/<key>.parquet).
 # ---------------------------------------------------------------------------------------
 # plans: one row per (policy, session, compaction point). ``metadata_json`` holds the
-# per-plan metadata of POLICIES.md: a superset of Claude Code's microcompactMetadata
+# per-plan metadata of docs/policies.md: a superset of Claude Code's microcompactMetadata
 # (trigger, preTokens, tokensSaved, compactedToolIds) and Anthropic's applied_edits
 # (cleared_tool_uses, cleared_input_tokens).
 PLANS = pa.schema([

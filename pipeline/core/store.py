@@ -1,6 +1,6 @@
 """The payload store: content-addressed files holding every byte a pruned transcript removed.
 
-Layout (under the lake, POLICIES.md ``payload_prune``)::
+Layout (under the lake, docs/policies.md ``payload_prune``)::
 
     store/<sha256>.payload              the bytes whose sha256 is the name (mode 0600)
     store/manifests/<sha256>.json       restore manifest of the pruned file with that sha256

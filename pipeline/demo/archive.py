@@ -48,7 +48,7 @@ them (Claude's cache read/creation with a 5-minute cache, Codex's ``cached_input
 128-token blocks, Gemini's ``cached`` in 1024-token blocks, DeepSeek's in 64); the output is the
 tokens of what the call wrote plus a framing per tool call and a stop token, with hidden
 reasoning recorded apart where the format does (Codex ``reasoning_output_tokens``, Gemini
-``thoughts``). Tokens are POLICIES.md's heuristic times a per-model factor per content class
+``thoughts``). Tokens are docs/policies.md's heuristic times a per-model factor per content class
 (prose, code, CJK), each piece of text with its own small deviation. SWE-agent's run totals are
 the sums over its calls; mini-SWE-agent's ``instance_cost`` the sum of its calls' costs. The
 OpenAI/Anthropic message logs record no usage (as before).
@@ -635,7 +635,7 @@ def _prose(rng: Random, nbytes: int, *, cjk: bool = False) -> str:
 # ---------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class _Tokenizer:
-    """How a model family's tokenizer counts, relative to the heuristic of POLICIES.md
+    """How a model family's tokenizer counts, relative to the heuristic of docs/policies.md
     (``ceil(len / 4)`` plus 1.5 per CJK character): a factor for prose, one for code (tool
     inputs and results) and one for CJK, and the tokens of the syntax a model writes around
     each tool call (name, id, delimiters: in the count, never in a transcript's text)."""
@@ -1457,7 +1457,7 @@ class _ClaudeSession:
         are fixed (only their content is drawn), so the weighted count is the same for every
         seed: 54.7 at the completed todo list, 57.7 at the commit (threshold 50). Payloads
         stay those of an ordinary session (8 KiB at most), so the prompt never nears an
-        automatic compaction; no prompt has a scenario keyword (POLICIES.md), so even
+        automatic compaction; no prompt has a scenario keyword (docs/policies.md), so even
         ``scenario="auto"`` keeps the default threshold.
         """
         rng, log, project = self.rng, self.log, self.project

@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 from pipeline.formats.base import tool_family as _tool_family
 
 # ---------------------------------------------------------------------------------------
-# Replacement texts (documented in POLICIES.md / pipeline.policies docs)
+# Replacement texts (documented in docs/policies.md / pipeline.policies docs)
 # ---------------------------------------------------------------------------------------
 CLEARED_TEXT = "[Old tool result content cleared]"            # microcompact, strategic
 CONTEXT_EDIT_TEXT = "[Tool result cleared by context editing]"  # context_editing
@@ -248,7 +248,7 @@ class Item:
 
     @property
     def memory_protected(self) -> bool:
-        """POLICIES.md managed-memory preservation predicate (read family only)."""
+        """docs/policies.md managed-memory preservation predicate (read family only)."""
         call = self.call
         return (self.family == "read" and call is not None and self.call_id is not None
                 and call.id_count == 1 and len(call.memory_classes) > 0
@@ -527,7 +527,7 @@ class SessionView:
 
     def recent_exchange_block(self, at_seq: int, pairs: int, min_user: int, min_assistant: int,
                               max_tokens: int) -> str | None:
-        """The POLICIES.md "recent exchange" block at ``at_seq``: None when no exchange is
+        """The docs/policies.md "recent exchange" block at ``at_seq``: None when no exchange is
         meaningful (the specification writes no block then). Each message is its trimmed
         text truncated to ``max_tokens`` estimated tokens."""
         from pipeline.text.tokens import truncate_to_tokens

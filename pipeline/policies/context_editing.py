@@ -1,4 +1,4 @@
-"""``context_editing``: Anthropic's ``clear_tool_uses_20250919`` context edit (POLICIES.md).
+"""``context_editing``: Anthropic's ``clear_tool_uses_20250919`` context edit (docs/policies.md).
 
 Evaluated at every assistant turn start (each API request):
 - ``trigger``: when the estimated input tokens of the context (reference estimator, with the

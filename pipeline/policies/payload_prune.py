@@ -1,4 +1,4 @@
-"""``payload_prune``: oversized tool payloads, store-before-prune (POLICIES.md).
+"""``payload_prune``: oversized tool payloads, store-before-prune (docs/policies.md).
 
 - Only tool-result content, of shape ``string``, ``text_object`` (``{text}``) or ``blocks``
   (a list of content blocks); the payload is the result's text as ingested

@@ -1,4 +1,4 @@
-"""``strategic``: boundary-aware compaction suggestions (POLICIES.md).
+"""``strategic``: boundary-aware compaction suggestions (docs/policies.md).
 
 Counting. Every tool call adds its weight to a running count: by family, ``read`` 0.5,
 ``glob``/``search`` 0.3, ``web`` 0.5, everything else 1.0 (Edit/Write/Bash/NotebookEdit/
@@ -421,7 +421,7 @@ def plan_session(session: SessionInput, params: StrategicParams) -> PolicyOutput
 
 
 # ---------------------------------------------------------------------------------------
-# Rendering (the two forms of POLICIES.md)
+# Rendering (the two forms of docs/policies.md)
 # ---------------------------------------------------------------------------------------
 def one_line(point: dict) -> str:
     """``[Compact? 72/50 calls | Task done | Clean state] Y/n/defer``"""

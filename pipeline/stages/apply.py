@@ -1,81 +1,10 @@
 """Apply a plan: write pruned transcripts in the source format, every removed byte stored.
 
-``apply_policy`` writes, for every ingested archive file (or the files of one session), the
-file under ``<out>/<policy>/<sources.rel_path>``: a complete mirror of the archive, so
-``<out>/<policy>/`` can replace the archive for any tool that reads it. ``<policy>`` is the
-policy's file-safe key (:func:`pipeline.core.config.policy_key`, the key of its plan files): the
-name itself for a plain name, a slug plus a short hash for a chain or a spec with parameters
-(``payload_prune+microcompact`` -> ``payload_prune_microcompact-<hash8>``). Files the plan does not
-touch are byte copies (not hardlinks: an agent appending to the mirror must never change the
-archive).
-
-How a payload is replaced (byte-exact)
---------------------------------------
-Only the lines (JSONL) or documents (whole JSON) holding an evicted item are parsed. In such
-a line the exact byte span of the payload's JSON value is found (:mod:`pipeline.text.jsonspan`) and
-replaced by the JSON string of the eviction's ``replacement``; every other byte — key order,
-spacing, escapes, number spelling, CRLF, a missing final newline, a BOM — is kept. The
-replacement is written in the source's own escaping style: raw UTF-8 (Claude Code, Codex,
-Gemini), or ``\\uXXXX`` escapes when the line/document is pure ASCII (Python ``json.dump``
-defaults, e.g. SWE-agent). Each rewritten line is parsed again to check it is valid JSON with
-the replacement in place.
-
-Where the payload is (per format; the eviction's ``json_path`` may point at the payload
-itself, at the message holding it, or be empty for a JSONL line; ``call_id`` then finds it):
-Claude Code / Anthropic ``tool_result.content`` (``tool_use_id == call_id``); Codex
-``function_call_output.output`` / ``custom_tool_call_output.output``; Gemini
-``toolCalls[].result[].functionResponse.response.output`` (or ``error``, or the whole
-``result`` for a multi-part result); OpenAI, SWE-agent 1.x and mini-SWE-agent v2
-``{role: tool, tool_call_id(s)}.content``; SWE-agent 0.x / mini v1 observations (no ids) via
-``json_path``. ``clear_input`` targets the call's input: ``tool_use.input``,
-``function_call.arguments``, ``custom_tool_call.input``, Gemini ``args``, OpenAI
-``function.arguments``; an input keeps its JSON kind (an object input becomes the replacement's
-JSON value, ``{}``; a string input such as Codex ``arguments`` becomes the replacement as a
-string). When the eviction
-carries ``payload_sha256`` the candidate is checked against it (sha256 of the payload text, of
-its JSON bytes, or of its compact JSON), so a plan never rewrites a value it did not measure.
-
-Duplicates of a payload are replaced with it, because leaving them would keep the bytes the
-plan removes: Claude Code's top-level ``toolUseResult`` (same output, e.g. Bash
-``{stdout, stderr}``, Read's file content; replaced by the same text when the line has exactly
-one ``tool_result`` block — a plain string is a shape Claude Code itself writes there, on
-errors), Gemini's ``toolCalls[].resultDisplay`` (when not empty), mini-SWE-agent's
-``extra.raw_output`` on the tool message, and SWE-agent's ``trajectory[k].observation`` (the
-step whose observation starts the history message, aligned in order). Their original bytes
-are stored too, so restore stays byte-exact. Copies in OTHER lines (a Gemini ``$set``
-re-sync of the history) are not touched.
-
-No-loss guarantee (store, then manifest, then transcript)
-----------------------------------------------------------
-For every replaced span the original bytes go to the content-addressed store
-(:mod:`pipeline.core.store`): a string payload whose JSON encoding we reproduce exactly is stored
-as its text (``codec`` ``json`` / ``json_ascii``), anything else as its raw JSON bytes
-(``raw``). A ``prune`` locator ``compaction://<sha256>`` names the payload as the plan hashed
-it (its text), which is stored under that name so the locator resolves. Then a restore
-manifest, ``store/manifests/<sha256 of the pruned file>.json``, lists the edits (offset in the
-pruned file, length, stored sha256, codec) and the original sha256: ``restore`` needs only
-the pruned file and the store, and the placeholder texts (``[Old tool result content
-cleared]``) stay exactly as the policies define them. Every output (unchanged copies too) has
-a manifest, so ``verify`` also notices an output edited after apply.
-
-Only then is the output written: to a temp file beside it, then renamed into place. Files
-are handled in batches (64 MiB / 512 files): every payload, manifest and temp output of a
-batch is flushed to disk with one ``syncfs`` (the durability of an fsync per file, without
-thousands of journal commits) BEFORE any output of the batch is renamed, so a crash or power
-loss leaves each output either old or new, never one whose removed bytes are not on disk. A
-killed run leaves only ``.ctxlake-*.tmp`` / ``store/.tmp-*`` files, removed by the next run,
-which then redoes the work; every step is idempotent, so it ends with exactly the outputs of
-an uninterrupted run. An output that already has the right bytes is left alone (not even
-touched), so re-applying the same plan is a no-op.
-
-Failures are per file (every session lives in one file in every supported format; a file
-holding several sessions is all-or-nothing): a store error, a plan that no longer matches the
-file, or a source changed since ingest leaves that file's output an unpruned byte copy of the
-source and is listed in ``problems`` naming the file and its sessions; the run goes on. A file
-whose output cannot be written at all (full disk, read-only folder) is listed the same way.
-
-Several evictions of one payload (e.g. a chain) resolve to the last by ``(at_seq, seq,
-action, replacement)``.
+``apply_policy`` mirrors the archive under ``<out>/<policy>/``: untouched files are byte copies,
+a line holding an evicted payload has just that JSON value's byte span replaced, and the
+original bytes go to the content-addressed store with a restore manifest BEFORE the output is
+renamed into place. Where each format keeps its payloads, the no-loss order and the failure
+rules: docs/apply.md.
 """
 
 from __future__ import annotations

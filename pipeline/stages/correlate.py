@@ -37,7 +37,7 @@ and a result; ``orphan_call``; ``orphan_result``; ``ambiguous``: more than one r
 call with this id in the session), ``n_calls``, ``n_results``, ``is_error`` (any result),
 ``paths``/``memory_classes`` (parallel lists, first-seen order, over every call of the id),
 ``protected`` (exactly one call AND at least one path AND every path project/user/team; the
-read-family restriction of POLICIES.md is the policy's), ``paths_known``,
+read-family restriction of docs/policies.md is the policy's), ``paths_known``,
 ``input_est_tokens``/``input_bytes`` (sum over the calls), ``result_est_tokens``/
 ``payload_bytes`` (sum over the results), ``later_ref_seq``, ``later_ref_time``,
 ``later_ref_gap_s``.

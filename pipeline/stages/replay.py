@@ -1,69 +1,9 @@
 """The replay stage: run each session under several policies and compare them side by side.
 
-``replay(lake, policies=[...])`` plans every session of the lake under each policy (the pure
-policy functions, through :func:`pipeline.stages.plan.plan_session_input`: nothing is re-implemented
-here), walks the session's assistant turns in order and measures what each API call would have
-been sent. One row per (policy, session) goes to ``policy_eval`` and one per (policy, session,
-turn) to ``replay_turns`` (``lake.write_derived``, one file per policy and settings). Each
-row carries its ``replay_id`` (a hash of the policies, settings and session filter asked) and
-``replay_settings`` (``price_as=... cache_ttl=...``): a replay priced as another model or with
-another cache TTL keeps files of its own, so rows priced two ways are never mixed unlabelled,
-and the latest replay of each (policy, settings) is kept.
-``none`` is always replayed first: it is the baseline every saving is measured against.
-
-Time model (the one of :mod:`pipeline.policies.base`, shared with the policies)
-------------------------------------------------------------------------------
-- A turn is one API call: assistant rows (text/thinking/tool_use) grouped by ``api_call_id``;
-  rows without an id join the assistant row right before them, else open a turn. The turn
-  starts at its first row's ``seq``.
-- The context a turn sends is every message with ``seq`` < the turn start (after the last
-  compaction boundary recorded in the transcript), with the transcript's own recorded clears
-  and every eviction whose ``at_seq`` <= the turn start applied (a policy only knows the past).
-  An eviction replaces the item's ``tokens_before`` by its ``tokens_after``.
-- Inline sidechain rows (Claude Code 1.0.x Task records inside the main file) are left out of
-  the main context, as in planning: they were sent in the sub-agent's own API calls. A
-  sub-agent file is a session of its own and is replayed as such.
-- Token figures are the heuristic ``est_tokens`` of the transcript (the same numbers the plans
-  use, so a plan's ``tokens_saved`` and the replay agree). The system prompt and tool
-  definitions are not in transcripts (SWE-agent's system message is, as a message): they are
-  not counted; the estimate-vs-usage columns show how far that puts the figures from the bill.
-
-Figures per (policy, session)
------------------------------
-- ``total_input_tokens``: the context summed over turns (what a provider bills without cache);
-  ``peak_context_tokens``: the largest context; ``tokens_saved_pct`` against ``none``.
-- Prompt caching: each turn reads from the cache the longest prefix it shares with the previous
-  turn's prompt and writes the rest at the cache-write price. An eviction (or a recorded clear)
-  that takes effect at a turn changes the prompt from the evicted item's position on, so the
-  cache is read only up to the earliest changed position; a recorded compaction boundary
-  restarts the prompt (nothing read). A gap between two turns longer than the cache TTL
-  (``cache_ttl_minutes``, default 5 = Anthropic's default; ``None``: never expires) also reads
-  nothing. Turns without timestamps never expire.
-- ``cost_usd``: cache reads + cache writes + output, per turn, at the turn's model's prices
-  (:mod:`pipeline.reports.prices`, the genai-prices snapshot, tier by the turn's context; a price that
-  has no cache-write or cache-read figure falls back as genai-prices does). Output tokens are
-  the estimate of the turn's own assistant rows (equal under every policy: a replay cannot
-  change what the agent wrote). ``cost_uncached_usd``: the same calls billed without caching.
-  A turn whose model has no price makes the session's cost NULL (``unpriced_turns``), never
-  $0. ``price_model`` prices every turn as one model instead (e.g. to compare with a paper).
-- ``evictions``, ``evicted_tokens``; ``at_risk_evictions`` -- a PROXY FOR REGRET: an evicted
-  item whose request-side path is named again by a call made at or after the eviction took
-  effect, or whose exact call (same tool, same input) is made again then. It cannot say whether
-  the agent would really have needed the content; it counts the times it came back for it.
-- ``protected_violations``: evictions of items no policy may touch -- anything that is not a
-  tool output (user / assistant / system text; ``clear_input`` only on a tool call), a
-  managed-memory read (:attr:`pipeline.policies.base.Item.memory_protected`), a result inside
-  the tail-protected exchanges when the chain has ``tail_protect`` before the evicting step, a
-  result of an ``exclude_tools`` tool of ``context_editing``. Must be 0; ``violations_json``
-  says which rule each one broke.
-- Where usage is recorded (the real transcript, so on the ``none`` row only): per-call usage
-  (``usage_scope = 'call'``) is matched to its turn, run totals (SWE-agent ``tokens_sent``) to
-  the whole session; ``recorded_input_tokens`` = input + cache writes + cache reads.
-  ``heuristic_error_pct`` = (heuristic context - recorded) / recorded over those turns;
-  ``estimate_error_pct`` uses the calibrated estimator
-  (:func:`pipeline.stages.calibrate.est_tokens_calibrated`, no anchor: the model's intercept stands in
-  for the system prompt) when ``token_calibration`` exists, else the heuristic; ``estimator``
-  names the one used.
+``replay(lake, policies=[...])`` plans every session under each policy with plan's session
+engine, walks its assistant turns and measures what each API call would have been sent
+(tokens, cache-aware cost, at-risk evictions, protected violations); rows go to
+``policy_eval`` and ``replay_turns``. The time model and every figure: docs/replay.md.
 """
 
 from __future__ import annotations

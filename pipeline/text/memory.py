@@ -1,9 +1,9 @@
 """Managed-memory classification of a path: ``project`` | ``user`` | ``team`` | ``none`` | ``escape``.
 
-The microcompact policy never clears a read of a managed-memory file (POLICIES.md). This
+The microcompact policy never clears a read of a managed-memory file (docs/policies.md). This
 module says whether a path is one, safely:
 
-Roots (:class:`MemoryRoots`, FORMATS.md "Memory files", plus config)
+Roots (:class:`MemoryRoots`, docs/formats.md "Memory files", plus config)
     *Project-relative* entries sit in a project directory: ``CLAUDE.md``,
     ``.claude/CLAUDE.md``, ``GEMINI.md`` (project) and the folder ``.qwen/team-memory/``
     (team). A project directory is the session cwd, one of its ancestors or one of its

@@ -1,4 +1,4 @@
-"""The reference token estimate of POLICIES.md, and token-aware truncation.
+"""The reference token estimate of docs/policies.md, and token-aware truncation.
 
 ``estimate_tokens(text) = ceil(cjk * 1.5) + ceil(non_cjk_len / 4)`` where ``cjk`` counts the
 characters in the CJK classes below and ``non_cjk_len`` is the length of the rest in UTF-16
@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-# The CJK classes of POLICIES.md: Unified Ideographs, Extension A, Compatibility Ideographs,
+# The CJK classes of docs/policies.md: Unified Ideographs, Extension A, Compatibility Ideographs,
 # CJK Symbols and Punctuation, Halfwidth and Fullwidth Forms. All in the BMP.
 CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x4E00, 0x9FFF),
@@ -82,7 +82,7 @@ def estimate_from_counts(cjk: int, utf16_len: int) -> int:
 
 
 def estimate_tokens(text: str | None) -> int:
-    """The POLICIES.md token estimate of one string; 0 for ``None`` or empty.
+    """The docs/policies.md token estimate of one string; 0 for ``None`` or empty.
 
     Agrees with the JavaScript reference on every string (tests: golden fixture from node,
     and 10,000+ random strings against the SQL macro).
@@ -98,7 +98,7 @@ def truncate_to_tokens(text: str | None, max_tokens: int) -> str:
     """The longest prefix of ``text`` whose estimate is ``<= max_tokens``, then ``"..."``.
 
     - Unchanged (no ``"..."``) when the whole text is already within budget; ``None`` -> ``""``.
-    - The ``"..."`` is NOT counted towards the budget, as in the reference (POLICIES.md:
+    - The ``"..."`` is NOT counted towards the budget, as in the reference (docs/policies.md:
       "the longest prefix whose estimate is <= max_tokens, then ..."): the prefix alone is
       within budget, the result may exceed it by the marker's share (at most 1 token).
     - The prefix is found by binary search over code points (the estimate is monotone in the
