@@ -10,3 +10,14 @@ result.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "open_lake"]
+
+
+def __getattr__(name: str):
+    # open_lake imports polars and DuckDB: only when asked for, so `ctxlake --version` stays light
+    if name == "open_lake":
+        from pipeline.api import open_lake
+
+        return open_lake
+    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

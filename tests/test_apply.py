@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL, ingest_paths, rows
+from tests.helpers.lake import REAL, ingest_paths, rows
 from pipeline.stages.apply import apply_policy, encode_json_string
 from pipeline.cli.commands import cli
 from pipeline.core.errors import UsageError

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO, copy_real, ingest_paths
+from tests.helpers.lake import REPO, copy_real, ingest_paths
 from pipeline.core import store as store_module
 from pipeline.stages.apply import apply_policy
 from pipeline.core.lake import Lake

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL, copy_real, ingest_paths
+from tests.helpers.lake import REAL, copy_real, ingest_paths
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,7 +42,7 @@ def _code(rng: random.Random, n: int) -> str:
     return "\n".join(f"def f{i}(x):\n    return x * {rng.randint(0, 999)}" for i in range(n))
 
 
-class SessionBuilder:
+class UsageTranscriptBuilder:
     """Writes a Claude Code session and computes, independently of the SQL, each call's
     context per class and the usage the synthetic model would record."""
 
@@ -123,10 +123,10 @@ class SessionBuilder:
             encoding="utf-8")
 
 
-def _synthetic_session(session_id: str, seed: int, partial_call: int | None = None) -> SessionBuilder:
+def _synthetic_session(session_id: str, seed: int, partial_call: int | None = None) -> UsageTranscriptBuilder:
     """Three turns of calls making 0 to 3 tool calls; call number ``partial_call`` records a
     partial output count (1 token)."""
-    b = SessionBuilder(session_id, seed)
+    b = UsageTranscriptBuilder(session_id, seed)
     rng = b.rng
 
     def partial() -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.core import sqlfiles
 from pipeline.stages.correlate import correlate
-from tests.conftest import REAL, ingest_paths
+from tests.helpers.lake import REAL, ingest_paths
 
 EXPECTED_CHECKS = {
     "checks/select_duplicate_message_seqs",

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from pipeline.cli.commands import cli
 from pipeline.core.config import load_config
 from pipeline.core.lake import Lake, default_lake, notebook_lake
-from tests.conftest import REAL, REPO, copy_real
+from tests.helpers.lake import REAL, REPO, copy_real
 
 CLAUDE = "claude_code/claude_session.jsonl"        # session 7f2abd2d-... and its sub-agent
 CODEX = "codex/codex_session.jsonl"

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from pipeline.core.lake import session_bucket
 from pipeline.stages.correlate import TOOL_PATHS, correlate
 from pipeline.text.memory import MemoryRoots
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 T0 = "2025-01-01T00:00:{:02d}Z"
 

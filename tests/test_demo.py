@@ -29,7 +29,7 @@ from pipeline.core.lake import Lake
 from pipeline.stages.plan import suggest
 from pipeline.text.tokens import estimate_tokens, text_counts
 
-from conftest import rows, scalar
+from tests.helpers.lake import rows, scalar
 
 SIZE = 2_000_000
 SEED = 11

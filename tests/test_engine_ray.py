@@ -24,7 +24,7 @@ from pipeline.stages import plan as plan_module  # noqa: E402
 from pipeline.cli.commands import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
-from conftest import REAL  # noqa: E402
+from tests.helpers.lake import REAL  # noqa: E402
 
 # run-specific columns: the run's id and clock, nothing the engine decides
 VOLATILE = {"run_id", "ingested_at", "started_at", "finished_at", "pid", "seconds"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 CLAUDE = REAL / "claude_code"
 

@@ -9,7 +9,7 @@ from pipeline.formats import detect
 from pipeline.formats.codex_cli import CodexCliReader
 from pipeline.formats.gemini_cli import GeminiCliJsonlReader
 from pipeline.stages.ingest import ingest
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 SAMPLE = REAL / "codex" / "codex_session.jsonl"
 

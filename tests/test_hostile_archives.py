@@ -30,7 +30,7 @@ from pipeline.stages.replay import replay
 from pipeline.core.store import PayloadStore
 from pipeline.stages.summarize import summarize
 from pipeline.stages.usage import usage_report
-from tests.conftest import REAL, rows, scalar
+from tests.helpers.lake import REAL, rows, scalar
 
 GOOD = REAL / "claude_code" / "claude_session.jsonl"       # 26 lines, one session
 GOOD_SESSION = "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9"

@@ -29,7 +29,7 @@ from pipeline.reports.html import build as html_build
 from pipeline.core.lake import Lake
 
 from browser import Browser, chromium_path
-from conftest import REAL
+from tests.helpers.lake import REAL
 
 ARTIFACTS = Path(__file__).resolve().parent / ".artifacts" / "html"
 MASKING = "observation_masking(window=10)"

@@ -11,7 +11,7 @@ import pytest
 from pipeline.core.errors import LakeLockedError
 from pipeline.stages.ingest import ingest
 from pipeline.core.lake import Lake
-from tests.conftest import REAL, rows, scalar
+from tests.helpers.lake import REAL, rows, scalar
 from tests.test_ingest_bad_input import SESSION, claude_line, write
 
 

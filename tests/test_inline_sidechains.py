@@ -15,7 +15,7 @@ from pipeline.stages.plan import plan
 from pipeline.stages.replay import replay
 from pipeline.stages.restore import restore
 from pipeline.stages.summarize import summarize
-from tests.conftest import REAL, ingest_paths, rows
+from tests.helpers.lake import REAL, ingest_paths, rows
 
 SID = "9a9a9a9a-0000-4000-8000-000000000001"
 BIG = "x" * 20000

@@ -11,7 +11,7 @@ from pipeline.core.config import Config, config_from_dict
 from pipeline.stages.correlate import correlate
 from pipeline.stages.plan import plan
 from pipeline.stages.replay import replay
-from tests.conftest import REAL, ingest_paths, rows
+from tests.helpers.lake import REAL, ingest_paths, rows
 
 HASH = "ab" * 32
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from pipeline.cli.commands import cli
 from pipeline.core.lake import Lake
 from pipeline.stages.nightly import run_nightly
-from tests.conftest import REAL, copy_real, scalar
+from tests.helpers.lake import REAL, copy_real, scalar
 
 
 def _tree_digest(root) -> dict[str, str]:

@@ -24,7 +24,7 @@ import pytest
 from pipeline.stages.ingest import ingest
 from pipeline.core.lake import Lake, detach_forked_worker
 from pipeline.stages.nightly import run_nightly
-from tests.conftest import REAL, copy_real, rows, scalar
+from tests.helpers.lake import REAL, copy_real, rows, scalar
 
 SAMPLES = ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",
            "codex/codex_session.jsonl", "mini_swe_agent/pvlib__pvlib-python-1606.traj.json")

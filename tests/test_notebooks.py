@@ -16,7 +16,7 @@ import pytest
 from nbclient import NotebookClient
 
 from pipeline.demo.archive import write_demo_archive
-from tests.conftest import REPO, ingest_paths
+from tests.helpers.lake import REPO, ingest_paths
 
 NOTEBOOKS = ("usage_analytics", "policy_evaluation")
 KERNEL = "ctxlake-test-python"

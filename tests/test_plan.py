@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL, ingest_paths, rows
+from tests.helpers.lake import REAL, ingest_paths, rows
 from pipeline.cli.commands import cli
 from pipeline.core.config import Config, config_from_dict
 from pipeline.core.errors import UsageError

@@ -8,7 +8,7 @@ import json
 from pipeline.core.config import Config
 from pipeline.stages.plan import plan_session_input
 from pipeline.policies.base import CONTEXT_EDIT_TEXT
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 from pipeline.text.tokens import estimate_tokens
 
 PLACEHOLDER_TOKENS = estimate_tokens(CONTEXT_EDIT_TEXT)

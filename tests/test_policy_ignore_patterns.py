@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import ingest_paths
+from tests.helpers.lake import ingest_paths
 from pipeline.core.config import config_from_dict
 from pipeline.core.errors import ConfigError, IgnorePatternWarning
 from pipeline.stages.plan import plan

@@ -9,7 +9,7 @@ import pytest
 from pipeline.core.config import Config
 from pipeline.core.errors import ConfigError
 from pipeline.stages.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 from pipeline.text.tokens import estimate_tokens
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.core.config import Config
 from pipeline.stages.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 from pipeline.policies.payload_prune import replacement_text
 from pipeline.text.tokens import estimate_tokens
 

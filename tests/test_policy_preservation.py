@@ -15,7 +15,7 @@ from pipeline.core.config import Config
 from pipeline.text.memory import MemoryRoots
 from pipeline.stages.plan import plan_session_input
 from pipeline.policies.base import SessionInput
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 
 FORCE = "microcompact(force_at_turn=[{turn}], idle_minutes=-1, size_chars=-1, keep_recent=1)"
 

@@ -7,7 +7,7 @@ import json
 
 from pipeline.core.config import Config
 from pipeline.stages.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 from pipeline.policies.strategic import box, one_line, suggestion_points
 
 TODO_DONE = {"todos": [{"content": "a", "status": "completed", "activeForm": "a"},

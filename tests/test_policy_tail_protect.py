@@ -8,7 +8,7 @@ import json
 
 from pipeline.core.config import Config
 from pipeline.stages.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 
 
 def exchange(b: SessionBuilder, user: str, assistant: str, at: float, reads: int = 2) -> list[str]:

@@ -11,7 +11,7 @@ from pipeline.cli.commands import cli
 from pipeline.core.errors import UsageError
 from pipeline.stages.recover import build_documents, memory_id, recover, recovery_file_name
 from pipeline.stages.summarize import summarize
-from tests.conftest import ingest_paths
+from tests.helpers.lake import ingest_paths
 
 
 class ClaudeTranscript:

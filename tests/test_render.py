@@ -43,7 +43,7 @@ def test_the_sql_table_view_shows_backslashes_and_brackets_exactly_as_stored(tmp
     from click.testing import CliRunner
 
     from pipeline.cli.commands import cli
-    from tests.conftest import copy_real, ingest_paths
+    from tests.helpers.lake import copy_real, ingest_paths
 
     lake, _ = ingest_paths(tmp_path, copy_real(tmp_path, "codex/codex_session.jsonl"))
     query = 'SELECT \'^\\[CRON\\]\' AS pattern, \'a[b]c\' AS "[col]"'

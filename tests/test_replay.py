@@ -1,6 +1,6 @@
 """Replay: context per turn, prompt-cache arithmetic, cost, at-risk and protected checks.
 
-Sessions are built in the test (pipeline.policies.builder) and every expected figure is worked
+Sessions are built in the test (tests.helpers.sessions) and every expected figure is worked
 out by hand in the comments; the real SWE-agent / mini-SWE-agent samples are checked against
 figures computed from the JSON files and from plain SQL over the lake's rows.
 """
@@ -18,11 +18,11 @@ from pipeline.stages.calibrate import TokenCalibration
 from pipeline.cli.commands import cli
 from pipeline.core.config import Config
 from pipeline.core.errors import UsageError
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 from pipeline.stages.replay import (
     CALIBRATED, HEURISTIC, PriceBook, TokenPrices, evaluate_evictions, replay, replay_session,
 )
-from tests.conftest import REAL, copy_real, ingest_paths, rows
+from tests.helpers.lake import REAL, copy_real, ingest_paths, rows
 
 # Claude Sonnet-like prices, per token: input 3, cache write 3.75, cache read 0.30, output 15
 # dollars per million tokens.

@@ -15,7 +15,7 @@ from pipeline.stages.replay import POLICY_EVAL, replay
 from pipeline.reports.replay_report import (
     choose_chart_session, comparison_table, markdown_table, write_report,
 )
-from tests.conftest import ingest_paths
+from tests.helpers.lake import ingest_paths
 
 SIX = ["none", "microcompact", "payload_prune", "context_editing",
        "observation_masking(window=10)", "strategic"]

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pipeline.cli.commands import cli
 from pipeline.core.errors import UsageError
 from pipeline.reports.report_tools import tool_usage
-from tests.conftest import ingest_paths
+from tests.helpers.lake import ingest_paths
 
 
 def _tokens(text: str) -> int:

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from conftest import copy_real, ingest_paths
+from tests.helpers.lake import copy_real, ingest_paths
 from pipeline.stages.apply import apply_policy
 from pipeline.cli.commands import cli
 from pipeline.core.errors import StoreError

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.core.errors import ConfigError
 from pipeline.stages.summarize import LogEntry, render_day, summarize, topic_of
-from tests.conftest import REAL, ingest_paths, scalar
+from tests.helpers.lake import REAL, ingest_paths, scalar
 from tests.test_recover import ClaudeTranscript
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REAL
+from tests.helpers.lake import REAL
 from pipeline.text import tokenizers as real
 from pipeline.core.errors import TokenizerUnavailableError, UsageError
 

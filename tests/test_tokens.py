@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from conftest import REAL, ingest_paths, rows
+from tests.helpers.lake import REAL, ingest_paths, rows
 from pipeline.core import sqlfiles
 from pipeline.core.lake import new_connection
 from pipeline.text.tokens import (

@@ -19,7 +19,7 @@ from pipeline.core.errors import UsageError
 from pipeline.stages.ingest import ingest
 from pipeline.stages.summarize import summarize
 from pipeline.stages.usage import usage_report
-from tests.conftest import REAL, claude_usage_calls, ingest_paths, rows
+from tests.helpers.lake import REAL, claude_usage_calls, ingest_paths, rows
 from tests.test_recover import ClaudeTranscript
 
 CLAUDE = REAL / "claude_code"

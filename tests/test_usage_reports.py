@@ -27,7 +27,7 @@ from pipeline.core.locations import discover_locations
 from pipeline.reports.prices import reference_cost
 from pipeline.stages.summarize import summarize
 from pipeline.stages.usage import blocks_report, refresh_usage, table_rows, usage_report
-from tests.conftest import REAL, claude_usage_calls, ingest_paths, rows
+from tests.helpers.lake import REAL, claude_usage_calls, ingest_paths, rows
 from tests.test_recover import ClaudeTranscript
 
 CLAUDE = REAL / "claude_code"
