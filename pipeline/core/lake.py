@@ -433,12 +433,9 @@ class Lake:
         write_marker(self.root, LAKE_MARKER, "a ctxlake lake: never read as a transcript archive\n")
         missing = [t for t in PART_TABLES if not (self.table_dir(t) / "_empty.parquet").exists()]
         if missing:
-            con = new_connection()
-            try:
+            with new_connection() as con:
                 self.write_parts(con, {t: staged_schema(t).empty_table() for t in PART_TABLES},
                                  "_empty", only=missing)
-            finally:
-                con.close()
         if not self.sources_path.exists():
             write_parquet_atomic(SOURCES.empty_table(), self.sources_path)
         if not self.runs_path.exists():
@@ -653,18 +650,12 @@ class Lake:
             # a private temp folder, then copy it into the lake
             with tempfile.TemporaryDirectory(prefix="ctxlake-views-") as folder:
                 built = Path(folder) / "ctxlake.duckdb"
-                con = new_connection(str(built))
-                try:
+                with new_connection(str(built)) as con:
                     self.create_views(con)
-                finally:
-                    con.close()
                 shutil.copyfile(built, tmp)
         else:
-            con = new_connection(str(tmp))
-            try:
+            with new_connection(str(tmp)) as con:
                 self.create_views(con)
-            finally:
-                con.close()
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, target)
         atomic_write_bytes(self.root / ".ctxlake.duckdb.views", self._views_fingerprint().encode())

@@ -82,7 +82,7 @@ def run_query(lake: Lake, query: str, params: list | None = None, *,
         con.close()
         con = new_connection()
         lake.create_views(con)
-    try:
+    with con:
         if not unsafe:
             reason = _refusal(con, query)
             if reason is not None:
@@ -98,5 +98,3 @@ def run_query(lake: Lake, query: str, params: list | None = None, *,
             return [], []
         columns = [d[0] for d in cur.description]
         return columns, cur.fetchall()
-    finally:
-        con.close()

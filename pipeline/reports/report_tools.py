@@ -46,12 +46,9 @@ def tool_usage(lake: Lake, *, since: date | None = None, until: date | None = No
     """
     if since and until and since > until:
         raise UsageError(f"--since {since} is after --until {until}")
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         cur = con.execute(sqlfiles.load("select_tool_usage"), {"since": since, "until": until})
         daily = sqlfiles.fetch_dicts(cur)
-    finally:
-        con.close()
     totals = {field: sum(row[field] for row in daily) for field in USAGE_FIELDS}
     grand = totals["est_tokens"]
     return {

@@ -67,8 +67,5 @@ def _candidates(con, session: str) -> list[str]:
 
 def resolve_session(lake: Lake, session: str) -> str:
     """The session id ``session`` names in ``lake`` (see the module docstring)."""
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         return resolve_session_id(con, session)
-    finally:
-        con.close()

@@ -75,8 +75,7 @@ class SessionView:
 def show_session(lake: Lake, session: str, *, policy: str | None = None) -> SessionView:
     """The transcript of ``session`` (id or unique prefix) with the evictions of every
     planned policy (or only ``policy``)."""
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         session_id = resolve_session_id(con, session)
         head = sqlfiles.fetch_dicts(con.execute(sqlfiles.load("select_show_session"),
                                                 {"session_id": session_id}))[0]
@@ -90,8 +89,6 @@ def show_session(lake: Lake, session: str, *, policy: str | None = None) -> Sess
                 evictions.setdefault((row["seq"], row["block_no"]), []).append(Eviction(
                     row["policy"], row["step"], row["action"], row["reason"], row["locator"],
                     row["tokens_before"], row["tokens_after"]))
-    finally:
-        con.close()
     blocks = [Block(r["seq"], r["block_no"], r["role"], r["kind"], r["timestamp"], r["model"],
                     r["text"], r["tool_name"], r["call_id"], r["is_error"], r["payload_bytes"],
                     r["est_tokens"], bool(r["is_sidechain"]), bool(r["is_meta"]),

@@ -622,8 +622,7 @@ def _policy_name(policy: str) -> str:
 
 def _load_inputs(lake: Lake, policy: str, session_id: str | None,
                  evictions: pa.Table | None) -> tuple[list[dict], list[dict]]:
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         views = {row[0] for row in con.execute(
             "SELECT table_name FROM information_schema.tables").fetchall()}
         if evictions is not None:
@@ -648,8 +647,6 @@ def _load_inputs(lake: Lake, policy: str, session_id: str | None,
                                  hint=f"run `ctxlake plan --policy {policy}` first")
         cur = con.execute(sqlfiles.load("select_apply_sources"), {"session_id": session_id})
         files = sqlfiles.fetch_dicts(cur)
-    finally:
-        con.close()
     return rows, files
 
 

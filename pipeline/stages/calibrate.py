@@ -404,8 +404,7 @@ def load_calls(lake: Lake, *, store_counts: bool = False,
 
 def _calls_table(lake: Lake, *, store_counts: bool, sessions: Iterable[str] | None) -> pa.Table:
     wanted = None if sessions is None else sorted(set(sessions))
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         con.execute(sqlfiles.load("create_table_calibration_rows"), {"session_ids": wanted})
         table = con.sql(sqlfiles.load("select_calibration_calls")).to_arrow_table()
         models = table.column("model").to_pylist()
@@ -415,8 +414,6 @@ def _calls_table(lake: Lake, *, store_counts: bool, sessions: Iterable[str] | No
         if real_models:
             texts = con.execute(sqlfiles.load("select_calibration_output_texts"),
                                 {"models": real_models}).fetchall()
-    finally:
-        con.close()
     keys = list(zip(table.column("session_id").to_pylist(), table.column("call_key").to_pylist()))
     encoding_of = {key: basis_of[model] for key, model in zip(keys, models)
                    if basis_of[model] != HEURISTIC}

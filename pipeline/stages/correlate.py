@@ -151,8 +151,7 @@ def correlate(lake: Lake, *, roots: MemoryRoots | None = None, home: str | None 
     started = time.perf_counter()
     classifier = Classifier(roots or MemoryRoots(), home=home)
     summary = CorrelateSummary()
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         candidates = con.sql(sqlfiles.load("select_tool_call_inputs"),
                              params={"pattern": CANDIDATE_PATTERN, "session_ids": wanted}
                              ).to_arrow_table()
@@ -163,8 +162,6 @@ def correlate(lake: Lake, *, roots: MemoryRoots | None = None, home: str | None 
         table = con.sql(sqlfiles.load("select_tool_paths"),
                         params={"session_ids": wanted}).to_arrow_table()
         con.unregister("found_paths")
-    finally:
-        con.close()
     table = table.cast(TOOL_PATHS)
     lake.write_session_rows("tool_paths", "all", table, wanted, sort_by=TOOL_PATHS_ORDER)
     distinct = _distinct_calls(found)
@@ -174,12 +171,9 @@ def correlate(lake: Lake, *, roots: MemoryRoots | None = None, home: str | None 
     summary.paths = found.num_rows
     summary.by_class = {name: classes.get(name, 0) for name in MEMORY_CLASSES}
     summary.calls_with_paths = distinct
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         statuses = con.execute(sqlfiles.load("select_tool_link_statuses"),
                                {"session_ids": wanted}).fetchall()
-    finally:
-        con.close()
     summary.statuses = {status: count for status, count, _ in statuses}
     summary.protected = sum(protected for _, _, protected in statuses)
     summary.seconds = round(time.perf_counter() - started, 3)

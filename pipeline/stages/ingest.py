@@ -987,12 +987,9 @@ def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) 
     ids = [r.source["source_id"] for r in results if r.records]
     if not ids:
         return []
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         with_messages = {row[0] for row in con.execute(
             sqlfiles.load("select_sources_with_content"), {"source_ids": ids}).fetchall()}
-    finally:
-        con.close()
     out = []
     for res in sorted(results, key=lambda r: r.path):
         if not res.records or res.source["source_id"] in with_messages:

@@ -212,14 +212,11 @@ def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str |
 
     ``info.first_user_text`` and ``ignored_by`` are filled by :func:`load_sessions` (the
     first prompt is read from the loaded rows, which saves a scan of every text)."""
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         rows = con.execute(sqlfiles.load("select_plan_sessions"),
                            {"session_id": session_id, "since": _since_value(since),
                             "session_ids": None if sessions is None else sorted(sessions)}
                            ).fetchall()
-    finally:
-        con.close()
     out = []
     for sid, fmt, project, branch, parent, _started, nbytes, n_messages in rows:
         if n_messages:
@@ -626,14 +623,11 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     classifier = _classifier(config)
     batches = _batches(rows, LOAD_BYTES)
     for batch in batches:
-        con = lake.connect()
-        try:
+        with lake.connect() as con:
             loaded = load_sessions(lake, batch, config, con=con,
                                    all_sessions=len(batches) == 1 and session_id is None
                                    and since is None and sessions is None)
             extra = batch_extra(con, batch) if batch_extra is not None else None
-        finally:
-            con.close()
         run.ignored += [r for r in loaded.rows if r.ignored_by is not None]
         wanted = [r for r in loaded.rows if r.ignored_by is None]
         run.todo += wanted

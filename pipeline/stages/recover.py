@@ -941,12 +941,9 @@ def build_documents(con, session_ids: list[str], memory_ids: dict[str, str] | No
 
 def recover(lake: Lake, session: str, *, out: Path | None = None) -> RecoveryDocument:
     """The recovery document of one session (id or unique prefix); written to ``out`` if given."""
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         session_id = resolve_session_id(con, session)
         document = build_documents(con, [session_id])[session_id]
-    finally:
-        con.close()
     if out is not None:
         atomic_write_bytes(Path(out), document.to_markdown().encode("utf-8"))
     return document

@@ -246,8 +246,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                                recovery_dir=str(recovery_dir))
     for folder in (log_dir, recovery_dir):
         refuse_symlinks(lake.root, folder, what="summaries folder")
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         summary.prices_written = _write_model_prices(lake, con)
         rows = _query(con, "select_session_log_rows", {})
         by_id = {row["session_id"]: row for row in rows}
@@ -352,8 +351,6 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                 gone = path.name not in expected_names if stale is None else path.name in stale
                 if gone and remove_own_file(path, RECOVERY_PREFIX):
                     summary.recovery_removed += 1
-    finally:
-        con.close()
     if summary.days_written or summary.recovery_written:
         # durability barrier for every file written above (one flush instead of one per file)
         sync_filesystems([lake.summaries_dir])

@@ -183,14 +183,11 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
                                 hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
     wanted = None if sessions is None else sorted(set(sessions))
     with lake.lock():
-        con = lake.connect()
-        try:
+        with lake.connect() as con:
             con.execute("SET enable_progress_bar = false")   # a nightly stage: no bar on stdout
             table = con.sql(sqlfiles.load("select_usage_call_rows_refreshed"),
                             params={"sessions": wanted}).to_arrow_table()
             covered = con.sql(sqlfiles.load("select_usage_call_sources")).to_arrow_table()
-        finally:
-            con.close()
         path = lake.write_derived(CALL_ROWS, "all", table)
         lake.write_derived(CALL_SOURCES, "all", covered)
         con = lake.connect()   # the views now read the rows just written

@@ -711,8 +711,7 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
     policy = policy or DEFAULT_POLICY
     filters = ", ".join(f"{k} {v}" for k, v in (("since", since), ("until", until),
                                                   ("project", project)) if v) or "all sessions"
-    con = lake.connect()
-    try:
+    with lake.connect() as con:
         con.execute(sqlfiles.load("set_progress_bar_off"))
         _ensure_optional_views(con)
         listed = _fetch(con, "select_html_sessions", {**bounds, "policy": policy})
@@ -796,7 +795,5 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
         for path in sorted(payload_dir.iterdir()):
             if path.suffix != ".html" or path.stem not in in_store:
                 writer.remove(path)
-    finally:
-        con.close()
     summary.seconds = time.perf_counter() - started
     return summary
