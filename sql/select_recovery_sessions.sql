@@ -1,17 +1,7 @@
 -- Facts of some sessions ($sessions) and their sub-agent sessions for recovery documents (last activity, project, counts)
-WITH wanted AS (
-    SELECT DISTINCT unnest(CAST($sessions AS VARCHAR[])) AS session_id
-),
-family AS (
+WITH summary AS (
     -- the sessions asked for and their sub-agents
-    SELECT session_id FROM wanted
-    UNION
-    SELECT DISTINCT session_info.session_id
-    FROM session_info
-    JOIN wanted ON session_info.parent_session_id = wanted.session_id
-),
-summary AS (
-    SELECT * FROM session_summary SEMI JOIN family USING (session_id)
+    SELECT * FROM session_summary_of(CAST($sessions AS VARCHAR[]), costs := false)
 ),
 files AS (
     SELECT source_id, mtime FROM sources

@@ -1,7 +1,10 @@
--- Top-level sessions (sub-agents are folded into their parent) with the daily-log figures: end time, counts, the estimate of the main thread's user/assistant text joined, and project and cost (with its sub-agents') for the optional follow-up line
-WITH top_level AS (
+-- Top-level sessions ($sessions, or all when NULL; sub-agents are folded into their parent) with the daily-log figures: end time, counts, the estimate of the main thread's user/assistant text joined, and project and cost (with its sub-agents') for the optional follow-up line (read only when $costs)
+WITH summary AS (
+    SELECT * FROM session_summary_of(CAST($sessions AS VARCHAR[]), costs := $costs)
+),
+top_level AS (
     SELECT session_id, started_at, ended_at, n_user, n_assistant, project
-    FROM session_summary
+    FROM summary
     WHERE parent_session_id IS NULL
 ),
 costs AS (
@@ -9,7 +12,7 @@ costs AS (
     SELECT coalesce(parent_session_id, session_id) AS session_id,
            sum(cost_usd) AS cost_usd,
            bool_or(len(coalesce(unpriced_models, [])) > 0) AS unpriced
-    FROM session_summary
+    FROM summary
     GROUP BY ALL
 ),
 text_rows AS (
@@ -18,7 +21,8 @@ text_rows AS (
     SELECT m.session_id, sum(m.cjk_count) AS cjk, sum(utf16_length(m.text)) AS utf16
     FROM messages AS m
     SEMI JOIN top_level USING (session_id)
-    WHERE m.role IN ('user', 'assistant')
+    WHERE ($sessions IS NULL OR list_contains(CAST($sessions AS VARCHAR[]), m.session_id))
+      AND m.role IN ('user', 'assistant')
       AND m.kind = 'text'
       AND NOT coalesce(m.is_sidechain, false)
       AND NOT coalesce(m.is_demo, false)

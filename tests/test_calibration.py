@@ -798,11 +798,13 @@ def without_the_extra(monkeypatch):
 
     tokenizers._tiktoken_encoding.cache_clear()
     tokenizers._claude_tokenizer.cache_clear()
+    tokenizers.available.cache_clear()
     monkeypatch.setitem(sys.modules, "tiktoken", None)
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     yield
     tokenizers._tiktoken_encoding.cache_clear()
     tokenizers._claude_tokenizer.cache_clear()
+    tokenizers.available.cache_clear()
 
 
 def test_codex_output_rows_are_counted_with_o200k_base(real_mixed_lake):

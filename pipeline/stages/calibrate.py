@@ -95,12 +95,9 @@ def _fit_key(direction: str, basis: str = HEURISTIC) -> str:
 
 
 def tokenizer_available(encoding: str) -> bool:
-    """Whether the ``tokenizers`` extra can count ``encoding`` here (loaded once, cached)."""
-    try:
-        tokenizers.get_tokenizer(encoding)
-    except TokenizerUnavailableError:
-        return False
-    return True
+    """Whether the ``tokenizers`` extra can count ``encoding`` here (installed: the
+    tokenizer itself is loaded only when a text not counted before needs it)."""
+    return encoding in tokenizers.ENCODINGS and tokenizers.available(encoding)
 
 
 def output_basis(model: str | None) -> str:
@@ -466,8 +463,10 @@ def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict],
     everything, pooled_factors = pooled[key]
     observations = [o for o in everything if model == ALL_MODELS or o.model == model]
     factors = fit_model_factors(everything, model, key, with_overhead=True, pooled=pooled_factors)
-    intercept = fit_intercept(observations, factors)
-    fitted = _centred(observations, prompt)
+    # fit_intercept and _centred, vectorised with the same floating-point operations
+    intercept = (_intercept(_ThreadOverheads.of(observations, key), factors,
+                            np.empty(0, dtype=np.int64)) if observations else None)
+    fitted, _y = _centred_arrays(observations, prompt, len(FEATURES[key]))
     until = max((c["timestamp"] for c in model_calls if c["timestamp"] is not None), default=None)
     return [{
         "model": model, "direction": direction, "content_class": content_class,
@@ -475,7 +474,7 @@ def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict],
         "intercept": None if intercept is None else round(intercept, 3),
         "n_calls": len(model_calls), "n_fit_calls": len(fitted),
         "n_sessions": len({c["group_id"] for c in model_calls}),
-        "class_tokens": int(sum(abs(x[i]) for x, _y in fitted)),
+        "class_tokens": int(sum(abs(v) for v in fitted[:, i].tolist())),
         "data_until": until, "basis": basis or HEURISTIC,
     } for i, content_class in enumerate(FEATURES[key])]
 

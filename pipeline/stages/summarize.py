@@ -248,7 +248,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         refuse_symlinks(lake.root, folder, what="summaries folder")
     with lake.connect() as con:
         summary.prices_written = _write_model_prices(lake, con)
-        rows = _query(con, "select_session_log_rows", {})
+        rows = _query(con, "select_session_times", {})
         by_id = {row["session_id"]: row for row in rows}
         asked = None if sessions is None else sorted(set(sessions))
         root_of = {} if asked is None else _root_map(con, asked)
@@ -278,6 +278,9 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                     days.add(day_of[s])
             considered = sorted(s for s in by_id if s in touched or day_of.get(s) in days)
 
+        # the log figures of the sessions on the days rebuilt (all of them on a full run)
+        figures = {row["session_id"]: row for row in _query(con, "select_session_log_rows", {
+            "sessions": None if touched is None else considered, "costs": log_details})}
         prompts = _prompts(con, considered)
         ignored = set()
         from pipeline.policies.ignore_patterns import matching_pattern
@@ -297,7 +300,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
             day = day_of.get(session_id)
             if session_id in ignored or day not in per_day:
                 continue
-            row = by_id[session_id]
+            row = figures[session_id]
             per_day[day].append(LogEntry(
                 session_id, row["ended_at"] or row["started_at"], time_of[session_id],
                 topic_of(topics.get(session_id, [])), int(row["n_user"]),

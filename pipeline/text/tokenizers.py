@@ -28,6 +28,7 @@ import gzip
 import hashlib
 import importlib.util
 import re
+import sys
 import threading
 import types
 from pathlib import Path
@@ -141,6 +142,24 @@ def _claude_tokenizer() -> Any:
             "this anthropic package has no tokenizer.json (it shipped up to 0.34.0)",
             path=str(path), hint=f"install the extra, which pins anthropic==0.34.0: {INSTALL_HINT}")
     return tokenizers.Tokenizer.from_file(str(path))
+
+
+@functools.cache
+def available(encoding: str) -> bool:
+    """Whether ``encoding`` can be counted here: its packages and data file are installed.
+    Checked without loading the tokenizer (0.3-0.7 s each), which happens on first use."""
+    if any(name in sys.modules and sys.modules[name] is None for name in ("tiktoken", "tokenizers")
+           if (name == "tokenizers") == (encoding == "claude")):
+        return False    # imports blocked (a test's stand-in for the missing extra)
+    try:
+        if encoding == "claude":
+            _package_dir("tokenizers")
+            return (_package_dir("anthropic") / "tokenizer.json").is_file()
+        _package_dir("tiktoken")
+        bpe_file(encoding)
+    except TokenizerUnavailableError:
+        return False
+    return importlib.util.find_spec("tiktoken_ext.openai_public") is not None
 
 
 def get_tokenizer(encoding: str) -> Any:
