@@ -237,20 +237,8 @@ def build_dataset(calls: list[dict]) -> Dataset:
 
 
 def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
-    """Gaussian elimination with partial pivoting (the system is small and ridge-regularised)."""
-    n = len(vector)
-    a = [row[:] + [vector[i]] for i, row in enumerate(matrix)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
-        a[col], a[pivot] = a[pivot], a[col]
-        for r in range(col + 1, n):
-            ratio = a[r][col] / a[col][col]
-            for k in range(col, n + 1):
-                a[r][k] -= ratio * a[col][k]
-    out = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        out[r] = (a[r][n] - sum(a[r][k] * out[k] for k in range(r + 1, n))) / a[r][r]
-    return out
+    """The solution of the small ridge-regularised normal equations (LAPACK, partial pivoting)."""
+    return np.linalg.solve(np.array(matrix, dtype=float), np.array(vector, dtype=float)).tolist()
 
 
 def _dot(f: Iterable[float], x: Iterable[float]) -> float:
