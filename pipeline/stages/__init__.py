@@ -2,7 +2,7 @@
 
     ingest -> (flags) -> correlate -> calibrate -> plan -> apply -> summarize (+ recover) -> usage
 
-``nightly`` runs them through the ledger; ``replay`` re-plans the archive under several policies
-with plan's session engine; ``restore`` undoes ``apply``; ``engine`` runs chunks of a stage
-locally or as Ray tasks. See docs/architecture.md.
+``flags`` writes ``sessions.ignored``; ``nightly`` runs them through the ledger; ``replay``
+re-plans the archive under several policies with plan's session engine; ``restore`` undoes
+``apply``; ``engine`` runs chunks of a stage locally or as Ray tasks. See docs/architecture.md.
 """

@@ -33,7 +33,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import pyarrow as pa
 
 from pipeline import __version__
 
@@ -43,10 +42,9 @@ from pipeline.stages.engine import resolve as resolve_engine
 from pipeline.core.lake import Lake
 from pipeline.core.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
                              pending)
+from pipeline.stages.flags import SESSION_FLAGS, flag_ignored_sessions
 
 DEFAULT_POLICIES = ("payload_prune+microcompact",)
-SESSION_FLAGS = pa.schema([("session_id", pa.string()), ("ignored", pa.bool_()),
-                           ("ignored_by", pa.string())])
 # bumped when a stage's output format changes: every item is redone under the new one
 LAYOUT = 1
 
@@ -126,26 +124,6 @@ def _scope(owed: Owed) -> list[str] | None:
 # ---------------------------------------------------------------------------------------
 # The stages
 # ---------------------------------------------------------------------------------------
-def flag_ignored_sessions(lake: Lake, patterns, *, sessions=None) -> int:
-    """Write ``session_flags`` (the ``sessions.ignored`` flag) for ``sessions`` (None: all):
-    sessions whose first real user message matches an ``ignore_patterns`` regex stay in the
-    lake, flagged. Returns how many of them are ignored."""
-    from pipeline.policies.ignore_patterns import compile_patterns, matching_pattern
-
-    compiled = compile_patterns(patterns)
-    with lake.connect() as con:
-        found = con.execute(sqlfiles.load("select_session_first_prompts"),
-                            {"session_ids": None if sessions is None else list(sessions)}
-                            ).fetchall()
-    rows = []
-    for session_id, first_user_text in found:
-        matched = matching_pattern(first_user_text, compiled)
-        rows.append({"session_id": session_id, "ignored": matched is not None, "ignored_by": matched})
-    lake.write_session_rows("session_flags", "all", pa.Table.from_pylist(rows, schema=SESSION_FLAGS),
-                            sessions, sort_by=["session_id"])
-    return sum(1 for row in rows if row["ignored"])
-
-
 @dataclasses.dataclass
 class NightlySettings:
     config: Config
