@@ -58,8 +58,8 @@ from pipeline.core.lake import Lake, detach_forked_worker, glob_escape, holds_la
 from pipeline.policies.base import (
     PolicyOutput, SessionInfo, SessionInput, slice_lists, table_lists,
 )
-from pipeline.policies.ignore_patterns import matching_pattern
 from pipeline.core.schema import EVICTIONS, PLANS
+from pipeline.stages.flags import first_prompt_matches
 
 __all__ = ["ChunkRun", "PlanSummary", "SessionPlan", "plan", "plan_many", "plan_session_input",
            "run_session_chunks", "session_plan_tables", "iter_session_inputs",
@@ -240,7 +240,8 @@ class LoadedSessions:
 def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None = None, *,
                   con=None, all_sessions: bool = False) -> LoadedSessions:
     """The rows of ``rows``' sessions: one ordered scan per table, then (vectorised) inline
-    sidechain rows dropped, each session's first prompt read and ``ignore_patterns`` applied.
+    sidechain rows dropped; each session's first prompt and ``ignore_patterns`` verdict are
+    the flags stage's (:func:`pipeline.stages.flags.first_prompt_matches`).
 
     Inline sidechain rows are those with ``is_sidechain`` in a session that also has main-chain
     rows; a session made only of sidechain rows is a sub-agent's own (kept whole).
@@ -256,6 +257,8 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
         read_paths: dict[str, list[tuple]] = {}
         for row in con.execute(sqlfiles.load("select_session_read_paths"), params).fetchall():
             read_paths.setdefault(row[0], []).append(row)
+        first = first_prompt_matches(con, (config or Config()).compiled_ignore_patterns(),
+                                     params["session_ids"])
     finally:
         if own:
             con.close()
@@ -272,20 +275,11 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
             results = results.sort_by([("session_id", "ascending"), ("seq", "ascending")])
     messages = messages.drop_columns(["is_sidechain"])
     messages, calls, results = (t.combine_chunks() for t in (messages, calls, results))
-    # first real user message of each session (rows are in seq order)
-    prompts = messages.select(["session_id", "text"]).filter(
-        pc.fill_null(messages.column("is_prompt"), False))
-    first_text: dict[str, str] = {}
-    for sid, text in zip(prompts.column("session_id").to_pylist(),
-                         prompts.column("text").to_pylist()):
-        first_text.setdefault(sid, text)
-    compiled = (config or Config()).compiled_ignore_patterns()
     kept = []
     for row in rows:
-        text = first_text.get(row.session_id)
-        info = replace(row.info, first_user_text=text)
-        kept.append(SessionRow(row.session_id, info, row.text_bytes,
-                               matching_pattern(text, compiled)))
+        text, matched = first.get(row.session_id, (None, None))
+        kept.append(SessionRow(row.session_id, replace(row.info, first_user_text=text),
+                               row.text_bytes, matched))
     return LoadedSessions(kept, messages, calls, results,
                           {"messages": _slices(messages), "calls": _slices(calls),
                            "results": _slices(results)}, read_paths)

@@ -281,13 +281,9 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         # the log figures of the sessions on the days rebuilt (all of them on a full run)
         figures = {row["session_id"]: row for row in _query(con, "select_session_log_rows", {
             "sessions": None if touched is None else considered, "costs": log_details})}
-        prompts = _prompts(con, considered)
-        ignored = set()
-        from pipeline.policies.ignore_patterns import matching_pattern
-        for session_id in considered:
-            texts = prompts.get(session_id, [])
-            if compiled and matching_pattern(texts[0] if texts else None, compiled):
-                ignored.add(session_id)
+        from pipeline.stages.flags import first_prompt_matches
+        ignored = {session_id for session_id, (_text, matched)
+                   in first_prompt_matches(con, compiled, considered).items() if matched} if compiled else set()
         summary.sessions_considered = len(considered)
         summary.sessions_ignored = len(ignored)
         summary.ignored_session_ids = sorted(ignored)
@@ -372,16 +368,6 @@ def _root_map(con, session_ids: list[str]) -> dict[str, str]:
         return {}
     rows = _query(con, "select_session_parents", {"sessions": session_ids})
     return {row["session_id"]: row["root_session_id"] for row in rows}
-
-
-def _prompts(con, session_ids: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    if not session_ids:
-        return out
-    rows = _query(con, "select_session_prompts", {"sessions": session_ids, "limit": PROMPTS_PER_SESSION})
-    for row in rows:
-        out.setdefault(row["session_id"], []).append(row["text"])
-    return out
 
 
 def _days_between(start: datetime | None, end: datetime | None, zone) -> set[str]:
