@@ -32,7 +32,6 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -56,7 +55,7 @@ EXTRA_VIEWS: list[str] = [
 
 
 # per lake root: (views key, the in-memory database holding the lake's views)
-_VIEWS: dict[str, tuple[tuple, duckdb.DuckDBPyConnection]] = {}
+_VIEWS: dict[str, tuple[tuple, "duckdb.DuckDBPyConnection"]] = {}
 # lakes whose lock this process holds (path -> depth): the lock is re-entrant in-process
 _HELD: dict[str, int] = {}
 # the open lock files behind _HELD (a forked worker lets go of its copies)
@@ -265,6 +264,8 @@ def _rows_not_of(table: pa.Table, sessions: set[str], schema: pa.Schema) -> pa.T
 
 def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     """A DuckDB connection in UTC with the token macros of ``sql/`` (in memory by default)."""
+    import duckdb   # imported on first use: a run with nothing to do never needs it
+
     con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
     for name in MACROS:

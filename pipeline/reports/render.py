@@ -166,12 +166,12 @@ def byte_progress(description: str) -> Iterator:
 @contextlib.contextmanager
 def step_progress(description: str) -> Iterator:
     """A progress callback ``(done, total)`` counting items, quiet when not a TTY."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     if quiet() or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeRemainingColumn(),
                   console=Console(stderr=True), transient=True) as bar:
@@ -187,12 +187,12 @@ def step_progress(description: str) -> Iterator:
 def stage_progress() -> Iterator:
     """A factory ``stage(name) -> callback(done, total)``: one bar per pipeline stage on
     stderr, quiet (the factory returns None) when stderr is not a terminal."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     if quiet() or not sys.stderr.isatty():
         yield lambda name: None
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     with Progress("[progress.description]{task.description:<10}", BarColumn(),
                   MofNCompleteColumn(), TimeRemainingColumn(),
                   console=Console(stderr=True), transient=True) as bar:

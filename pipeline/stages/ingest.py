@@ -123,48 +123,63 @@ def superseded_by(path: str, fmt: str | None) -> str | None:
     return None
 
 
-def own_folder(path: Path) -> str | None:
+def own_folder(path: Path, names: set[str] | None = None) -> str | None:
     """What ctxlake wrote at folder ``path`` ("lake" or "output" folder), or None: a folder
     holding one of ctxlake's marker files, or a lake made before the markers (its
-    ``sources.parquet`` beside ``tables/``)."""
+    ``sources.parquet`` beside ``tables/``). ``names``: the folder's listing, when known
+    (nothing is looked up for a name it does not hold)."""
     for marker, kind in ((LAKE_MARKER, "lake"), (OUTPUT_MARKER, "output")):
-        if os.path.lexists(path / marker):
+        if (names is None or marker in names) and os.path.lexists(path / marker):
             return kind
-    if os.path.isfile(path / "sources.parquet") and os.path.isdir(path / "tables"):
+    if (names is None or {"sources.parquet", "tables"} <= names) \
+            and os.path.isfile(path / "sources.parquet") and os.path.isdir(path / "tables"):
         return "lake"
     return None
 
 
-def _walk(root: Path) -> Iterable[tuple[Path, bool, str | None]]:
-    """(path, is_symlink, problem) for every regular file or symlink below ``root`` (links not
-    followed); a folder that cannot be listed comes as (folder, False, why); a lake or output
-    folder of ctxlake as (folder, False, "own:<kind>") and is not entered."""
+def _walk(root: Path) -> Iterable[tuple[Path, bool, str | None, os.stat_result | None]]:
+    """(path, is_symlink, problem, stat) for every regular file or symlink below ``root``
+    (links not followed; ``stat``: the file's own, read with the folder listing, or None);
+    a folder that cannot be listed comes as (folder, False, why, None); a lake or output
+    folder of ctxlake as (folder, False, "own:<kind>", None) and is not entered. Folders are
+    visited depth first in name order, each folder's files before its sub-folders (as
+    ``os.walk`` would, with one ``scandir`` per folder and no stat a listing already gives)."""
     if root.is_file() or root.is_symlink() and not root.is_dir():
-        yield root, root.is_symlink(), None
+        yield root, root.is_symlink(), None, None
         return
-    errors: list[OSError] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=errors.append):
-        while errors:
-            err = errors.pop(0)
-            yield Path(err.filename or dirpath), False, \
-                f"cannot read folder: {err.strerror or err}: its files are not read"
-        base = Path(dirpath)
-        kind = own_folder(base)
-        if kind is not None:
-            dirnames[:] = []
-            yield base, False, f"own:{kind}"
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as err:
+            yield Path(err.filename or folder), False, \
+                f"cannot read folder: {err.strerror or err}: its files are not read", None
             continue
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = base / name
-            yield path, path.is_symlink(), None
-        for name in dirnames:
-            path = base / name
-            if path.is_symlink():
-                yield path, True, None
-    for err in errors:
-        yield Path(err.filename or root), False, \
-            f"cannot read folder: {err.strerror or err}: its files are not read"
+        kind = own_folder(folder, {entry.name for entry in entries})
+        if kind is not None:
+            yield folder, False, f"own:{kind}", None
+            continue
+        files, folders = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()     # follows a symlink, as os.walk sorts them
+            except OSError:
+                is_dir = False
+            (folders if is_dir else files).append(entry)
+        for entry in sorted(files, key=lambda e: e.name):
+            link = entry.is_symlink()
+            st = None
+            if not link:
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+            yield Path(entry.path), link, None, st
+        folders.sort(key=lambda e: e.name)
+        for entry in folders:
+            if entry.is_symlink():
+                yield Path(entry.path), True, None, None
+        stack.extend(Path(entry.path) for entry in reversed(folders) if not entry.is_symlink())
 
 
 def _file_kind(mode: int) -> str | None:
@@ -202,7 +217,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
             named.add(str(root_abs))
         root_real = Path(os.path.realpath(root))
         base_dir = root_abs if root_abs.is_dir() else root_abs.parent
-        for path, is_link, problem in _walk(root_abs):
+        for path, is_link, problem, listed in _walk(root_abs):
             abspath = str(path)
             if abspath in seen:
                 continue
@@ -238,7 +253,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                     unrecognized.append(abspath)
                 continue
             try:
-                st = path.stat()
+                st = listed or path.stat()
             except OSError as exc:
                 tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
                                       problem=f"cannot stat file: {exc.strerror or exc}"))

@@ -33,16 +33,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-
 from pipeline import __version__
-
 from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
 from pipeline.stages.engine import resolve as resolve_engine
 from pipeline.core.lake import Lake
 from pipeline.core.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
                              pending)
-from pipeline.stages.flags import SESSION_FLAGS, flag_ignored_sessions
 
 DEFAULT_POLICIES = ("payload_prune+microcompact",)
 # bumped when a stage's output format changes: every item is redone under the new one
@@ -140,13 +137,9 @@ class NightlySettings:
 
 def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                    progress: Progress, results: dict) -> list[tuple[Stage, tuple[str, ...]]]:
-    """The stages after ingest, in order, each with the stages it cannot run without."""
-    from pipeline.stages.apply import apply_policy
-    from pipeline.stages.calibrate import calibrate
-    from pipeline.stages.correlate import correlate
-    from pipeline.stages.plan import plan_many
-    from pipeline.stages.summarize import summarize
-
+    """The stages after ingest, in order, each with the stages it cannot run without.
+    Each stage's module is imported by its work, when it owes some (a night with nothing
+    new imports none of them)."""
     config = settings.config
     patterns = list(config.ignore_patterns)
     flags_settings = {"ignore_patterns": patterns, "layout": LAYOUT}
@@ -154,14 +147,20 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
     correlate_settings = {"roots": repr(roots), "home": os.path.expanduser("~"), "layout": LAYOUT}
 
     def flags_work(owed: Owed, commit):
+        from pipeline.stages.flags import flag_ignored_sessions
+
         results["sessions_ignored"] = flag_ignored_sessions(lake, patterns, sessions=_scope(owed))
         commit(_all_done(owed))
 
     def correlate_work(owed: Owed, commit):
+        from pipeline.stages.correlate import correlate
+
         results["correlate"] = correlate(lake, roots=roots, sessions=_scope(owed))
         commit(_all_done(owed))
 
     def calibrate_work(owed: Owed, commit):
+        from pipeline.stages.calibrate import calibrate
+
         results["calibration"] = calibrate(lake, sessions=_scope(owed))
         commit(_all_done(owed))
 
@@ -179,6 +178,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
         target_root = settings.out_dir / resolved.key
 
         def plan_work(owed: Owed, commit, spec=spec):
+            from pipeline.stages.plan import plan_many
+
             summary, = plan_many(lake, policies=[spec], config=config, sessions=_scope(owed),
                                  progress=progress("plan"), workers=settings.workers)
             results.setdefault("plans", []).append(summary)
@@ -193,6 +194,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                 for source_id, fp in inputs.files().items()}
 
         def apply_work(owed: Owed, commit, spec=spec, target_root=target_root):
+            from pipeline.stages.apply import apply_policy
+
             removed = _remove_outputs(owed, target_root)
             summary = apply_policy(lake, policy=spec, out=settings.out_dir,
                                    source_ids=None if owed.full else owed.todo,
@@ -215,6 +218,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                           **({"log_details": True} if config.log_details else {})}
 
     def summarize_work(owed: Owed, commit):
+        from pipeline.stages.summarize import summarize
+
         days = set()
         for item in set(owed.todo) | set(owed.removed):
             detail = _detail(owed.recorded.get(item))
@@ -242,14 +247,14 @@ def _usage_stage(lake: Lake, inputs: LakeInputs, results: dict) -> tuple[Stage, 
     once across the lake with their cost, the 15-minute sums): ``pipeline.stages.usage.refresh_usage``."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from pipeline.stages.usage import refresh_usage
-
     try:
         prices = version("genai-prices")
     except PackageNotFoundError:
         prices = None
 
     def usage_work(owed: Owed, commit):
+        from pipeline.stages.usage import refresh_usage
+
         results["usage"] = refresh_usage(lake, sessions=_scope(owed))
         commit(_all_done(owed))
 
@@ -261,13 +266,13 @@ def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, resul
                 summarize_settings: dict) -> tuple[Stage, tuple[str, ...]]:
     """``[report] html = true``: the HTML report under ``<lake>/html``, its session pages
     rendered again only for the sessions that changed (the overview pages every time)."""
-    from pipeline.reports.html import render_html
-
     policy = settings.config.resolve(settings.policies[0]).name
     plan_name = f"plan:{policy}"
     out = lake.root / "html"
 
     def html_work(owed: Owed, commit):
+        from pipeline.reports.html import render_html
+
         results["html"] = render_html(lake, out, sessions=None if owed.full else owed.todo,
                                       policy=policy, tz=settings.tz)
         commit(_all_done(owed))
@@ -399,6 +404,15 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                 report = runner.run(stage, blocked_by=needs)
                 if report.error:
                     warnings.append(f"{report.stage}: {report.error}")
+            # the stages made new derived tables: the persisted views follow now, so the
+            # next night does not pay for it
+            if not lake.duckdb_file_current():
+                import duckdb
+
+                try:
+                    lake.write_duckdb_file()
+                except (OSError, duckdb.Error) as error:
+                    warnings.append(f"ctxlake.duckdb not refreshed: {error}")
         except BaseException as error:
             lake.record_run({"run_id": run_id, "finished_at": datetime.now(timezone.utc),
                              "status": "interrupted" if isinstance(error, KeyboardInterrupt)
@@ -438,6 +452,8 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
 
 
 def _ignored_count(lake: Lake) -> int:
+    from pipeline.stages.flags import SESSION_FLAGS
+
     flags = lake.read_derived("session_flags", "all", SESSION_FLAGS)
     return sum(1 for value in flags.column("ignored").to_pylist() if value)
 
