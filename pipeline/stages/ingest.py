@@ -137,7 +137,7 @@ def own_folder(path: Path, names: set[str] | None = None) -> str | None:
     return None
 
 
-def _walk(root: Path) -> Iterable[tuple[Path, bool, str | None, os.stat_result | None]]:
+def _walk(root: Path) -> Iterable[tuple[str, bool, str | None, os.stat_result | None]]:
     """(path, is_symlink, problem, stat) for every regular file or symlink below ``root``
     (links not followed; ``stat``: the file's own, read with the folder listing, or None);
     a folder that cannot be listed comes as (folder, False, why, None); a lake or output
@@ -145,19 +145,19 @@ def _walk(root: Path) -> Iterable[tuple[Path, bool, str | None, os.stat_result |
     visited depth first in name order, each folder's files before its sub-folders (as
     ``os.walk`` would, with one ``scandir`` per folder and no stat a listing already gives)."""
     if root.is_file() or root.is_symlink() and not root.is_dir():
-        yield root, root.is_symlink(), None, None
+        yield str(root), root.is_symlink(), None, None
         return
-    stack = [root]
+    stack = [str(root)]
     while stack:
         folder = stack.pop()
         try:
             with os.scandir(folder) as listing:
                 entries = list(listing)
         except OSError as err:
-            yield Path(err.filename or folder), False, \
+            yield os.fspath(err.filename or folder), False, \
                 f"cannot read folder: {err.strerror or err}: its files are not read", None
             continue
-        kind = own_folder(folder, {entry.name for entry in entries})
+        kind = own_folder(Path(folder), {entry.name for entry in entries})
         if kind is not None:
             yield folder, False, f"own:{kind}", None
             continue
@@ -174,12 +174,12 @@ def _walk(root: Path) -> Iterable[tuple[Path, bool, str | None, os.stat_result |
             if not link:
                 with contextlib.suppress(OSError):
                     st = entry.stat(follow_symlinks=False)
-            yield Path(entry.path), link, None, st
+            yield entry.path, link, None, st
         folders.sort(key=lambda e: e.name)
         for entry in folders:
             if entry.is_symlink():
-                yield Path(entry.path), True, None, None
-        stack.extend(Path(entry.path) for entry in reversed(folders) if not entry.is_symlink())
+                yield entry.path, True, None, None
+        stack.extend(entry.path for entry in reversed(folders) if not entry.is_symlink())
 
 
 def _file_kind(mode: int) -> str | None:
@@ -217,12 +217,13 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
             named.add(str(root_abs))
         root_real = Path(os.path.realpath(root))
         base_dir = root_abs if root_abs.is_dir() else root_abs.parent
-        for path, is_link, problem, listed in _walk(root_abs):
-            abspath = str(path)
+        prefix = os.path.join(str(base_dir), "")
+        for abspath, is_link, problem, listed in _walk(root_abs):
             if abspath in seen:
                 continue
             seen.add(abspath)
-            rel = os.path.relpath(abspath, base_dir)
+            rel = abspath[len(prefix):] if abspath.startswith(prefix) \
+                else os.path.relpath(abspath, base_dir)
             if problem is not None and problem.startswith("own:"):
                 own.append(f"{shown_path(abspath)} (a ctxlake {problem[4:]} folder: not read)")
                 continue
@@ -237,12 +238,12 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                                       known.get(shown), problem=problem))
                 continue
             if is_link:
-                target = Path(os.path.realpath(path))
+                target = Path(os.path.realpath(abspath))
                 if target == root_real or root_real in target.parents:
                     if target.is_dir():
                         continue  # its files are read where they are, inside the archive
                 else:
-                    st = path.lstat()
+                    st = os.lstat(abspath)
                     tasks.append(FileTask(abspath, str(root_abs), rel, None, st.st_size,
                                           st.st_mtime_ns, known.get(abspath),
                                           problem=f"symlink leads outside the archive root "
@@ -253,7 +254,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                     unrecognized.append(abspath)
                 continue
             try:
-                st = listed or path.stat()
+                st = listed or os.stat(abspath)
             except OSError as exc:
                 tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
                                       problem=f"cannot stat file: {exc.strerror or exc}"))

@@ -33,6 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+import orjson
+
 from pipeline import __version__
 from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
@@ -287,18 +289,39 @@ def _detail(row: dict | None) -> dict:
     if not row or not row.get("detail"):
         return {}
     try:
-        value = json.loads(row["detail"])
-    except ValueError:
+        value = orjson.loads(row["detail"])
+    except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
 
 
+class _Listings:
+    """Whether files exist, from one listing per folder (not a stat per file): the nightly
+    job checks every output it ever wrote, each night."""
+
+    def __init__(self):
+        self._names: dict[str, set[str]] = {}
+
+    def has(self, path: str | Path) -> bool:
+        folder, name = os.path.split(os.fspath(path))
+        names = self._names.get(folder)
+        if names is None:
+            try:
+                with os.scandir(folder) as listing:
+                    names = {entry.name for entry in listing if entry.is_file()}
+            except OSError:
+                names = set()
+            self._names[folder] = names
+        return name in names
+
+
 def _missing_outputs(rows: dict[str, dict]) -> set[str]:
     """Files whose pruned output is gone (or was never written)."""
+    listings = _Listings()
     missing = set()
     for item, row in rows.items():
         output = _detail(row).get("output")
-        if output and not os.path.isfile(output):
+        if output and not listings.has(output):
             missing.add(item)
     return missing
 
@@ -307,17 +330,14 @@ def _missing_summaries(lake: Lake, rows: dict[str, dict]) -> set[str]:
     """Sessions whose daily log or recovery document is gone."""
     log_dir = lake.summaries_dir / "sessions"
     doc_dir = lake.summaries_dir / "recovery"
-    days = {}
+    listings = _Listings()
     missing = set()
     for item, row in rows.items():
         detail = _detail(row)
         day, doc = detail.get("day"), detail.get("doc")
-        if day:
-            if day not in days:
-                days[day] = (log_dir / f"{day}.md").is_file()
-            if not days[day]:
-                missing.add(item)
-        if doc and not (doc_dir / doc).is_file():
+        if day and not listings.has(log_dir / f"{day}.md"):
+            missing.add(item)
+        if doc and not listings.has(doc_dir / doc):
             missing.add(item)
     return missing
 
