@@ -402,7 +402,8 @@ class Lake:
         Each file appears atomically (temp name, then rename). ``only``: these tables."""
         con.register("staged_messages", batches["messages"])
         try:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW messages_part AS {sqlfiles.load('select_messages_part')}")
+            con.execute(sqlfiles.render("create_view_messages_part",
+                                        select=sqlfiles.load("select_messages_part")))
             for table in only or PART_TABLES:
                 batch = batches[table]
                 target = self.table_dir(table) / f"{name}.parquet"
@@ -415,9 +416,8 @@ class Lake:
                 else:
                     if table != "messages":
                         con.register("staged_batch", batch)
-                    con.execute(f"COPY ({sqlfiles.load(f'select_{table}_part')}) TO "
-                                f"{sqlfiles.literal_path(tmp)} (FORMAT parquet, COMPRESSION zstd, "
-                                "COMPRESSION_LEVEL 1, DICTIONARY_SIZE_LIMIT 1)")
+                    con.execute(sqlfiles.render("copy_part_parquet", path=sqlfiles.literal_path(tmp),
+                                                select=sqlfiles.load(f"select_{table}_part")))
                     if table != "messages":
                         con.unregister("staged_batch")
                 os.chmod(tmp, FILE_MODE)
