@@ -8,7 +8,8 @@ import json
 from pipeline.core.config import Config
 from pipeline.stages.plan import plan_session_input
 from tests.helpers.sessions import SessionBuilder
-from pipeline.policies.strategic import box, one_line, suggestion_points
+from pipeline.policies.strategic import suggestion_points
+from pipeline.reports.suggestions import box, one_line
 
 TODO_DONE = {"todos": [{"content": "a", "status": "completed", "activeForm": "a"},
                        {"content": "b", "status": "completed", "activeForm": "b"}]}

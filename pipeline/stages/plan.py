@@ -771,7 +771,7 @@ class Suggestions:
                 "ignored_by": self.ignored_by}
 
     def render(self) -> str:
-        from pipeline.policies.strategic import box, one_line
+        from pipeline.reports.suggestions import box, one_line
 
         if self.minimal:
             return "\n".join(one_line(p) for p in self.points)
