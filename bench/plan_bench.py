@@ -28,9 +28,9 @@ from bench.common import (  # noqa: E402
 )
 from pipeline.core.config import Config  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
-from pipeline.stages.plan import (  # noqa: E402
-    CHUNK_BYTES, _batches, _classifier, list_sessions, load_sessions, plan_many,
-    plan_session_input, session_inputs,
+from pipeline.stages.plan import plan_many, plan_session_input  # noqa: E402
+from pipeline.stages.session_engine import (  # noqa: E402
+    CHUNK_BYTES, _batches, list_sessions, load_sessions, memory_classifier, session_inputs,
 )
 
 TARGET_S = 20.0
@@ -47,7 +47,7 @@ def breakdown(lake: Lake, config: Config) -> dict:
     started = time.perf_counter()
     loaded = load_sessions(lake, rows)
     load_s = time.perf_counter() - started
-    classifier = _classifier(config)
+    classifier = memory_classifier(config)
     inputs_s = view_s = 0.0
     for chunk in _batches(rows, CHUNK_BYTES):
         started = time.perf_counter()

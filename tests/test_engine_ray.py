@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from pipeline.stages import plan as plan_module  # noqa: E402
+from pipeline.stages import session_engine  # noqa: E402
 from pipeline.cli.commands import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
@@ -126,7 +126,7 @@ def demo_lakes(tmp_path_factory):
 def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samples(
         tmp_path, monkeypatch):
     # small session chunks, so plan runs as several Ray tasks even on these short samples
-    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
@@ -171,7 +171,7 @@ def test_a_killed_ray_ingest_task_is_retried_and_leaves_the_same_lake(tmp_path, 
 
 
 def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path, monkeypatch):
-    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     marker = tmp_path / "killed-once"
     monkeypatch.setenv("CTXLAKE_CRASH_AT", "engine:session_chunk")

@@ -92,7 +92,7 @@ def test_plan_reads_the_stored_classes_of_correlate(tmp_path):
 
 
 def test_on_the_real_samples_every_read_plan_sees_has_the_tool_links_class(tmp_path):
-    from pipeline.stages.plan import iter_session_inputs
+    from pipeline.stages.session_engine import iter_session_inputs
 
     lake, _ = ingest_paths(tmp_path, REAL)
     correlate(lake)

@@ -19,10 +19,8 @@ from pipeline.core.errors import UsageError
 from pipeline.core.lake import DERIVED_BUCKETS, session_bucket
 from pipeline.policies.base import CONTEXT_EDIT_TEXT
 from pipeline.text.tokens import estimate_tokens
-from pipeline.stages.plan import (
-    EVICTIONS_SCHEMA, PLANS_SCHEMA, iter_session_inputs, load_session_input, plan, plan_many,
-    suggest,
-)
+from pipeline.stages.plan import EVICTIONS_SCHEMA, PLANS_SCHEMA, plan, plan_many, suggest
+from pipeline.stages.session_engine import iter_session_inputs, load_session_input
 
 ALL = ["none", "microcompact", "payload_prune", "context_editing", "observation_masking",
        "strategic", "tail_protect+microcompact", "payload_prune+microcompact",

@@ -3,6 +3,7 @@
     ingest -> (flags) -> correlate -> calibrate -> plan -> apply -> summarize (+ recover) -> usage
 
 ``flags`` writes ``sessions.ignored``; ``nightly`` runs them through the ledger; ``replay``
-re-plans the archive under several policies with plan's session engine; ``restore`` undoes
+re-plans the archive under several policies; both run on ``session_engine`` (sessions loaded
+and worked on chunk by chunk); ``restore`` undoes
 ``apply``; ``engine`` runs chunks of a stage locally or as Ray tasks. See docs/architecture.md.
 """

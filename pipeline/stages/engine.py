@@ -2,7 +2,7 @@
 
 Two seams take an engine: ingest's file chunks (:func:`pipeline.stages.ingest.ingest`, one
 ``process_chunk`` job per chunk) and the session chunks of plan and replay
-(:func:`pipeline.stages.plan.run_session_chunks`). Everything else (discovery, the commit of
+(:func:`pipeline.stages.session_engine.run_session_chunks`). Everything else (discovery, the commit of
 ``sources.parquet``, the derived files, the lock) stays on the driver, so a run's tables and
 outputs are the same bytes whichever engine did the work.
 
@@ -73,6 +73,7 @@ def _warm_worker() -> None:
     """Import what the jobs run (a Ray worker is a fresh interpreter, not a fork)."""
     import pipeline.stages.ingest  # noqa: F401
     import pipeline.stages.plan  # noqa: F401
+    import pipeline.stages.session_engine  # noqa: F401
     import pipeline.stages.replay  # noqa: F401
 
 

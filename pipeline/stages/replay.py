@@ -813,8 +813,8 @@ def _replay_inputs(inputs: list[SessionInput], facts: dict[str, SessionFacts],
 
 def _replay_chunk(loaded, chunk: list, classifier, facts: dict[str, SessionFacts], *,
                   ctx: _Context) -> _BatchOut:
-    """One chunk of :func:`pipeline.stages.plan.run_session_chunks` (``facts``: its pass's extra)."""
-    from pipeline.stages.plan import session_inputs
+    """One chunk of :func:`pipeline.stages.session_engine.run_session_chunks` (``facts``: its pass's extra)."""
+    from pipeline.stages.session_engine import session_inputs
 
     return _replay_inputs(session_inputs(loaded, chunk, classifier), facts, ctx)
 
@@ -909,7 +909,7 @@ def _merge_existing(lake: Lake, name: str, key: str, config_hash: str, replayed:
     old = pq.read_table(path)
     if old.schema != table.schema:
         return table
-    from pipeline.stages.plan import kept_rows
+    from pipeline.stages.session_engine import kept_rows
 
     return pa.concat_tables([kept_rows(old, config_hash, replayed), table])
 
@@ -928,7 +928,7 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
     the report (:func:`pipeline.reports.replay_report.write_report`). Ignored sessions
     (``ignore_patterns``) are skipped and counted, as in planning.
     """
-    from pipeline.stages.plan import run_session_chunks
+    from pipeline.stages.session_engine import run_session_chunks
 
     config = config or load_config(None)
     resolved: list[ResolvedPolicy] = []
