@@ -184,15 +184,25 @@ def count_tokens(text: str | None, encoding: str = "o200k_base") -> int:
     return len(tokenizer.encode_ordinary(text))
 
 
+BATCH_TEXTS = 1000   # texts per call to a batch encoder (bounds its memory, keeps its threads busy)
+
+
 def count_tokens_batch(texts: Sequence[str | None], encoding: str = "o200k_base") -> list[int]:
     """:func:`count_tokens` of each text, counted in one call to the tokenizer's batch
     encoder (tiktoken's threads, the Rust ``tokenizers`` pool): several times faster than a
     loop when there are many texts."""
     tokenizer = get_tokenizer(encoding)
     items = [text or "" for text in texts]
-    if encoding == "claude":
-        return [len(e.ids) for e in tokenizer.encode_batch(items, add_special_tokens=False)]
-    return [len(ids) for ids in tokenizer.encode_ordinary_batch(items)]
+    counts: list[int] = []
+    # in slices: an encoding holds ids, offsets and token strings per token (~30x the text),
+    # so the whole batch at once would hold hundreds of MB only to be counted
+    for start in range(0, len(items), BATCH_TEXTS):
+        part = items[start:start + BATCH_TEXTS]
+        if encoding == "claude":
+            counts += [len(e.ids) for e in tokenizer.encode_batch(part, add_special_tokens=False)]
+        else:
+            counts += [len(ids) for ids in tokenizer.encode_ordinary_batch(part)]
+    return counts
 
 
 def encoding_for_model(model: str | None, *, approximate: bool = False) -> str | None:
