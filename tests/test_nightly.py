@@ -69,3 +69,26 @@ def test_sessions_matching_ignore_patterns_are_ingested_flagged_and_not_summaris
     assert scalar(lake, "SELECT count(*) FROM sessions WHERE ignored AND ignored_by = '^ADD MYAPP'") == 2
     assert summary.summaries["sessions_ignored"] == 2
     assert summary.plans[0]["sessions_ignored"] == 2
+
+
+def test_a_night_with_nothing_new_imports_no_stage_module_and_no_duckdb(tmp_path):
+    import subprocess
+    import sys
+
+    lake = Lake(tmp_path / "lake")
+    run_nightly([REAL], lake=lake, workers=1, tz="UTC")
+    probe = ("import sys, json\n"
+             "from pipeline.cli.commands import cli\n"
+             "try:\n"
+             f"    cli(['--lake', {str(lake.root)!r}, 'run', {str(REAL)!r}, '--tz', 'UTC',"
+             " '--json'], prog_name='ctxlake')\n"
+             "except SystemExit as done:\n"
+             "    assert not done.code, done.code\n"
+             "stages = ('correlate', 'calibrate', 'plan', 'apply', 'summarize', 'recover')\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m == 'duckdb' or m == 'rich'\n"
+             "      or m.rsplit('.', 1)[-1] in stages)))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    answer, modules = done.stdout.strip().rsplit("\n", 1)
+    assert all(stage["done"] == 0 for stage in json.loads(answer)["stages"])
+    assert json.loads(modules) == []

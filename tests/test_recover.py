@@ -427,3 +427,21 @@ def test_recovery_ids_are_unique_per_lake_when_sessions_end_in_the_same_second(t
                    "sess-y": f"CMEM-20251209-100000-{suffix['sess-y']}",
                    "sess-z": "CMEM-20251209-110000"}
     assert recover(lake, "sess-y").memory_id == ids["sess-y"]
+
+
+def test_recovery_documents_built_by_the_worker_pool_equal_those_built_in_one_process(
+        tmp_path, monkeypatch):
+    from pipeline.stages import recover as recovery
+    from tests.conftest import REAL
+
+    lake, _summary = ingest_paths(tmp_path, REAL)
+    with lake.connect() as con:
+        ids = [row[0] for row in con.execute(
+            "SELECT session_id FROM sessions WHERE parent_session_id IS NULL").fetchall()]
+        memory = recovery.lake_memory_ids(con)
+        alone = recovery.render_documents(con, ids, memory, workers=1)
+        monkeypatch.setattr(recovery, "PARALLEL_MIN_DOCUMENTS", 2)
+        pooled = recovery.render_documents(con, ids, memory, workers=2)
+        built = build_documents(con, ids, memory)
+    assert len(ids) >= 8 and list(pooled) == sorted(ids)
+    assert pooled == alone == {sid: doc.to_markdown() for sid, doc in built.items()}

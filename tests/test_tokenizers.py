@@ -15,11 +15,12 @@ from pipeline.core.errors import TokenizerUnavailableError, UsageError
 
 @pytest.fixture
 def fresh_caches():
-    real._tiktoken_encoding.cache_clear()
-    real._claude_tokenizer.cache_clear()
+    caches = (real._tiktoken_encoding, real._claude_tokenizer, real._claude_counter, real.available)
+    for cache in caches:
+        cache.cache_clear()
     yield
-    real._tiktoken_encoding.cache_clear()
-    real._claude_tokenizer.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
 
 
 def test_known_token_ids_of_hello_world():
@@ -146,3 +147,47 @@ def test_a_batch_counts_each_text_as_one_call_would(encoding):
              "<|endoftext|> as text"]
     assert real.count_tokens_batch(texts, encoding) == [real.count_tokens(t, encoding) for t in texts]
     assert real.count_tokens_batch([], encoding) == []
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "claude"])
+def test_batch_counts_over_several_slices_equal_the_counts_of_each_text(encoding):
+    words = (REAL / "SOURCES.md").read_text(encoding="utf-8").split()
+    texts = [" ".join(words[i:i + 1 + i % 7]) for i in range(2 * real.BATCH_TEXTS + 17)]
+    texts[5] = None
+    counts = real.count_tokens_batch(texts, encoding)
+    assert len(counts) == len(texts) and counts[5] == 0
+    assert counts == [real.count_tokens(text, encoding) for text in texts]
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def test_claude_counts_through_tiktoken_equal_the_tokenizers_library_on_every_real_string():
+    import json
+
+    texts = []
+    for path in sorted(REAL.rglob("*")):
+        if path.suffix in (".jsonl", ".json", ".traj"):
+            lines = path.read_text(encoding="utf-8").splitlines() if path.suffix == ".jsonl" \
+                else [path.read_text(encoding="utf-8")]
+            for line in lines:
+                texts += [t for t in _strings(json.loads(line)) if t]
+    texts += [
+        "<EOT>", "a<META>b<META_START>c<META_END> <SOS>", "<META_STARTx", "ﬁle ﬂow ＡＢＣ①½",
+        "e\u0301 Å Ω", "日本語のテキストと한국어", "emoji 👩\u200d💻🚀 and \ufe0f", "tabs\t\t  \r\n\n  end  ",
+        "x" * 5000, "it's we're they'll I'd", "\u0378 unassigned \U000e0fff", "\U0010fffd private",
+    ]
+    expected = [len(e.ids) for e in real._claude_tokenizer().encode_batch(
+        texts, add_special_tokens=False)]
+    assert real._claude_counter() is not None
+    assert len(texts) > 2000
+    assert real.count_tokens_batch(texts, "claude") == expected
+    assert [real.count_tokens(t, "claude") for t in texts[-12:]] == expected[-12:]

@@ -77,7 +77,7 @@ from pipeline.core import sqlfiles
 from pipeline.core.errors import ConfigError
 from pipeline.core.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
 from pipeline.stages.recover import (
-    build_documents, lake_memory_ids, meaningful_text, recovery_file_name,
+    lake_memory_ids, meaningful_text, recovery_file_name, render_documents,
 )
 from pipeline.core.store import sync_filesystems
 from pipeline.stages.usage import resolve_timezone, use_model_prices
@@ -328,10 +328,10 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         memory_ids = lake_memory_ids(con) if wanted else {}
         for start in range(0, len(wanted), RECOVERY_BATCH):
             batch = wanted[start:start + RECOVERY_BATCH]
-            for session_id, document in build_documents(con, batch, memory_ids).items():
+            for session_id, text in render_documents(con, batch, memory_ids).items():
                 name = recovery_file_name(session_id)
                 expected_names.add(name)
-                if write_if_changed(recovery_dir / name, document.to_markdown()):
+                if write_if_changed(recovery_dir / name, text):
                     summary.recovery_written += 1
                 else:
                     summary.recovery_unchanged += 1
