@@ -188,12 +188,14 @@ def _claude_counter() -> tuple[Any, "re.Pattern[str]"] | None:
               for merge in model["merges"]]
     if None in merged or merged != sorted(merged):
         return None
+    # each character of an entry stands for one byte: translated to that byte's Latin-1
+    # character, the entry encodes to its bytes (a character outside the table: not this shape)
     byte_of = _byte_of_char()
-    try:
-        ranks = {bytes(byte_of[c] for c in token): rank for token, rank in vocab.items()
-                 if token not in added}
-    except KeyError:
+    tokens = [token for token in vocab if token not in added]
+    if not set("".join(tokens)) <= byte_of.keys():
         return None
+    to_latin1 = str.maketrans({char: chr(byte) for char, byte in byte_of.items()})
+    ranks = {token.translate(to_latin1).encode("latin-1"): vocab[token] for token in tokens}
     encoding = tiktoken.Encoding(name="claude-legacy", pat_str=BYTE_LEVEL_SPLIT,
                                  mergeable_ranks=ranks, special_tokens={})
     specials = re.compile("(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True))
