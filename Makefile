@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean browser
+.PHONY: demo test bench clean browser demo-identical
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ browser:
 	  && command -v apt-get >/dev/null 2>&1 && { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-color-emoji >/dev/null; } \
 	  || echo "chromium is missing (install it as root: apt-get install chromium); the browser tests will skip"; }
+
+# The demo outputs against bench/demo_manifest.json (sha256 per file; exit 1 on a difference).
+demo-identical: $(STAMP)
+	$(BIN)/python bench/demo_identical.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -8,7 +8,7 @@ against the target. The chain ``payload_prune+microcompact`` is timed as well, a
 run of ``payload_prune`` (no-op: every output and payload already in place), and ``verify``
 over everything written.
 
-The archive is ``pipeline.demo.write_demo_archive(size_bytes, seed)``; archive, lake and plans
+The archive is ``pipeline.demo.archive.write_demo_archive(size_bytes, seed)``; archive, lake and plans
 are cached under ``--workdir`` (built once; ``--rebuild`` starts over; not timed).
 
 Usage: ``.venv/bin/python bench/apply_bench.py [--size-mb 500] [--workdir DIR]``.
@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     RESULTS, cached_lake, folder_usage, machine_info, target_verdict, timed, write_result,
 )
-from pipeline.apply import apply_policy  # noqa: E402
-from pipeline.config import Config  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
-from pipeline.plan import plan_many  # noqa: E402
-from pipeline.restore import verify  # noqa: E402
+from pipeline.stages.apply import apply_policy  # noqa: E402
+from pipeline.core.config import Config  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
+from pipeline.stages.plan import plan_many  # noqa: E402
+from pipeline.stages.restore import verify  # noqa: E402
 
 TARGET_S = 30.0
 TIMED = ["payload_prune", "microcompact"]

@@ -34,12 +34,12 @@ def timed(fn: Callable[[], T]) -> tuple[float, T]:
 
 
 def write_demo(archive: Path, size_bytes: int, seed: int) -> str:
-    """Write ``pipeline.demo``'s deterministic archive into ``archive``; returns how it was
+    """Write ``pipeline.demo.archive``'s deterministic archive into ``archive``; returns how it was
     made (the ``archive`` figure of the result files)."""
-    from pipeline.demo import write_demo_archive
+    from pipeline.demo.archive import write_demo_archive
 
     write_demo_archive(archive, size_bytes=size_bytes, seed=seed)
-    return f"pipeline.demo.write_demo_archive(size_bytes={size_bytes}, seed={seed})"
+    return f"pipeline.demo.archive.write_demo_archive(size_bytes={size_bytes}, seed={seed})"
 
 
 def cached_lake(workdir: Path, *, size_mb: int, seed: int, rebuild: bool,
@@ -49,14 +49,14 @@ def cached_lake(workdir: Path, *, size_mb: int, seed: int, rebuild: bool,
 
     ``workdir/built.json`` marks a finished build and holds its figures, returned here:
     ``archive`` (what ``write_archive(archive, size_bytes, seed)`` said), ``generator``
-    (``pipeline.demo.GENERATOR``), ``build_s``, ``ingest_s``, ``files``, ``lines``, and the
+    (``pipeline.demo.archive.GENERATOR``), ``build_s``, ``ingest_s``, ``files``, ``lines``, and the
     keys ``after_ingest(lake_dir)`` returns (more setup, e.g. plans). ``rebuild``, a missing
     marker or one from another demo generator (other bytes) starts from an empty ``workdir``.
     None of this is a measured figure: the benches time what comes after.
     """
-    from pipeline.demo import GENERATOR
-    from pipeline.ingest import ingest
-    from pipeline.lake import Lake
+    from pipeline.demo.archive import GENERATOR
+    from pipeline.stages.ingest import ingest
+    from pipeline.core.lake import Lake
 
     archive, lake_dir = workdir / "archive", workdir / "lake"
     marker = workdir / "built.json"

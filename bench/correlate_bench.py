@@ -2,7 +2,7 @@
 
 Target (issue 3): correlation over the 500 MB demo lake <= 10 s on this box (2 cores).
 
-The archive is ``pipeline.demo.write_demo_archive`` when that module exists; otherwise many
+The archive is ``pipeline.demo.archive.write_demo_archive`` when that module exists; otherwise many
 copies of the real samples (../shared/data/real) with rewritten session ids and file names, so
 every copy is a distinct session. The archive and lake are cached under ``--workdir`` (built
 once; ``--rebuild`` starts over). Measured:
@@ -31,9 +31,9 @@ from bench.common import (  # noqa: E402
     REPO, RESULTS, cached_lake, folder_bytes, machine_info, target_verdict, timed, write_demo,
     write_result,
 )
-from pipeline.correlate import correlate  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
-from pipeline.memory import MemoryRoots  # noqa: E402
+from pipeline.stages.correlate import correlate  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
+from pipeline.text.memory import MemoryRoots  # noqa: E402
 
 REAL = REPO.parent / "shared" / "data" / "real"
 TARGET_S = 10.0
@@ -63,7 +63,7 @@ def build_copies_archive(out: Path, size_bytes: int) -> str:
 
 
 def build_archive(out: Path, size_bytes: int, seed: int) -> str:
-    if importlib.util.find_spec("pipeline.demo") is None:
+    if importlib.util.find_spec("pipeline.demo.archive") is None:
         return build_copies_archive(out, size_bytes)
     return write_demo(out, size_bytes, seed)
 
@@ -75,7 +75,7 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxlake-bench-correlate"))
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--copies", action="store_true",
-                        help="use copies of the real samples even when pipeline.demo exists")
+                        help="use copies of the real samples even when pipeline.demo.archive exists")
     parser.add_argument("--out", type=Path, default=None,
                         help="default bench/results/correlate.json (correlate-copies.json "
                              "with --copies)")

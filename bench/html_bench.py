@@ -4,7 +4,7 @@ Targets (issue 18): the whole report for the 500 MB demo lake <= 30 s; the refre
 new session (``render_html(..., sessions=[new])``) <= 3 s.
 
 Setup (cached under ``--workdir``, not timed; ``--rebuild`` starts over): the archive is
-``pipeline.demo.write_demo_archive(size_bytes, seed)``, ingested, then the nightly job runs on
+``pipeline.demo.archive.write_demo_archive(size_bytes, seed)``, ingested, then the nightly job runs on
 it (correlate, calibrate, plan and apply ``payload_prune+microcompact``, summarize), and a
 replay of ``payload_prune`` and ``observation_masking(window=10)`` fills the policies page.
 
@@ -39,8 +39,8 @@ from bench.common import (  # noqa: E402
     REPO, RESULTS, cached_lake, folder_bytes, folder_usage, machine_info, target_verdict, timed,
     write_result,
 )
-from pipeline.html import render_html  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
+from pipeline.reports.html import render_html  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
 
 FULL_TARGET_S = 30.0
 REFRESH_TARGET_S = 3.0
@@ -50,8 +50,8 @@ NEW_SESSION = "b3e1c0de-0018-4000-8000-000000000018"
 
 def _after_ingest(archive: Path):
     def run(lake_dir: Path) -> dict:
-        from pipeline.nightly import run_nightly
-        from pipeline.replay import replay
+        from pipeline.stages.nightly import run_nightly
+        from pipeline.stages.replay import replay
 
         lake = Lake(lake_dir)
         nightly_s, _summary = timed(lambda: run_nightly([archive], lake=lake, tz="UTC"))
@@ -149,7 +149,7 @@ def main() -> None:
         text = SAMPLE.read_text(encoding="utf-8").replace(
             "5c0375b4-57a5-4f26-b12d-d022ee4e51b7", NEW_SESSION)
         (extra / f"{NEW_SESSION}.jsonl").write_text(text, encoding="utf-8")
-        from pipeline.ingest import ingest
+        from pipeline.stages.ingest import ingest
 
         ingest_s, _ingested = timed(lambda: ingest([extra], lake=copy))
         refresh_s, refresh = timed(lambda: render_html(copy, out, sessions=[NEW_SESSION]))
@@ -160,7 +160,7 @@ def main() -> None:
         big_bytes = folder_bytes(big)
         ingest([big], lake=copy)
         big_s, big_summary = timed(lambda: render_html(copy, out, sessions=[big_id]))
-        from pipeline.html import session_slug
+        from pipeline.reports.html import session_slug
 
         pages = sorted((out / "sessions" / session_slug(big_id)).glob("*.html"))
         big_session = {"archive_mb": round(big_bytes / 1024 / 1024, 1), "render_s": round(big_s, 2),

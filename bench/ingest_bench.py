@@ -1,6 +1,6 @@
-"""Ingest bench: throughput, memory and incrementality of ``pipeline.ingest.ingest``.
+"""Ingest bench: throughput, memory and incrementality of ``pipeline.stages.ingest.ingest``.
 
-Measured in one run, on deterministic demo archives (``pipeline.demo.write_demo_archive``,
+Measured in one run, on deterministic demo archives (``pipeline.demo.archive.write_demo_archive``,
 cached under ``bench/results/archive-<size>-<seed>/``, which git ignores):
 
 (a) cold ingest of the main archive (``--size``, default 500MB) into a fresh lake: MB/s,
@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 import orjson  # noqa: E402
 
 from bench.common import run_measured  # noqa: E402
-from pipeline.demo import GENERATOR, MARKER, parse_size, write_demo_archive  # noqa: E402
+from pipeline.demo.archive import GENERATOR, MARKER, parse_size, write_demo_archive  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 TARGET_COLD_MBPS = 100.0
@@ -127,8 +127,8 @@ def child_main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
     if args.child == "ingest":
-        from pipeline.ingest import ingest
-        from pipeline.lake import Lake
+        from pipeline.stages.ingest import ingest
+        from pipeline.core.lake import Lake
 
         before = _cpu_self_and_children()
         summary = ingest([args.archive], lake=Lake(args.lake), workers=args.workers)
@@ -203,8 +203,8 @@ def undo_append(undo: list[tuple[Path, int, int]]) -> None:
 # Profile
 # ---------------------------------------------------------------------------------------
 def profile_ingest(archive: Path, out: Path) -> list[tuple[str, float, float]]:
-    from pipeline.ingest import ingest
-    from pipeline.lake import Lake
+    from pipeline.stages.ingest import ingest
+    from pipeline.core.lake import Lake
 
     with tempfile.TemporaryDirectory(prefix="ctxlake-bench-profile-") as tmp:
         profiler = cProfile.Profile(time.process_time)   # CPU time: robust to other load

@@ -33,9 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.common import RESULTS, run_measured  # noqa: E402
-from pipeline.demo import parse_size, write_demo_archive  # noqa: E402
+from pipeline.demo.archive import parse_size, write_demo_archive  # noqa: E402
 
-CTXLAKE = [sys.executable, "-m", "pipeline.cli"]
+CTXLAKE = [sys.executable, "-m", "pipeline.cli.commands"]
 TARGET_NOOP_SHARE = 0.03
 TARGET_APPEND_SHARE = 0.05
 TARGET_WARM_RATIO = 1.2

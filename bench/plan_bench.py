@@ -2,7 +2,7 @@
 
 Target (issue 4): planning all policies for the 500 MB demo lake <= 20 s on this box (2 cores).
 
-The archive is ``pipeline.demo.write_demo_archive(size_bytes, seed)``; archive and lake are
+The archive is ``pipeline.demo.archive.write_demo_archive(size_bytes, seed)``; archive and lake are
 cached under ``--workdir`` (built once; ``--rebuild`` starts over; neither is timed). Measured:
 
 - ``plan_s``: ``plan_many(lake, policies=ALL)`` as the CLI runs it (session listing, batched
@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     RESULTS, cached_lake, folder_bytes, machine_info, target_verdict, timed, write_result,
 )
-from pipeline.config import Config  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
-from pipeline.plan import (  # noqa: E402
-    CHUNK_BYTES, _batches, _classifier, list_sessions, load_sessions, plan_many,
-    plan_session_input, session_inputs,
+from pipeline.core.config import Config  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
+from pipeline.stages.plan import plan_many, plan_session_input  # noqa: E402
+from pipeline.stages.session_engine import (  # noqa: E402
+    CHUNK_BYTES, _batches, list_sessions, load_sessions, memory_classifier, session_inputs,
 )
 
 TARGET_S = 20.0
@@ -47,7 +47,7 @@ def breakdown(lake: Lake, config: Config) -> dict:
     started = time.perf_counter()
     loaded = load_sessions(lake, rows)
     load_s = time.perf_counter() - started
-    classifier = _classifier(config)
+    classifier = memory_classifier(config)
     inputs_s = view_s = 0.0
     for chunk in _batches(rows, CHUNK_BYTES):
         started = time.perf_counter()

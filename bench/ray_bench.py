@@ -40,9 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.common import RESULTS, machine_info, run_measured, write_result  # noqa: E402
-from pipeline.demo import parse_size, write_demo_archive  # noqa: E402
+from pipeline.demo.archive import parse_size, write_demo_archive  # noqa: E402
 
-CTXLAKE = [sys.executable, "-m", "pipeline.cli"]
+CTXLAKE = [sys.executable, "-m", "pipeline.cli.commands"]
 RAY = str(Path(sys.executable).with_name("ray"))
 TARGET_RATIO = 1.5
 SWEEP = [f"observation_masking(window={w})" for w in (2, 3, 5, 8, 10, 15, 20, 30)]
@@ -62,7 +62,7 @@ def _archive(root: Path, size: int, seed: int) -> Path:
 
 
 def _measure(args: list[str]) -> dict:
-    main = "from pipeline.cli import main; main()"
+    main = "from pipeline.cli.commands import main; main()"
     return run_measured([sys.executable, "-c", main, *args],
                         env={**os.environ, "PYTHONHASHSEED": "0", "RAY_USAGE_STATS_ENABLED": "0"})
 
@@ -75,7 +75,7 @@ def _round(root: Path, archive: Path, config: Path, mode: str) -> dict:
     sweep = _measure([*base, "replay", "--sweep", "bench", "--config", str(config), "--json"])
     single = _measure([*base, "replay", "--policy", "microcompact", "--json"])
     started = time.perf_counter()     # the process start and a lake opened: no work
-    subprocess.run([sys.executable, "-c", "from pipeline.cli import main; main()", "--lake",
+    subprocess.run([sys.executable, "-c", "from pipeline.cli.commands import main; main()", "--lake",
                     str(lake), "sql", "SELECT 1 AS one"], check=True, capture_output=True)
     startup_s = round(time.perf_counter() - started, 3)
     return {"run_s": run["wall_s"], "run_cpu_s": run["cpu_s"],

@@ -3,7 +3,7 @@
 Targets (issue 7): replaying 4 policies over the 500 MB demo lake <= 60 s on this box (2 cores),
 and the time at 100 MB vs 500 MB scaling linearly or better (time ratio <= size ratio).
 
-Each archive is ``pipeline.demo.write_demo_archive(size_bytes, seed)``, ingested once and cached
+Each archive is ``pipeline.demo.archive.write_demo_archive(size_bytes, seed)``, ingested once and cached
 under ``--workdir/<size>mb`` (``--rebuild`` starts over; neither step is timed). Measured:
 ``replay(lake, policies=POLICIES)`` as the CLI runs it -- session listing, loading through
 DuckDB, path/memory classification, planning each policy, the turn-by-turn walk with cache and
@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     RESULTS, cached_lake, folder_bytes, machine_info, target_verdict, timed, write_result,
 )
-from pipeline.config import Config  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
-from pipeline.replay import replay  # noqa: E402
+from pipeline.core.config import Config  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
+from pipeline.stages.replay import replay  # noqa: E402
 
 TARGET_S = 60.0
 POLICIES = ["microcompact", "payload_prune", "context_editing", "observation_masking(window=10)"]

@@ -6,7 +6,7 @@ Target (issue 6): a daily report over the 500 MB demo lake, warm, <= 0.5 s on th
 same lake: <= 15 s.
 
 Setup (cached under ``--workdir``, not timed; ``--rebuild`` starts over): the archive is
-``pipeline.demo.write_demo_archive(size_bytes, seed)``, ingested, then ``summarize`` runs once
+``pipeline.demo.archive.write_demo_archive(size_bytes, seed)``, ingested, then ``summarize`` runs once
 (as the nightly job does), which also writes ``derived/model_prices``, then ``refresh_usage``
 (the nightly usage stage: ``derived/usage_*``). "Warm" means that
 state plus the OS file cache and an already-imported Python process.
@@ -46,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     REPO, RESULTS, cached_lake, folder_bytes, machine_info, timed, write_result,
 )
-from pipeline.calibrate import calibrate, estimator_report  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
-from pipeline.summarize import summarize  # noqa: E402
-from pipeline.usage import refresh_usage, usage_report  # noqa: E402
+from pipeline.stages.calibrate import calibrate, estimator_report  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
+from pipeline.stages.summarize import summarize  # noqa: E402
+from pipeline.stages.usage import refresh_usage, usage_report  # noqa: E402
 
 TARGET_S = 0.5
 ESTIMATOR_TARGET_S = 15.0

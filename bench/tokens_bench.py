@@ -26,8 +26,8 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.lake import new_connection  # noqa: E402
-from pipeline.tokens import estimate_tokens  # noqa: E402
+from pipeline.core.lake import new_connection  # noqa: E402
+from pipeline.text.tokens import estimate_tokens  # noqa: E402
 
 REAL = REPO.parent / "shared" / "data" / "real"
 

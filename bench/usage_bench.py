@@ -48,9 +48,9 @@ CTXLAKE = REPO / ".venv" / "bin" / "ctxlake"
 
 
 def _after_ingest(lake_dir: Path) -> dict:
-    from pipeline.lake import Lake
-    from pipeline.summarize import summarize
-    from pipeline.usage import refresh_usage
+    from pipeline.core.lake import Lake
+    from pipeline.stages.summarize import summarize
+    from pipeline.stages.usage import refresh_usage
 
     lake = Lake(lake_dir)
     summarize(lake, tz="UTC")

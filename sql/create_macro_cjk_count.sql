@@ -1,4 +1,4 @@
--- cjk_count(t): characters of t in the CJK classes of the POLICIES.md token estimate (all BMP); ASCII skips the regex; runs are deleted whole (fewer matches), and CJK-dense text deletes the non-CJK runs instead
+-- cjk_count(t): characters of t in the CJK classes of the docs/policies.md token estimate (all BMP); ASCII skips the regex; runs are deleted whole (fewer matches), and CJK-dense text deletes the non-CJK runs instead
 CREATE OR REPLACE MACRO cjk_count(t) AS
     CASE WHEN t IS NULL THEN 0
          WHEN strlen(t) = length(t) THEN 0

@@ -20,7 +20,7 @@ current_usage AS (
 ranked AS (
     -- usage dedup rule, mirrored in create_view_messages.sql (ranked): change both together;
     -- on these rows only (same partitions, so the same survivors): usage once per API call,
-    -- the row with the largest output_tokens (FORMATS.md)
+    -- the row with the largest output_tokens (docs/formats.md)
     SELECT
         *,
         api_call_id IS NULL

@@ -19,14 +19,14 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL, ingest_paths, rows
-from pipeline.apply import apply_policy, encode_json_string
-from pipeline.cli import cli
-from pipeline.errors import UsageError
-from pipeline.jsonspan import find_spans
-from pipeline.lake import Lake
-from pipeline.restore import restore, verify
-from pipeline.schema import EVICTIONS
+from tests.helpers.lake import REAL, ingest_paths, rows
+from pipeline.stages.apply import apply_policy, encode_json_string
+from pipeline.cli.commands import cli
+from pipeline.core.errors import UsageError
+from pipeline.text.jsonspan import find_spans
+from pipeline.core.lake import Lake
+from pipeline.stages.restore import restore, verify
+from pipeline.core.schema import EVICTIONS
 
 CLEARED = "[Old tool result content cleared]"
 SAMPLES = sorted(str(p.relative_to(REAL)) for p in REAL.rglob("*")
@@ -246,7 +246,7 @@ def test_pruned_outputs_ingest_as_cleared_and_pruned_with_reduced_est_tokens(rea
         assert text == ev["replacement"]
         expected_state = "cleared" if ev["action"] == "clear" else "pruned"
         assert (state, message_state) == (expected_state, expected_state)
-        # ASCII replacements: ceil(len / 4) (POLICIES.md token estimate)
+        # ASCII replacements: ceil(len / 4) (docs/policies.md token estimate)
         assert est == math.ceil(len(ev["replacement"]) / 4)
     assert got[0][2] == 9                # "[Old tool result content cleared]" is 33 chars
 
@@ -482,7 +482,7 @@ FORCED = PLANNED[8:]
 
 
 def _plan_apply_restore(lake: Lake, archive: Path, out: Path, rels: list[str]) -> dict[str, int]:
-    from pipeline.plan import plan_many
+    from pipeline.stages.plan import plan_many
 
     planned = {s.policy: s.evictions for s in plan_many(lake, policies=PLANNED, workers=1)}
     for spec in PLANNED:
@@ -505,7 +505,7 @@ def test_every_policy_from_the_real_planner_restores_every_real_sample(real_lake
 
 
 def test_every_policy_from_the_real_planner_restores_the_demo_archive(tmp_path):
-    from pipeline.demo import write_demo_archive
+    from pipeline.demo.archive import write_demo_archive
 
     archive = tmp_path / "archive"
     write_demo_archive(archive, size_bytes=1_500_000, seed=7)

@@ -1,7 +1,7 @@
 """apply killed at any moment, then run again, ends exactly like an uninterrupted run; write
 errors (full disk, read-only folder) leave only the file concerned unpruned.
 
-How the kills are made: ``pipeline.store.crash_point`` counts the write steps of a run (each
+How the kills are made: ``pipeline.core.store.crash_point`` counts the write steps of a run (each
 store write is split in two with a step between the halves, then the link; each output temp
 file is split likewise, then the rename) and sends SIGKILL to the process at step
 ``CTXLAKE_TEST_CRASH_AT``. Each trial forks a child that runs ``apply`` armed with a step
@@ -28,13 +28,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO, copy_real, ingest_paths
-from pipeline import store as store_module
-from pipeline.apply import apply_policy
-from pipeline.lake import Lake
-from pipeline.restore import restore, verify
-from pipeline.schema import EVICTIONS
-from pipeline.store import crash_points_passed
+from tests.helpers.lake import REPO, copy_real, ingest_paths
+from pipeline.core import store as store_module
+from pipeline.stages.apply import apply_policy
+from pipeline.core.lake import Lake
+from pipeline.stages.restore import restore, verify
+from pipeline.core.schema import EVICTIONS
+from pipeline.core.store import crash_points_passed
 from test_apply import hand_evictions
 
 SAMPLES = ["claude_code/claude_session.jsonl", "claude_code/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
@@ -141,8 +141,8 @@ def test_apply_killed_twice_in_a_row_still_converges(crash_setup):
 CHILD_SCRIPT = """
 import sys
 import pyarrow.parquet as pq
-from pipeline.apply import apply_policy
-from pipeline.lake import Lake
+from pipeline.stages.apply import apply_policy
+from pipeline.core.lake import Lake
 table = pq.read_table(sys.argv[4])
 print("ready", flush=True)
 apply_policy(Lake(sys.argv[1]), policy=sys.argv[2], out=sys.argv[3], evictions=table)
@@ -220,7 +220,7 @@ def test_a_full_disk_in_the_store_leaves_that_file_unpruned_and_the_rest_done(
 
 def test_a_full_disk_while_writing_an_output_fails_only_that_output(crash_setup, monkeypatch):
     lake, out = _trial_dir(crash_setup, "enospc-out")
-    import pipeline.apply as apply_module
+    import pipeline.stages.apply as apply_module
 
     real_write = apply_module._write_all
 

@@ -1,6 +1,6 @@
 """contiguous_runs: the one way ingest chunks and plan batches are cut."""
 
-from pipeline.batching import contiguous_runs
+from pipeline.core.batching import contiguous_runs
 
 
 def test_a_run_closes_before_an_item_would_take_it_over_the_limit():

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL, copy_real, ingest_paths
+from tests.helpers.lake import REAL, copy_real, ingest_paths
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.calibrate import (
+from pipeline.stages.calibrate import (
     TOKEN_CALIBRATION, TokenCalibration, _evaluate_output, build_dataset, calibrate,
     class_tokens, est_tokens_calibrated, estimator_report, load_calls, visible_output,
 )
-from pipeline.cli import cli
-from pipeline.tokens import estimate_tokens
+from pipeline.cli.commands import cli
+from pipeline.text.tokens import estimate_tokens
 
 SYSTEM = 9000          # tokens of system prompt and tools, invisible in the transcript
 PROSE, CODE = 1.0, 2.0  # the "true" tokenizer of the synthetic model, per heuristic token
@@ -42,7 +42,7 @@ def _code(rng: random.Random, n: int) -> str:
     return "\n".join(f"def f{i}(x):\n    return x * {rng.randint(0, 999)}" for i in range(n))
 
 
-class SessionBuilder:
+class UsageTranscriptBuilder:
     """Writes a Claude Code session and computes, independently of the SQL, each call's
     context per class and the usage the synthetic model would record."""
 
@@ -123,10 +123,10 @@ class SessionBuilder:
             encoding="utf-8")
 
 
-def _synthetic_session(session_id: str, seed: int, partial_call: int | None = None) -> SessionBuilder:
+def _synthetic_session(session_id: str, seed: int, partial_call: int | None = None) -> UsageTranscriptBuilder:
     """Three turns of calls making 0 to 3 tool calls; call number ``partial_call`` records a
     partial output count (1 token)."""
-    b = SessionBuilder(session_id, seed)
+    b = UsageTranscriptBuilder(session_id, seed)
     rng = b.rng
 
     def partial() -> dict:
@@ -623,7 +623,7 @@ def _multi_session_calls(seed: int) -> list[dict]:
 
 def _reference_errors(model: str, data, direction: str) -> dict[str, list[float]]:
     """The held-out errors by the definition: every fold refitted on the calls it keeps."""
-    from pipeline.calibrate import (
+    from pipeline.stages.calibrate import (
         _dot, _holdout_folds, fit_intercept, fit_model_factors, thread_overhead)
     everything = data.prompt if direction == "prompt" else data.output
     mine = [o for o in everything if o.model == model]
@@ -662,7 +662,7 @@ def _reference_errors(model: str, data, direction: str) -> dict[str, list[float]
 
 @pytest.mark.parametrize("large_thread", [512, 4])
 def test_every_fold_matches_a_refit_on_the_calls_it_keeps(monkeypatch, large_thread):
-    from pipeline.calibrate import (
+    from pipeline.stages.calibrate import (
         _fits, _holdout_folds, _intercept, _ThreadOverheads, _evaluate_prompt, _summary,
         fit_intercept, fit_model_factors, thread_overhead)
     # threads over ``large_thread`` calls take a partition instead of the sorted buckets
@@ -721,7 +721,7 @@ def _codex_calls_from_rollout() -> list[dict]:
     reasoning), what it wrote counted with o200k_base (function_call arguments,
     custom_tool_call input, assistant message text; the reasoning summaries apart), its tool
     calls and the heuristic estimate of what it wrote."""
-    from pipeline.tokenizers import count_tokens
+    from pipeline.text.tokenizers import count_tokens
 
     calls, last = [], None
     current = {"tokens": 0, "summary_tokens": 0, "tools": 0, "estimate": 0}
@@ -794,7 +794,7 @@ def real_mixed_report(real_mixed_lake):
 @pytest.fixture
 def without_the_extra(monkeypatch):
     """tiktoken and tokenizers fail to import, as when ctxlake[tokenizers] is not installed."""
-    from pipeline import tokenizers
+    from pipeline.text import tokenizers
 
     tokenizers._tiktoken_encoding.cache_clear()
     tokenizers._claude_tokenizer.cache_clear()
@@ -862,7 +862,7 @@ def test_codex_output_is_calibrated_on_its_real_token_count(real_mixed_report):
 
 def test_without_the_extra_every_basis_is_the_heuristic_and_nothing_else_moves(
         real_mixed_lake, real_mixed_report, without_the_extra):
-    from pipeline.calibrate import output_basis, tokenizer_available
+    from pipeline.stages.calibrate import output_basis, tokenizer_available
 
     assert not tokenizer_available("o200k_base") and output_basis(CODEX) == "heuristic"
     assert not tokenizer_available("claude") and output_basis(SONNET4) == "heuristic"
@@ -942,7 +942,7 @@ def test_the_real_basis_rows_are_stored_and_read_back(real_mixed_lake):
 
 
 def test_every_fold_on_a_real_basis_matches_a_refit_on_the_calls_it_keeps():
-    from pipeline.calibrate import (
+    from pipeline.stages.calibrate import (
         _dot, _holdout_folds, _observations, _summary, fit_intercept, fit_model_factors)
     calls = _multi_session_calls(seed=7)
     rng = random.Random(7)
@@ -999,7 +999,7 @@ def _claude_written_from_files() -> list[dict]:
     final output count, visible characters, the Claude vocabulary's count of its text blocks
     (one piece each) and of each run of consecutive tool calls written in Claude's syntax
     (``tokens``), of its thinking blocks (``thinking_tokens``), and its tool calls."""
-    from pipeline.tokenizers import count_tokens
+    from pipeline.text.tokenizers import count_tokens
 
     calls: dict[tuple, dict] = {}
     blocks: dict[tuple, list[dict]] = {}
@@ -1032,7 +1032,7 @@ def _claude_written_from_files() -> list[dict]:
 
 
 def test_tool_calls_are_written_in_claude_syntax_before_counting():
-    from pipeline.written_output import WrittenRow, claude_invoke, written_pieces
+    from pipeline.text.written_output import WrittenRow, claude_invoke, written_pieces
 
     inputs = json.dumps({"command": "ls -la\necho 'done'", "timeout": 5,
                          "todos": [{"content": "a", "status": "pending"}], "flag": True})
@@ -1132,8 +1132,8 @@ def test_real_token_counts_are_remembered_by_calibrate_and_only_new_texts_are_co
         tmp_path, monkeypatch):
     import hashlib
 
-    from pipeline import tokenizers
-    from pipeline.calibrate import count_pieces
+    from pipeline.text import tokenizers
+    from pipeline.stages.calibrate import count_pieces
 
     lake, _summary = ingest_paths(tmp_path, copy_real(tmp_path, *CLAUDE_FILES))
     counts_file = lake.derived_dir / "token_counts" / "claude.parquet"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from pipeline import sqlfiles
-from pipeline.correlate import correlate
-from tests.conftest import REAL, ingest_paths
+from pipeline.core import sqlfiles
+from pipeline.stages.correlate import correlate
+from tests.helpers.lake import REAL, ingest_paths
 
 EXPECTED_CHECKS = {
     "checks/select_duplicate_message_seqs",
@@ -37,8 +37,8 @@ def real_lake(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def demo_lake(tmp_path_factory):
-    """A small demo archive (pipeline.demo, 3 MB, fixed seed) ingested and correlated."""
-    from pipeline.demo import write_demo_archive
+    """A small demo archive (pipeline.demo.archive, 3 MB, fixed seed) ingested and correlated."""
+    from pipeline.demo.archive import write_demo_archive
 
     tmp_path = tmp_path_factory.mktemp("checks-demo")
     write_demo_archive(tmp_path / "demo", size_bytes=3_000_000, seed=11)

@@ -13,10 +13,10 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.config import load_config
-from pipeline.lake import Lake, default_lake, notebook_lake
-from tests.conftest import REAL, REPO, copy_real
+from pipeline.cli.commands import cli
+from pipeline.core.config import load_config
+from pipeline.core.lake import Lake, default_lake, notebook_lake
+from tests.helpers.lake import REAL, REPO, copy_real
 
 CLAUDE = "claude_code/claude_session.jsonl"        # session 7f2abd2d-... and its sub-agent
 CODEX = "codex/codex_session.jsonl"
@@ -432,7 +432,7 @@ def test_show_folds_long_tool_calls_unless_full(tmp_path):
 
 
 def test_the_html_policies_page_shows_one_replay_settings_not_a_mix(tmp_path):
-    from pipeline.html.build import render_html
+    from pipeline.reports.html.build import render_html
 
     archive = copy_real(tmp_path, CLAUDE, CODEX)
     lake = ["--lake", str(tmp_path / "lake")]

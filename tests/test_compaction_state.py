@@ -6,7 +6,7 @@ import json
 
 from pipeline.policies.base import (CLEARED_TEXT, CONTEXT_EDIT_TEXT, PRUNE_MARKER,
                                     compaction_state_of, mask_text)
-from tests.conftest import ingest_paths, rows
+from tests.helpers.lake import ingest_paths, rows
 from tests.test_ingest_bad_input import SESSION, write
 
 TEXTS = [

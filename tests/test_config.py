@@ -1,12 +1,12 @@
-"""ctxlake.toml: defaults equal POLICIES.md, named policies, chains, inline parameters,
+"""ctxlake.toml: defaults equal docs/policies.md, named policies, chains, inline parameters,
 config hash, and errors that name the key and the file."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.config import Config, config_from_dict, load_config, parse_policy_spec, policy_key
-from pipeline.errors import ConfigError
+from pipeline.core.config import Config, config_from_dict, load_config, parse_policy_spec, policy_key
+from pipeline.core.errors import ConfigError
 
 CONFIG = """
 ignore_patterns = ["^warmup$", "run the linter"]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline.lake import session_bucket
-from pipeline.correlate import TOOL_PATHS, correlate
-from pipeline.memory import MemoryRoots
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from pipeline.core.lake import session_bucket
+from pipeline.stages.correlate import TOOL_PATHS, correlate
+from pipeline.text.memory import MemoryRoots
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 T0 = "2025-01-01T00:00:{:02d}Z"
 
@@ -253,7 +253,7 @@ def test_real_claude_memory_edits_are_project_class(tmp_path):
 def test_the_correlate_command_uses_config_memory_roots(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import cli
+    from pipeline.cli.commands import cli
 
     lake, _ = ingest_paths(tmp_path, _write(tmp_path, SESSION))
     config = tmp_path / "ctxlake.toml"

@@ -19,17 +19,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.calibrate import estimator_report, load_calls
-from pipeline.cli import cli
-from pipeline.demo import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
-from pipeline.errors import UsageError
+from pipeline.stages.calibrate import estimator_report, load_calls
+from pipeline.cli.commands import cli
+from pipeline.demo.archive import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
+from pipeline.core.errors import UsageError
 from pipeline.formats import READERS
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
-from pipeline.plan import suggest
-from pipeline.tokens import estimate_tokens, text_counts
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
+from pipeline.stages.plan import suggest
+from pipeline.text.tokens import estimate_tokens, text_counts
 
-from conftest import rows, scalar
+from tests.helpers.lake import rows, scalar
 
 SIZE = 2_000_000
 SEED = 11
@@ -217,7 +217,7 @@ def test_codex_rollouts_emit_each_token_count_twice_after_a_null_one(demo):
 
 
 # ---------------------------------------------------------------------------------------
-# Recorded usage follows the content (read with plain json; tokens by POLICIES.md's heuristic)
+# Recorded usage follows the content (read with plain json; tokens by docs/policies.md's heuristic)
 # ---------------------------------------------------------------------------------------
 def _claude_usage_events(archive: Path):
     """Main Claude sessions without compaction (sub-agents and inline sidechains left out)."""
@@ -467,7 +467,7 @@ def test_the_demo_lake_has_memory_file_reads_for_every_memory_root(demo):
 
 def test_the_demo_lake_has_idle_gaps_over_an_hour_before_a_prompt(demo):
     lake = demo[2]
-    # the gap between the last assistant message and the next prompt (POLICIES.md, idle)
+    # the gap between the last assistant message and the next prompt (docs/policies.md, idle)
     gaps = scalar(lake, """
         WITH ordered AS (
             SELECT is_prompt, "timestamp",
@@ -508,7 +508,7 @@ def test_the_demo_lake_has_the_workflow_signals_later_stages_look_for(demo):
 def _planted_boundaries(path: Path) -> dict[str, tuple[int, float]]:
     """(turn, weighted tool calls) at the planted session's first completed todo list and first
     commit, worked out from the transcript with plain json: a turn is an API call (a distinct
-    message.id), numbered from 1; weights are POLICIES.md's (Read 0.5, Grep/Glob 0.3, else 1)."""
+    message.id), numbered from 1; weights are docs/policies.md's (Read 0.5, Grep/Glob 0.3, else 1)."""
     turns: list[str] = []
     weight = 0.0
     found: dict[str, tuple[int, float]] = {}
@@ -564,7 +564,7 @@ def test_claude_tool_calls_are_billed_as_claude_writes_them(demo):
     # a Claude call that only made one tool call bills its output: the call written in
     # Claude's syntax (tags, one parameter per key, strings raw) at the "claude" code factor
     # 1.20 per heuristic token (each piece +-3%), 3 tokens of framing and a stop token or two
-    from pipeline.written_output import WrittenRow, claude_tool_calls
+    from pipeline.text.written_output import WrittenRow, claude_tool_calls
 
     ratios = []
     for path in (demo[0] / "claude").rglob("*.jsonl"):

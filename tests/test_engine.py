@@ -1,4 +1,4 @@
-"""The engine option (pipeline.engine): config and CLI plumbing, and the error without Ray.
+"""The engine option (pipeline.stages.engine): config and CLI plumbing, and the error without Ray.
 
 These need no Ray; the runs on a real Ray instance are in test_engine_ray.py."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from pipeline import engine as engines
-from pipeline.cli import cli
-from pipeline.config import config_from_dict
-from pipeline.errors import ConfigError, UsageError
+from pipeline.stages import engine as engines
+from pipeline.cli.commands import cli
+from pipeline.core.config import config_from_dict
+from pipeline.core.errors import ConfigError, UsageError
 
 
 def test_the_default_engine_is_local_from_no_config_and_no_option():

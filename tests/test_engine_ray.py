@@ -20,11 +20,11 @@ from click.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from pipeline import plan as plan_module  # noqa: E402
-from pipeline.cli import cli  # noqa: E402
-from pipeline.lake import Lake  # noqa: E402
+from pipeline.stages import session_engine  # noqa: E402
+from pipeline.cli.commands import cli  # noqa: E402
+from pipeline.core.lake import Lake  # noqa: E402
 
-from conftest import REAL  # noqa: E402
+from tests.helpers.lake import REAL  # noqa: E402
 
 # run-specific columns: the run's id and clock, nothing the engine decides
 VOLATILE = {"run_id", "ingested_at", "started_at", "finished_at", "pid", "seconds"}
@@ -110,7 +110,7 @@ def assert_same_lake(local: Path, other: Path) -> None:
 @pytest.fixture(scope="module")
 def demo_lakes(tmp_path_factory):
     """A 3 MB demo archive run by the nightly job twice: local engine and Ray."""
-    from pipeline.demo import write_demo_archive
+    from pipeline.demo.archive import write_demo_archive
 
     tmp = tmp_path_factory.mktemp("ray-demo")
     write_demo_archive(tmp / "demo", size_bytes=3_000_000, seed=11)
@@ -126,7 +126,7 @@ def demo_lakes(tmp_path_factory):
 def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samples(
         tmp_path, monkeypatch):
     # small session chunks, so plan runs as several Ray tasks even on these short samples
-    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
@@ -171,7 +171,7 @@ def test_a_killed_ray_ingest_task_is_retried_and_leaves_the_same_lake(tmp_path, 
 
 
 def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path, monkeypatch):
-    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     marker = tmp_path / "killed-once"
     monkeypatch.setenv("CTXLAKE_CRASH_AT", "engine:session_chunk")
@@ -182,8 +182,8 @@ def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path
 
 
 def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
-    from pipeline import engine as engines
-    from pipeline.config import config_from_dict
+    from pipeline.stages import engine as engines
+    from pipeline.core.config import config_from_dict
 
     chosen = engines.resolve(None, config_from_dict({"engine": "ray", "ray_address": "auto"}))
     assert isinstance(chosen, engines.RayEngine)

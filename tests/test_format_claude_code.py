@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 CLAUDE = REAL / "claude_code"
 
@@ -15,7 +15,7 @@ def _lines(name: str) -> list[dict]:
 
 
 def _expected_usage(objs: list[dict]) -> dict[str, int]:
-    """Usage once per (message.id, requestId), keeping the largest output_tokens (FORMATS.md)."""
+    """Usage once per (message.id, requestId), keeping the largest output_tokens (docs/formats.md)."""
     calls: dict[tuple, dict] = {}
     totals = defaultdict(int)
     for obj in objs:

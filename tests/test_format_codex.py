@@ -8,8 +8,8 @@ import json
 from pipeline.formats import detect
 from pipeline.formats.codex_cli import CodexCliReader
 from pipeline.formats.gemini_cli import GeminiCliJsonlReader
-from pipeline.ingest import ingest
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from pipeline.stages.ingest import ingest
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 SAMPLE = REAL / "codex" / "codex_session.jsonl"
 

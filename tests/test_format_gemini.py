@@ -11,8 +11,8 @@ from pipeline.formats import detect
 from pipeline.formats.base import SEQ_STRIDE
 from pipeline.formats.codex_cli import CodexCliReader
 from pipeline.formats.gemini_cli import GeminiCliJsonlReader, GeminiCliReader
-from pipeline.ingest import ingest
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from pipeline.stages.ingest import ingest
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 SAMPLE = REAL / "gemini" / "gemini_session.json"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 V1 = "django__django-14155"     # mini-swe-agent-1: text actions in ```bash blocks
 V2 = "pvlib__pvlib-python-1606"  # mini-swe-agent-1.1: tool calls

@@ -10,7 +10,7 @@ import pytest
 from pipeline.formats import detect
 from pipeline.formats.anthropic_messages import AnthropicMessagesReader
 from pipeline.formats.openai_chat import OpenAIChatReader
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 
 def _jsonl(tmp_path: Path, name: str, lines: list) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REAL, ingest_paths, rows, scalar
+from tests.helpers.lake import REAL, ingest_paths, rows, scalar
 
 SAMPLES = ["6e44b9__sweagenttestrepo-1c2844.traj", "pydicom__pydicom-1458.traj"]
 

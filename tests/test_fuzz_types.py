@@ -21,11 +21,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
-from pipeline.nightly import run_nightly
-from pipeline.replay import replay
-from pipeline.usage import usage_report
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
+from pipeline.stages.nightly import run_nightly
+from pipeline.stages.replay import replay
+from pipeline.stages.usage import usage_report
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 SENTINEL = "\x00fuzz\x00"

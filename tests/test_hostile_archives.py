@@ -17,20 +17,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.config import policy_key
-from pipeline.demo import MARKER, write_demo_archive
-from pipeline.errors import LakeLockedError, UnsafePathError, UsageError
-from pipeline.ingest import ingest
-from pipeline.lake import Lake, new_connection
-from pipeline.nightly import run_nightly
-from pipeline.query import run_query
-from pipeline.recover import recover
-from pipeline.replay import replay
-from pipeline.store import PayloadStore
-from pipeline.summarize import summarize
-from pipeline.usage import usage_report
-from tests.conftest import REAL, rows, scalar
+from pipeline.cli.commands import cli
+from pipeline.core.config import policy_key
+from pipeline.demo.archive import MARKER, write_demo_archive
+from pipeline.core.errors import LakeLockedError, UnsafePathError, UsageError
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake, new_connection
+from pipeline.stages.nightly import run_nightly
+from pipeline.reports.query import run_query
+from pipeline.stages.recover import recover
+from pipeline.stages.replay import replay
+from pipeline.core.store import PayloadStore
+from pipeline.stages.summarize import summarize
+from pipeline.stages.usage import usage_report
+from tests.helpers.lake import REAL, rows, scalar
 
 GOOD = REAL / "claude_code" / "claude_session.jsonl"       # 26 lines, one session
 GOOD_SESSION = "7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9"

@@ -21,15 +21,15 @@ from urllib.parse import unquote, urlparse
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.config import config_from_dict
-from pipeline.errors import ConfigError, UsageError
-from pipeline.html import render_html, session_slug
-from pipeline.html import build as html_build
-from pipeline.lake import Lake
+from pipeline.cli.commands import cli
+from pipeline.core.config import config_from_dict
+from pipeline.core.errors import ConfigError, UsageError
+from pipeline.reports.html import render_html, session_slug
+from pipeline.reports.html import build as html_build
+from pipeline.core.lake import Lake
 
 from browser import Browser, chromium_path
-from conftest import REAL
+from tests.helpers.lake import REAL
 
 ARTIFACTS = Path(__file__).resolve().parent / ".artifacts" / "html"
 MASKING = "observation_masking(window=10)"
@@ -43,7 +43,7 @@ CHILD = f"{SESSION}/agent-a1b2c3d4"
 # Lakes
 # ---------------------------------------------------------------------------------------
 def _nightly(archive: Path, lake_dir: Path) -> Lake:
-    from pipeline.nightly import run_nightly
+    from pipeline.stages.nightly import run_nightly
 
     lake = Lake(lake_dir)
     run_nightly([archive], lake=lake, tz="UTC", workers=1)
@@ -52,8 +52,8 @@ def _nightly(archive: Path, lake_dir: Path) -> Lake:
 
 @pytest.fixture(scope="module")
 def real_lake(tmp_path_factory) -> Lake:
-    from pipeline.plan import plan_many
-    from pipeline.replay import replay
+    from pipeline.stages.plan import plan_many
+    from pipeline.stages.replay import replay
 
     lake = _nightly(REAL, tmp_path_factory.mktemp("real") / "lake")
     plan_many(lake, policies=[MASKING])
@@ -63,8 +63,8 @@ def real_lake(tmp_path_factory) -> Lake:
 
 @pytest.fixture(scope="module")
 def demo_lake(tmp_path_factory) -> Lake:
-    from pipeline.demo import write_demo_archive
-    from pipeline.replay import replay
+    from pipeline.demo.archive import write_demo_archive
+    from pipeline.stages.replay import replay
 
     root = tmp_path_factory.mktemp("demo")
     write_demo_archive(root / "archive", size_bytes=2_000_000, seed=7)
@@ -191,7 +191,7 @@ def test_a_session_page_shows_evictions_where_they_happen_with_reason_tokens_and
 
 
 def test_pruned_payloads_link_to_a_page_read_back_from_the_store(demo_lake, tmp_path):
-    from pipeline.store import PayloadStore
+    from pipeline.core.store import PayloadStore
 
     out = tmp_path / "html"
     summary = render_html(demo_lake, out)
@@ -230,7 +230,7 @@ def test_transcript_text_is_escaped_everywhere(injection_lake, tmp_path):
 
 
 def test_every_page_allows_only_its_own_inlined_script():
-    from pipeline.html.page import asset, page
+    from pipeline.reports.html.page import asset, page
 
     html = page("t", "<p>x</p>").decode("utf-8")
     from html import unescape
@@ -344,7 +344,7 @@ def test_the_same_lake_gives_the_same_bytes_and_a_second_render_rewrites_nothing
 
 
 def test_a_refresh_renders_only_the_given_sessions_and_deletes_pages_of_removed_ones(tmp_path):
-    from pipeline.ingest import ingest
+    from pipeline.stages.ingest import ingest
 
     archive = tmp_path / "archive"
     archive.mkdir()
@@ -444,7 +444,7 @@ def test_the_wheel_ships_the_report_assets(tmp_path):
                    cwd=repo, check=True, capture_output=True)
     wheel = next(tmp_path.glob("*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"pipeline/html/assets/report.css", "pipeline/html/assets/report.js",
+    assert {"pipeline/reports/html/assets/report.css", "pipeline/reports/html/assets/report.js",
             "pipeline/sql/select_html_sessions.sql"} <= names
 
 

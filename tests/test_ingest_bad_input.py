@@ -7,8 +7,8 @@ import os
 
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from tests.conftest import ingest_paths, rows, scalar
+from pipeline.cli.commands import cli
+from tests.helpers.lake import ingest_paths, rows, scalar
 
 SESSION = "11111111-2222-3333-4444-555555555555"
 
@@ -188,7 +188,7 @@ def test_a_reader_failing_at_the_end_of_a_file_undoes_its_rows_and_reports_the_f
 
 
 def test_a_legacy_gemini_json_beside_its_migrated_jsonl_is_read_once(tmp_path):
-    from tests.conftest import REAL
+    from tests.helpers.lake import REAL
 
     chats = tmp_path / "chats"
     legacy = chats / "session-2025-12-09T19-47-aaaa1111.json"

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from pipeline.errors import LakeLockedError
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
-from tests.conftest import REAL, rows, scalar
+from pipeline.core.errors import LakeLockedError
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
+from tests.helpers.lake import REAL, rows, scalar
 from tests.test_ingest_bad_input import SESSION, claude_line, write
 
 
@@ -139,7 +139,7 @@ def test_a_run_killed_after_its_commit_point_but_before_its_log_keeps_its_rows_o
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from pipeline.lake import write_parquet_atomic
+    from pipeline.core.lake import write_parquet_atomic
 
     path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1))
     lake = Lake(tmp_path / "lake")
@@ -160,7 +160,7 @@ def test_a_run_killed_after_its_commit_point_but_before_its_log_keeps_its_rows_o
 def test_lines_crossing_read_blocks_keep_their_bytes_offsets_and_hashes(tmp_path, monkeypatch):
     import hashlib
 
-    import pipeline.ingest as engine
+    import pipeline.stages.ingest as engine
 
     monkeypatch.setattr(engine, "READ_BLOCK", 64)  # every line spans several blocks
     texts = ["a" * 10, "b" * 150, "c", "d" * 300]
@@ -238,8 +238,8 @@ def test_a_line_held_back_earlier_is_read_once_the_file_has_settled(tmp_path):
 
 
 def test_the_nightly_run_reads_the_quiet_period_from_the_config(tmp_path):
-    from pipeline.config import config_from_dict
-    from pipeline.nightly import run_nightly
+    from pipeline.core.config import config_from_dict
+    from pipeline.stages.nightly import run_nightly
 
     path = write(tmp_path / "a" / f"{SESSION}.jsonl",
                  claude_line(1) + claude_line(2, "x").rstrip(b"\n"))
@@ -255,8 +255,8 @@ def test_the_nightly_run_reads_the_quiet_period_from_the_config(tmp_path):
 def test_a_settled_files_oversized_last_payload_is_pruned_and_restored_byte_exact(tmp_path):
     import json as _json
 
-    from pipeline.nightly import run_nightly
-    from pipeline.restore import restore
+    from pipeline.stages.nightly import run_nightly
+    from pipeline.stages.restore import restore
 
     use = {"type": "assistant", "sessionId": SESSION, "uuid": "a1", "parentUuid": "u1",
            "timestamp": "2026-11-01T10:01:00.000Z", "cwd": "/work/p", "requestId": "r1",

@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.apply import apply_policy
-from pipeline.config import Config
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
-from pipeline.plan import plan
-from pipeline.replay import replay
-from pipeline.restore import restore
-from pipeline.summarize import summarize
-from tests.conftest import REAL, ingest_paths, rows
+from pipeline.stages.apply import apply_policy
+from pipeline.core.config import Config
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
+from pipeline.stages.plan import plan
+from pipeline.stages.replay import replay
+from pipeline.stages.restore import restore
+from pipeline.stages.summarize import summarize
+from tests.helpers.lake import REAL, ingest_paths, rows
 
 SID = "9a9a9a9a-0000-4000-8000-000000000001"
 BIG = "x" * 20000

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.memory import Classifier, MemoryRoots, classify, home_for_cwd
+from pipeline.text.memory import Classifier, MemoryRoots, classify, home_for_cwd
 
 ROOTS = MemoryRoots()
 

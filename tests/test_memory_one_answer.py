@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.apply import apply_policy
-from pipeline.config import Config, config_from_dict
-from pipeline.correlate import correlate
-from pipeline.plan import plan
-from pipeline.replay import replay
-from tests.conftest import REAL, ingest_paths, rows
+from pipeline.stages.apply import apply_policy
+from pipeline.core.config import Config, config_from_dict
+from pipeline.stages.correlate import correlate
+from pipeline.stages.plan import plan
+from pipeline.stages.replay import replay
+from tests.helpers.lake import REAL, ingest_paths, rows
 
 HASH = "ab" * 32
 
@@ -92,7 +92,7 @@ def test_plan_reads_the_stored_classes_of_correlate(tmp_path):
 
 
 def test_on_the_real_samples_every_read_plan_sees_has_the_tool_links_class(tmp_path):
-    from pipeline.plan import iter_session_inputs
+    from pipeline.stages.session_engine import iter_session_inputs
 
     lake, _ = ingest_paths(tmp_path, REAL)
     correlate(lake)

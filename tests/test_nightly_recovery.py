@@ -1,7 +1,7 @@
 """The nightly job finishes what a killed run left undone and does only what it owes.
 
 A run is killed (SIGKILL, in a forked child) at every stage boundary (``CTXLAKE_CRASH_AT``,
-:mod:`pipeline.crash`) and at random moments; one plain run afterwards must leave pruned
+:mod:`pipeline.core.crash`) and at random moments; one plain run afterwards must leave pruned
 outputs, the payload store, daily logs, recovery documents and every table exactly as an
 uninterrupted run leaves them.
 """
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ingest import ingest
-from pipeline.lake import Lake, detach_forked_worker
-from pipeline.nightly import run_nightly
-from tests.conftest import REAL, copy_real, rows, scalar
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake, detach_forked_worker
+from pipeline.stages.nightly import run_nightly
+from tests.helpers.lake import REAL, copy_real, rows, scalar
 
 SAMPLES = ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",
            "codex/codex_session.jsonl", "mini_swe_agent/pvlib__pvlib-python-1606.traj.json")
@@ -332,16 +332,16 @@ def test_the_nightly_job_refreshes_the_html_report_for_the_sessions_that_changed
 
 
 def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_path, monkeypatch):
-    import pipeline.calibrate
+    import pipeline.stages.calibrate
     from click.testing import CliRunner
-    from pipeline.cli import cli
+    from pipeline.cli.commands import cli
 
     archive = copy_real(tmp_path, *SAMPLES)
 
     def broken(lake, *, sessions=None):
         raise OSError("disk full")
 
-    monkeypatch.setattr(pipeline.calibrate, "calibrate", broken)
+    monkeypatch.setattr(pipeline.stages.calibrate, "calibrate", broken)
     result = CliRunner().invoke(cli, ["--lake", str(tmp_path / "lake"), "run", str(archive),
                                       "--tz", "UTC", "--json"], catch_exceptions=False)
     assert result.exit_code == 1
@@ -357,7 +357,7 @@ def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_p
 
 def test_a_second_run_while_one_holds_the_lake_exits_75(tmp_path):
     from click.testing import CliRunner
-    from pipeline.cli import cli
+    from pipeline.cli.commands import cli
 
     archive = copy_real(tmp_path, "codex/codex_session.jsonl")
     lake = Lake(tmp_path / "lake")
@@ -386,7 +386,7 @@ def _hold(lake_root: str) -> None:
 
 def test_status_shows_the_lake_its_runs_and_what_each_stage_owes(tmp_path):
     from click.testing import CliRunner
-    from pipeline.cli import cli
+    from pipeline.cli.commands import cli
 
     archive = copy_real(tmp_path, *SAMPLES)
     lake_root = tmp_path / "lake"

@@ -15,8 +15,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from pipeline.demo import write_demo_archive
-from tests.conftest import REPO, ingest_paths
+from pipeline.demo.archive import write_demo_archive
+from tests.helpers.lake import REPO, ingest_paths
 
 NOTEBOOKS = ("usage_analytics", "policy_evaluation")
 KERNEL = "ctxlake-test-python"

@@ -7,7 +7,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pipeline import sqlfiles
+from pipeline.core import sqlfiles
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.paths import request_path_entries, request_paths
+from pipeline.text.paths import request_path_entries, request_paths
 
 CWD = "/work/app"
 
@@ -122,7 +122,7 @@ def test_the_fast_split_agrees_with_shlex_on_simple_scripts():
     import random
     import shlex
 
-    from pipeline.paths import _split_script
+    from pipeline.text.paths import _split_script
 
     rng = random.Random(3)
     words = ["cat", "head", "-n", "5", "a.py", "src/b c.txt", "x\\ y", "'q r'", '"d e"', "#c",

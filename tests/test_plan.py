@@ -12,17 +12,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL, ingest_paths, rows
-from pipeline.cli import cli
-from pipeline.config import Config, config_from_dict
-from pipeline.errors import UsageError
-from pipeline.lake import DERIVED_BUCKETS, session_bucket
+from tests.helpers.lake import REAL, ingest_paths, rows
+from pipeline.cli.commands import cli
+from pipeline.core.config import Config, config_from_dict
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import DERIVED_BUCKETS, session_bucket
 from pipeline.policies.base import CONTEXT_EDIT_TEXT
-from pipeline.tokens import estimate_tokens
-from pipeline.plan import (
-    EVICTIONS_SCHEMA, PLANS_SCHEMA, iter_session_inputs, load_session_input, plan, plan_many,
-    suggest,
-)
+from pipeline.text.tokens import estimate_tokens
+from pipeline.stages.plan import EVICTIONS_SCHEMA, PLANS_SCHEMA, plan, plan_many, suggest
+from pipeline.stages.session_engine import iter_session_inputs, load_session_input
 
 ALL = ["none", "microcompact", "payload_prune", "context_editing", "observation_masking",
        "strategic", "tail_protect+microcompact", "payload_prune+microcompact",

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from pipeline.config import Config
-from pipeline.plan import plan_session_input, session_plan_tables
-from pipeline.plan import EVICTIONS_SCHEMA, PLANS_SCHEMA
+from pipeline.core.config import Config
+from pipeline.stages.plan import plan_session_input, session_plan_tables
+from pipeline.stages.plan import EVICTIONS_SCHEMA, PLANS_SCHEMA
 from pipeline.policies.base import CLEARED_TEXT, PRUNE_MARKER
-from pipeline.policies.builder import SessionBuilder, apply_evictions
+from tests.helpers.sessions import SessionBuilder, apply_evictions
 
 
 def busy_session():

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from pipeline.config import Config
-from pipeline.plan import plan_session_input
+from pipeline.core.config import Config
+from pipeline.stages.plan import plan_session_input
 from pipeline.policies.base import CONTEXT_EDIT_TEXT
-from pipeline.policies.builder import SessionBuilder
-from pipeline.tokens import estimate_tokens
+from tests.helpers.sessions import SessionBuilder
+from pipeline.text.tokens import estimate_tokens
 
 PLACEHOLDER_TOKENS = estimate_tokens(CONTEXT_EDIT_TEXT)
 

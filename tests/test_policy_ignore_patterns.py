@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from conftest import ingest_paths
-from pipeline.config import config_from_dict
-from pipeline.errors import ConfigError, IgnorePatternWarning
-from pipeline.plan import plan
+from tests.helpers.lake import ingest_paths
+from pipeline.core.config import config_from_dict
+from pipeline.core.errors import ConfigError, IgnorePatternWarning
+from pipeline.stages.plan import plan
 from pipeline.policies.base import ParamError
 from pipeline.policies.ignore_patterns import compile_patterns, matching_pattern
 
@@ -78,7 +78,7 @@ def test_patterns_javascript_rejects_or_python_cannot_express_are_dropped(patter
 def test_the_cli_prints_the_warning_once_and_the_run_goes_on(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import cli
+    from pipeline.cli.commands import cli
 
     folder = tmp_path / "archive" / "projects" / "-w"
     folder.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""microcompact (POLICIES.md): idle / size / force triggers, keep_recent, errors, protection."""
+"""microcompact (docs/policies.md): idle / size / force triggers, keep_recent, errors, protection."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from pipeline.config import Config, config_from_dict
-from pipeline.errors import ConfigError
-from pipeline.plan import plan_session_input
+from pipeline.core.config import Config, config_from_dict
+from pipeline.core.errors import ConfigError
+from pipeline.stages.plan import plan_session_input
 from pipeline.policies.base import CLEARED_TEXT, ParamError
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 from pipeline.policies.microcompact import MicrocompactParams
 
 CLEARED_TOKENS = math.ceil(len(CLEARED_TEXT) / 4)   # 33 chars -> 9

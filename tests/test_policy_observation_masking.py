@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from pipeline.config import Config
-from pipeline.errors import ConfigError
-from pipeline.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
-from pipeline.tokens import estimate_tokens
+from pipeline.core.config import Config
+from pipeline.core.errors import ConfigError
+from pipeline.stages.plan import plan_session_input
+from tests.helpers.sessions import SessionBuilder
+from pipeline.text.tokens import estimate_tokens
 
 
 def turns(n: int):

@@ -1,4 +1,4 @@
-"""payload_prune (POLICIES.md): strictly over 16384 UTF-8 bytes, 2048 + 512 char preview,
+"""payload_prune (docs/policies.md): strictly over 16384 UTF-8 bytes, 2048 + 512 char preview,
 marker, compaction://<sha256> locator, shapes, idempotency, memory reads kept."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from pipeline.config import Config
-from pipeline.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
+from pipeline.core.config import Config
+from pipeline.stages.plan import plan_session_input
+from tests.helpers.sessions import SessionBuilder
 from pipeline.policies.payload_prune import replacement_text
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 
 def one_result_session(payload: str, *, shape: str = "string", tool: str = "Bash",

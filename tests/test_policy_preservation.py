@@ -1,6 +1,6 @@
-"""The managed-memory preservation predicate (POLICIES.md, microcompact): a read is protected
+"""The managed-memory preservation predicate (docs/policies.md, microcompact): a read is protected
 only when its call id maps to exactly one request-side call AND every path is inside a memory
-root after resolving real paths. Built on real folders in tmp_path (pipeline.memory resolves
+root after resolving real paths. Built on real folders in tmp_path (pipeline.text.memory resolves
 them), cleared with microcompact's force trigger at the last turn, keep_recent=1."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import os
 import pyarrow as pa
 import pytest
 
-from pipeline.config import Config
-from pipeline.memory import MemoryRoots
-from pipeline.plan import plan_session_input
+from pipeline.core.config import Config
+from pipeline.text.memory import MemoryRoots
+from pipeline.stages.plan import plan_session_input
 from pipeline.policies.base import SessionInput
-from pipeline.policies.builder import SessionBuilder
+from tests.helpers.sessions import SessionBuilder
 
 FORCE = "microcompact(force_at_turn=[{turn}], idle_minutes=-1, size_chars=-1, keep_recent=1)"
 
@@ -111,7 +111,7 @@ def test_a_read_whose_paths_are_only_partly_memory_is_ordinary(project):
         ("read_many_files", {"paths": ["CLAUDE.md", "src/app.py"]}),
         ("read_many_files", {"paths": ["CLAUDE.md", ".claude/CLAUDE.md"]}),
     ])
-    # read_many_files is not compactable by default (POLICIES.md lists): add it
+    # read_many_files is not compactable by default (docs/policies.md lists): add it
     cleared, preserved = cleared_and_preserved(
         session, turn, 'compactable_tools=["Read", "read_many_files"]')
     assert cleared == [ids[0]]

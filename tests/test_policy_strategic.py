@@ -1,14 +1,15 @@
-"""strategic (POLICIES.md): weighted tool calls, boundaries, every suppression rule, the two
+"""strategic (docs/policies.md): weighted tool calls, boundaries, every suppression rule, the two
 printed forms, and compaction at the suggestion points."""
 
 from __future__ import annotations
 
 import json
 
-from pipeline.config import Config
-from pipeline.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
-from pipeline.policies.strategic import box, one_line, suggestion_points
+from pipeline.core.config import Config
+from pipeline.stages.plan import plan_session_input
+from tests.helpers.sessions import SessionBuilder
+from pipeline.policies.strategic import suggestion_points
+from pipeline.reports.suggestions import box, one_line
 
 TODO_DONE = {"todos": [{"content": "a", "status": "completed", "activeForm": "a"},
                        {"content": "b", "status": "completed", "activeForm": "b"}]}

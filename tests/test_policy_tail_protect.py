@@ -1,4 +1,4 @@
-"""tail_protect (POLICIES.md): the last tail_pairs meaningful exchanges are never cleared;
+"""tail_protect (docs/policies.md): the last tail_pairs meaningful exchanges are never cleared;
 trivial exchanges (user < 10 chars AND assistant < 20 chars) are skipped; the recent-exchange
 block with each message truncated to 150 estimated tokens."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from pipeline.config import Config
-from pipeline.plan import plan_session_input
-from pipeline.policies.builder import SessionBuilder
+from pipeline.core.config import Config
+from pipeline.stages.plan import plan_session_input
+from tests.helpers.sessions import SessionBuilder
 
 
 def exchange(b: SessionBuilder, user: str, assistant: str, at: float, reads: int = 2) -> list[str]:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.errors import UsageError
-from pipeline.recover import build_documents, memory_id, recover, recovery_file_name
-from pipeline.summarize import summarize
-from tests.conftest import ingest_paths
+from pipeline.cli.commands import cli
+from pipeline.core.errors import UsageError
+from pipeline.stages.recover import build_documents, memory_id, recover, recovery_file_name
+from pipeline.stages.summarize import summarize
+from tests.helpers.lake import ingest_paths
 
 
 class ClaudeTranscript:
@@ -245,7 +245,7 @@ def test_a_plan_the_assistant_announced_is_inferred_and_a_list_without_intro_is_
 
 
 def test_codex_update_plan_and_write_todos_are_todo_lists_with_their_statuses(tmp_path):
-    from pipeline.recover import ToolEvent, _todo_state
+    from pipeline.stages.recover import ToolEvent, _todo_state
 
     def event(name, obj, family="todo"):
         return ToolEvent("s", 1, None, name, family, obj, json.dumps(obj), None, False, True, "ok",
@@ -383,7 +383,7 @@ def test_the_session_id_is_the_workflow_id_when_the_transcript_has_one(tmp_path)
 
 def test_the_project_root_is_the_top_most_folder_with_a_marker_when_the_tree_is_here(
         tmp_path, monkeypatch):
-    from pipeline.recover import project_root
+    from pipeline.stages.recover import project_root
 
     home = tmp_path / "home" / "bob"
     monkeypatch.setenv("HOME", str(home))
@@ -431,7 +431,7 @@ def test_recovery_ids_are_unique_per_lake_when_sessions_end_in_the_same_second(t
 
 def test_recovery_documents_built_by_the_worker_pool_equal_those_built_in_one_process(
         tmp_path, monkeypatch):
-    from pipeline import recover as recovery
+    from pipeline.stages import recover as recovery
     from tests.conftest import REAL
 
     lake, _summary = ingest_paths(tmp_path, REAL)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import sys
 
-from pipeline import render
+from pipeline.reports import render
 
 
 class FakeTerminal(io.StringIO):
@@ -42,8 +42,8 @@ def test_progress_is_quiet_when_stderr_is_not_a_terminal(monkeypatch):
 def test_the_sql_table_view_shows_backslashes_and_brackets_exactly_as_stored(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli import cli
-    from tests.conftest import copy_real, ingest_paths
+    from pipeline.cli.commands import cli
+    from tests.helpers.lake import copy_real, ingest_paths
 
     lake, _ = ingest_paths(tmp_path, copy_real(tmp_path, "codex/codex_session.jsonl"))
     query = 'SELECT \'^\\[CRON\\]\' AS pattern, \'a[b]c\' AS "[col]"'

@@ -1,6 +1,6 @@
 """Replay: context per turn, prompt-cache arithmetic, cost, at-risk and protected checks.
 
-Sessions are built in the test (pipeline.policies.builder) and every expected figure is worked
+Sessions are built in the test (tests.helpers.sessions) and every expected figure is worked
 out by hand in the comments; the real SWE-agent / mini-SWE-agent samples are checked against
 figures computed from the JSON files and from plain SQL over the lake's rows.
 """
@@ -14,15 +14,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline.calibrate import TokenCalibration
-from pipeline.cli import cli
-from pipeline.config import Config
-from pipeline.errors import UsageError
-from pipeline.policies.builder import SessionBuilder
-from pipeline.replay import (
+from pipeline.stages.calibrate import TokenCalibration
+from pipeline.cli.commands import cli
+from pipeline.core.config import Config
+from pipeline.core.errors import UsageError
+from tests.helpers.sessions import SessionBuilder
+from pipeline.stages.replay import (
     CALIBRATED, HEURISTIC, PriceBook, TokenPrices, evaluate_evictions, replay, replay_session,
 )
-from tests.conftest import REAL, copy_real, ingest_paths, rows
+from tests.helpers.lake import REAL, copy_real, ingest_paths, rows
 
 # Claude Sonnet-like prices, per token: input 3, cache write 3.75, cache read 0.30, output 15
 # dollars per million tokens.
@@ -434,7 +434,7 @@ def test_replay_writes_policy_eval_and_replay_turns_views(swe_lake):
     turns = sum(expected_turns().values())
     assert rows(lake, "SELECT count(*) FROM replay_turns WHERE policy = 'none'") == [(turns,)]
     # the run's table and the lake's view give the same comparison
-    from pipeline.replay import summary_rows
+    from pipeline.stages.replay import summary_rows
     con = lake.connect()
     try:
         assert summary_rows(None, result.policies, con=con) == result.summary
@@ -489,7 +489,7 @@ def test_the_cli_prints_the_table_and_json_and_sweeps_come_from_the_config(tmp_p
     assert "observation_masking(window=5)" in result.output and "at-risk" in result.output
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay", "--sweep", "nope",
                                  "--config", str(config)])
-    # library errors reach the user through pipeline.cli.main (exit code 2 for usage errors)
+    # library errors reach the user through pipeline.cli.commands.main (exit code 2 for usage errors)
     assert result.exit_code == 2
     assert "no sweep 'nope'" in result.output
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay"])

@@ -8,14 +8,14 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.config import Config
-from pipeline.demo import write_demo_archive
-from pipeline.replay import POLICY_EVAL, replay
-from pipeline.replay_report import (
+from pipeline.cli.commands import cli
+from pipeline.core.config import Config
+from pipeline.demo.archive import write_demo_archive
+from pipeline.stages.replay import POLICY_EVAL, replay
+from pipeline.reports.replay_report import (
     choose_chart_session, comparison_table, markdown_table, write_report,
 )
-from tests.conftest import ingest_paths
+from tests.helpers.lake import ingest_paths
 
 SIX = ["none", "microcompact", "payload_prune", "context_editing",
        "observation_masking(window=10)", "strategic"]

@@ -9,14 +9,14 @@ from datetime import date
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.errors import UsageError
-from pipeline.report_tools import tool_usage
-from tests.conftest import ingest_paths
+from pipeline.cli.commands import cli
+from pipeline.core.errors import UsageError
+from pipeline.reports.report_tools import tool_usage
+from tests.helpers.lake import ingest_paths
 
 
 def _tokens(text: str) -> int:
-    """POLICIES.md estimate for ASCII text: ceil(len / 4)."""
+    """docs/policies.md estimate for ASCII text: ceil(len / 4)."""
     return math.ceil(len(text) / 4)
 
 

@@ -9,12 +9,12 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from conftest import copy_real, ingest_paths
-from pipeline.apply import apply_policy
-from pipeline.cli import cli
-from pipeline.errors import StoreError
-from pipeline.lake import Lake
-from pipeline.restore import restore, verify
+from tests.helpers.lake import copy_real, ingest_paths
+from pipeline.stages.apply import apply_policy
+from pipeline.cli.commands import cli
+from pipeline.core.errors import StoreError
+from pipeline.core.lake import Lake
+from pipeline.stages.restore import restore, verify
 from test_apply import hand_evictions
 
 CODEX = "codex/codex_session.jsonl"

@@ -6,9 +6,9 @@ import json
 
 from click.testing import CliRunner
 
-from pipeline.cli import cli
-from pipeline.errors import CtxlakeError, UsageError
-from pipeline.lake import Lake
+from pipeline.cli.commands import cli
+from pipeline.core.errors import CtxlakeError, UsageError
+from pipeline.core.lake import Lake
 
 
 def _run(lake_root, *args):

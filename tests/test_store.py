@@ -9,9 +9,9 @@ import stat
 
 import pytest
 
-from pipeline import store as store_module
-from pipeline.errors import StoreError
-from pipeline.store import PayloadStore
+from pipeline.core import store as store_module
+from pipeline.core.errors import StoreError
+from pipeline.core.store import PayloadStore
 
 
 def _sha(data: bytes) -> str:

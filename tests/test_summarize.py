@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.summarize import LogEntry, render_day, summarize, topic_of
-from tests.conftest import REAL, ingest_paths, scalar
+from pipeline.core.errors import ConfigError
+from pipeline.stages.summarize import LogEntry, render_day, summarize, topic_of
+from tests.helpers.lake import REAL, ingest_paths, scalar
 from tests.test_recover import ClaudeTranscript
 
 
@@ -46,7 +46,7 @@ def _day_sessions(tmp_path):
 
 def _spec_estimate(lake, session_id: str) -> int:
     """The specification's estimateTokens(messages' text joined with ""), in Python."""
-    from pipeline.tokens import estimate_tokens
+    from pipeline.text.tokens import estimate_tokens
     return estimate_tokens(scalar(lake, "SELECT string_agg(text, '' ORDER BY seq) FROM messages "
                                   "WHERE session_id = ? AND role IN ('user', 'assistant') "
                                   "AND kind = 'text'", [session_id]))
@@ -111,8 +111,8 @@ def test_a_touched_session_that_now_ends_a_day_later_moves_to_that_day(tmp_path)
 
 
 def test_session_logging_false_turns_the_daily_logs_off(tmp_path):
-    from pipeline.config import config_from_dict
-    from pipeline.nightly import run_nightly
+    from pipeline.core.config import config_from_dict
+    from pipeline.stages.nightly import run_nightly
 
     lake = _day_sessions(tmp_path)
     result = summarize(lake, tz="UTC", session_logging=False)
@@ -176,7 +176,7 @@ def test_ignored_sessions_are_left_out_and_counted_and_a_day_left_empty_is_remov
 
 def test_an_invalid_ignore_pattern_is_dropped_with_a_warning_naming_it_and_the_others_apply(
         tmp_path):
-    from pipeline.errors import IgnorePatternWarning
+    from pipeline.core.errors import IgnorePatternWarning
 
     lake = _day_sessions(tmp_path)
     with pytest.warns(IgnorePatternWarning, match=r"ignore_patterns\[1\]: invalid regex '\(oops'"):

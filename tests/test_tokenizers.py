@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from conftest import REAL
-from pipeline import tokenizers as real
-from pipeline.errors import TokenizerUnavailableError, UsageError
+from tests.helpers.lake import REAL
+from pipeline.text import tokenizers as real
+from pipeline.core.errors import TokenizerUnavailableError, UsageError
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from conftest import REAL, ingest_paths, rows
-from pipeline import sqlfiles
-from pipeline.lake import new_connection
-from pipeline.tokens import (
+from tests.helpers.lake import REAL, ingest_paths, rows
+from pipeline.core import sqlfiles
+from pipeline.core.lake import new_connection
+from pipeline.text.tokens import (
     CJK_RANGES, cjk_count, estimate_from_counts, estimate_tokens, truncate_to_tokens,
     utf16_length,
 )
@@ -258,7 +258,7 @@ def test_truncation_finds_the_longest_prefix_on_random_strings():
 def test_text_counts_used_by_ingest_agree_with_the_reference_counts_on_long_and_short_text():
     import random
 
-    from pipeline.tokens import cjk_count, text_counts, utf16_length
+    from pipeline.text.tokens import cjk_count, text_counts, utf16_length
 
     rng = random.Random(20261130)
     alphabet = ("abc →é\n" + "中文漢字" + "\u3000\u303f\u4e00\u9fff\u3400\u4dbf\uf900\ufaff\uff00\uffef"

@@ -13,13 +13,13 @@ from decimal import Decimal
 import pytest
 from click.testing import CliRunner
 
-from pipeline import prices
-from pipeline.cli import cli
-from pipeline.errors import UsageError
-from pipeline.ingest import ingest
-from pipeline.summarize import summarize
-from pipeline.usage import usage_report
-from tests.conftest import REAL, claude_usage_calls, ingest_paths, rows
+from pipeline.reports import prices
+from pipeline.cli.commands import cli
+from pipeline.core.errors import UsageError
+from pipeline.stages.ingest import ingest
+from pipeline.stages.summarize import summarize
+from pipeline.stages.usage import usage_report
+from tests.helpers.lake import REAL, claude_usage_calls, ingest_paths, rows
 from tests.test_recover import ClaudeTranscript
 
 CLAUDE = REAL / "claude_code"
@@ -215,7 +215,7 @@ def test_tiered_prices_apply_per_call_and_an_unpriced_model_is_never_zero(tmp_pa
     assert by_model["acme-model-9"].cost_usd is None
     assert by_model["acme-model-9"].input_tokens == 500
     assert (day.figures.cost_usd, day.figures.unpriced_models) == (big + small, ["acme-model-9"])
-    from pipeline.usage import cost_cell, table_rows
+    from pipeline.stages.usage import cost_cell, table_rows
     assert cost_cell(by_model["acme-model-9"]) == "UNPRICED"
     assert cost_cell(day.figures) == "$0.9282 + UNPRICED"
     columns, table = table_rows(report)
@@ -359,7 +359,7 @@ def test_usage_calls_keep_exactly_the_usage_the_messages_view_keeps(tmp_path):
 
 
 def test_the_default_time_zone_is_the_machines(monkeypatch):
-    from pipeline.usage import resolve_timezone
+    from pipeline.stages.usage import resolve_timezone
     monkeypatch.setenv("TZ", "Asia/Tokyo")
     assert resolve_timezone(None) == "Asia/Tokyo"
     assert resolve_timezone("Europe/Paris") == "Europe/Paris"

@@ -18,16 +18,16 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from pipeline import render
-from pipeline.cli import cli
-from pipeline.config import config_from_dict
-from pipeline.errors import ConfigError
-from pipeline.ingest import ingest
-from pipeline.locations import discover_locations
-from pipeline.prices import reference_cost
-from pipeline.summarize import summarize
-from pipeline.usage import blocks_report, refresh_usage, table_rows, usage_report
-from tests.conftest import REAL, claude_usage_calls, ingest_paths, rows
+from pipeline.reports import render
+from pipeline.cli.commands import cli
+from pipeline.core.config import config_from_dict
+from pipeline.core.errors import ConfigError
+from pipeline.stages.ingest import ingest
+from pipeline.core.locations import discover_locations
+from pipeline.reports.prices import reference_cost
+from pipeline.stages.summarize import summarize
+from pipeline.stages.usage import blocks_report, refresh_usage, table_rows, usage_report
+from tests.helpers.lake import REAL, claude_usage_calls, ingest_paths, rows
 from tests.test_recover import ClaudeTranscript
 
 CLAUDE = REAL / "claude_code"
@@ -202,7 +202,7 @@ def test_a_report_on_a_refreshed_lake_imports_neither_pyarrow_nor_rich(tmp_path)
     lake, _ = ingest_paths(tmp_path, CLAUDE)
     summarize(lake, tz="UTC")
     refresh_usage(lake)
-    probe = ("import sys\nfrom click.testing import CliRunner\nfrom pipeline.cli import cli\n"
+    probe = ("import sys\nfrom click.testing import CliRunner\nfrom pipeline.cli.commands import cli\n"
              f"res = CliRunner().invoke(cli, ['--lake', {str(lake.root)!r}, 'report', 'daily', "
              "'--json', '--tz', 'UTC'], catch_exceptions=False)\n"
              "assert res.exit_code == 0, res.output\n"
@@ -210,7 +210,7 @@ def test_a_report_on_a_refreshed_lake_imports_neither_pyarrow_nor_rich(tmp_path)
              "{'pyarrow', 'rich', 'polars', 'genai_prices', 'numpy'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    version = subprocess.run([sys.executable, "-c", "import sys\nfrom pipeline.cli import cli\n"
+    version = subprocess.run([sys.executable, "-c", "import sys\nfrom pipeline.cli.commands import cli\n"
                               "print(sorted({m.split('.')[0] for m in sys.modules} & "
                               "{'duckdb', 'pyarrow', 'rich', 'polars'}))"],
                              capture_output=True, text=True, check=True)
@@ -369,7 +369,7 @@ def test_the_compact_layout_fits_80_columns_without_wrapping_numbers_dates_or_mo
     for name in ("sonnet-4-5", "gemini-3-pro-preview", "gpt-5.1-codex-max", "deepseek-chat", "gpt-4o"):
         assert any(name in line.split() for line in lines)
     assert "…" not in texts[("day", None)] and "…" not in texts[("day", "model")]
-    from pipeline.usage import block_table_rows
+    from pipeline.stages.usage import block_table_rows
     blocks = blocks_report(lake, tz="UTC", now=datetime(2026, 4, 15, 5, tzinfo=timezone.utc))
     out = io.StringIO()
     Console(file=out, width=80, highlight=False).print(
@@ -403,7 +403,7 @@ def test_config_prices_price_an_unknown_model_and_override_a_known_one_with_tier
         '[prices."claude-sonnet-4-5-20250929"]\ninput = 1.0\noutput = 2.0\n'
         '[[prices."claude-sonnet-4-5-20250929".tiers]]\nabove = 200000\ninput = 10.0\n',
         encoding="utf-8")
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
     report = usage_report(lake, period="day", tz="UTC", breakdown="model", config=load_config(config_file))
     by_model = dict(report.rows[0].breakdown)
     M = Decimal(1_000_000)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.errors import UsageError
+from pipeline.core.errors import UsageError
 from pipeline.formats.base import Reader
 from pipeline.formats.claude_code import ClaudeCodeReader
 from pipeline.formats.codex_cli import CodexCliReader

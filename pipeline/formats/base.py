@@ -1,6 +1,6 @@
 """The reader contract shared by every transcript format.
 
-A reader turns parsed JSON into rows of the staged tables (``pipeline.schema.STAGED``)
+A reader turns parsed JSON into rows of the staged tables (``pipeline.core.schema.STAGED``)
 through an :class:`Emitter`. The ingest engine owns bytes, lines, JSON parsing, provenance
 and the quarantine; a reader only interprets objects:
 
@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 import orjson
 import pyarrow as pa
 
-from pipeline.errors import RecordError
-from pipeline.schema import STAGED
+from pipeline.core.errors import RecordError
+from pipeline.core.schema import STAGED
 
 __all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "dumps",
            "content_text", "SEQ_STRIDE"]

@@ -1,6 +1,6 @@
 """Claude Code transcripts: ``~/.claude/projects/<encoded-cwd>/<sessionId>.jsonl``.
 
-Facts (FORMATS.md): one JSON object per line; ``type`` user/assistant/summary/system/
+Facts (docs/formats.md): one JSON object per line; ``type`` user/assistant/summary/system/
 file-history-snapshot/... (unknown types are kept as ``kind = other``); one assistant API
 response is written as several lines (one per content block) sharing ``message.id`` and
 ``requestId`` with usage repeated and ``output_tokens`` final only on the last line: every row

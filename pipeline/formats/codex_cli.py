@@ -1,6 +1,6 @@
 """Codex CLI rollouts: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``.
 
-Two line shapes (FORMATS.md):
+Two line shapes (docs/formats.md):
 
 - current: ``{timestamp, type, payload}`` with ``type`` in ``session_meta``, ``turn_context``,
   ``response_item``, ``event_msg``, ``compacted`` (any other type is kept as a system row of

@@ -1,6 +1,6 @@
 """mini-SWE-agent trajectories (``mini_swe_agent``, ``*.traj.json``, one JSON document).
 
-Facts (FORMATS.md): ``{info, messages[], trajectory_format, instance_id?}``; the oldest test
+Facts (docs/formats.md): ``{info, messages[], trajectory_format, instance_id?}``; the oldest test
 data is a bare list of messages. Every row carries ``json_path`` (``/messages/<i>``, or
 ``/<i>`` for a bare list). Session: the file stem (the instance id; ``instance_id`` is kept in
 ``session_info.meta_json``). Project and each call's ``cwd``: ``info.config.environment.cwd``.

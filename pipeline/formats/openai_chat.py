@@ -1,6 +1,6 @@
 """OpenAI chat-completions message logs (``openai_chat``, ``*.jsonl``).
 
-Two line shapes, chosen per line (FORMATS.md):
+Two line shapes, chosen per line (docs/formats.md):
 
 - one conversation per line ``{"id"?, "model"?, "usage"?, "messages": [...]}``: the session is
   the conversation ``id``, else ``"<file stem>:<line_no>"``; rows carry ``json_path``

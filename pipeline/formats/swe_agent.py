@@ -1,6 +1,6 @@
 """SWE-agent trajectories (``swe_agent``, ``*.traj``, one JSON object per file).
 
-Facts (FORMATS.md): ``{environment?, trajectory[], history[], info{model_stats, ...},
+Facts (docs/formats.md): ``{environment?, trajectory[], history[], info{model_stats, ...},
 replay_config? (dict in 2024 files, a JSON string in current code)}``; demonstration files
 hold only ``history``. The messages come from ``history`` (what the model saw); every row
 carries ``json_path`` (``/history/<i>``, ``/history/<i>/tool_calls/<k>``).

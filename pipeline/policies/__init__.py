@@ -1,10 +1,10 @@
-"""Compaction policies (POLICIES.md), one module each, and their registry.
+"""Compaction policies (docs/policies.md), one module each, and their registry.
 
 Every planning policy exposes ``plan_session(session: SessionInput, params) -> PolicyOutput``
 (pure: one session's tables in, plan rows out) and a frozen ``*Params`` dataclass whose
-defaults are the numbers of POLICIES.md. ``ignore_patterns`` is a session filter used by the
+defaults are the numbers of docs/policies.md. ``ignore_patterns`` is a session filter used by the
 plan stage, not a planning policy. Policies are combined into chains by
-:mod:`pipeline.config` (``payload_prune+microcompact``) and run by :mod:`pipeline.plan`.
+:mod:`pipeline.core.config` (``payload_prune+microcompact``) and run by :mod:`pipeline.stages.plan`.
 
 Replacement texts (what ``apply`` writes in place of a payload):
 

@@ -4,12 +4,12 @@ A policy is a pure function ``plan_session(session: SessionInput, params) -> Pol
 no I/O, no globals, no clock. Everything it may know is in :class:`SessionInput`:
 
 - ``messages``: rows of the ``messages`` view for ONE session, inline sidechain rows removed
-  (see :mod:`pipeline.plan`), any order (sorted by ``seq`` here).
+  (see :mod:`pipeline.stages.plan`), any order (sorted by ``seq`` here).
 - ``tool_calls`` / ``tool_results``: that session's rows of those views (``tool_results``
   has no text: a result's text is the ``messages`` row with the same ``seq``).
 - ``call_paths``: request-side paths of each call, one row per (call ``seq``, path) with the
   path's managed-memory class (``project``/``user``/``team``/``none``/``escape``), computed by
-  the plan stage with :mod:`pipeline.paths` and :mod:`pipeline.memory` (the only part that
+  the plan stage with :mod:`pipeline.text.paths` and :mod:`pipeline.text.memory` (the only part that
   touches the filesystem, so it is done outside the policy).
 - ``info``: session facts (format, project, git branch).
 - ``prior``: what earlier steps of a chain already decided (their evictions, tail protection).
@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 from pipeline.formats.base import tool_family as _tool_family
 
 # ---------------------------------------------------------------------------------------
-# Replacement texts (documented in POLICIES.md / pipeline.policies docs)
+# Replacement texts (documented in docs/policies.md / pipeline.policies docs)
 # ---------------------------------------------------------------------------------------
 CLEARED_TEXT = "[Old tool result content cleared]"            # microcompact, strategic
 CONTEXT_EDIT_TEXT = "[Tool result cleared by context editing]"  # context_editing
@@ -206,11 +206,11 @@ class Call:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        """Request-side paths (``call_paths`` when given, else :func:`pipeline.paths.request_paths`
+        """Request-side paths (``call_paths`` when given, else :func:`pipeline.text.paths.request_paths`
         of the input: a pure function)."""
         if self.known_paths is None:
-            from pipeline.memory import home_for_cwd
-            from pipeline.paths import request_paths
+            from pipeline.text.memory import home_for_cwd
+            from pipeline.text.paths import request_paths
 
             self.known_paths = tuple(request_paths(self.tool_name, self.input_json, self.cwd,
                                                    home=home_for_cwd(self.cwd)))
@@ -248,7 +248,7 @@ class Item:
 
     @property
     def memory_protected(self) -> bool:
-        """POLICIES.md managed-memory preservation predicate (read family only)."""
+        """docs/policies.md managed-memory preservation predicate (read family only)."""
         call = self.call
         return (self.family == "read" and call is not None and self.call_id is not None
                 and call.id_count == 1 and len(call.memory_classes) > 0
@@ -527,10 +527,10 @@ class SessionView:
 
     def recent_exchange_block(self, at_seq: int, pairs: int, min_user: int, min_assistant: int,
                               max_tokens: int) -> str | None:
-        """The POLICIES.md "recent exchange" block at ``at_seq``: None when no exchange is
+        """The docs/policies.md "recent exchange" block at ``at_seq``: None when no exchange is
         meaningful (the specification writes no block then). Each message is its trimmed
         text truncated to ``max_tokens`` estimated tokens."""
-        from pipeline.tokens import truncate_to_tokens
+        from pipeline.text.tokens import truncate_to_tokens
 
         exchanges = self.tail_exchanges(at_seq, pairs, min_user, min_assistant)
         if not exchanges:
@@ -712,7 +712,7 @@ def _compacted_ids(text: str) -> list:
 # ---------------------------------------------------------------------------------------
 @dataclass
 class PolicyOutput:
-    """What one policy decided for one session (rows without plan ids; see pipeline.plan).
+    """What one policy decided for one session (rows without plan ids; see pipeline.stages.plan).
 
     ``plans``: dicts with the PLANS columns trigger, at_seq, at_time, tokens_before,
     tokens_after, tokens_saved, evicted, preserved, kept and ``metadata`` (a dict).

@@ -1,4 +1,4 @@
-"""``context_editing``: Anthropic's ``clear_tool_uses_20250919`` context edit (POLICIES.md).
+"""``context_editing``: Anthropic's ``clear_tool_uses_20250919`` context edit (docs/policies.md).
 
 Evaluated at every assistant turn start (each API request):
 - ``trigger``: when the estimated input tokens of the context (reference estimator, with the
@@ -29,7 +29,7 @@ from pipeline.policies.base import (
     CLEARED_INPUT_TEXT, CONTEXT_EDIT_TEXT, Item, Ledger, ParamError, PolicyOutput,
     SessionInput, eviction_row, input_eviction_row, plan_row, require_at_least,
 )
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 NAME = "context_editing"
 EDIT_TYPE = "clear_tool_uses_20250919"

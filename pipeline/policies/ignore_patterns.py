@@ -15,7 +15,7 @@ any character and ``[]`` none; an identity escape such as ``\\A`` is the letter 
 too (Python's ``(?P<n>...)``, inline flags ``(?i)``), as are the few JavaScript forms Python
 cannot express (a variable-width lookbehind).
 
-An invalid pattern is dropped with an :class:`~pipeline.errors.IgnorePatternWarning` that
+An invalid pattern is dropped with an :class:`~pipeline.core.errors.IgnorePatternWarning` that
 names it (its position and text) and why; the other patterns still apply and the run goes on,
 as the specification's ``try { new RegExp } catch { null }`` does.
 """
@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterable
 
-from pipeline.errors import IgnorePatternWarning
+from pipeline.core.errors import IgnorePatternWarning
 from pipeline.policies.base import ParamError
 
 NAME = "ignore_patterns"

@@ -1,4 +1,4 @@
-"""``microcompact``: managed-memory microcompaction (POLICIES.md), as Claude Code does it.
+"""``microcompact``: managed-memory microcompaction (docs/policies.md), as Claude Code does it.
 
 Triggers (``-1`` disables idle/size):
 - ``idle``: at a user turn (the first prompt row of an exchange, never inside a tool loop),
@@ -37,11 +37,11 @@ from pipeline.policies.base import (
     CLEARED_TEXT, Item, Ledger, ParamError, PolicyOutput, SessionInput, SessionView, ceil_div,
     decision_points, eviction_row, plan_row, require_at_least,
 )
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 NAME = "microcompact"
 
-# POLICIES.md lists (Claude Code, Gemini/Qwen, Codex) plus the same families of the other
+# docs/policies.md lists (Claude Code, Gemini/Qwen, Codex) plus the same families of the other
 # formats ctxlake reads (SWE-agent / mini-SWE-agent ``bash`` and ``str_replace_editor``).
 DEFAULT_COMPACTABLE = (
     "Read", "Bash", "Grep", "Glob", "WebFetch", "Edit", "MultiEdit", "Write",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pipeline.policies.base import (
     Item, Ledger, ParamError, PolicyOutput, SessionInput, eviction_row, mask_text, plan_row,
 )
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 NAME = "observation_masking"
 

@@ -1,4 +1,4 @@
-"""``payload_prune``: oversized tool payloads, store-before-prune (POLICIES.md).
+"""``payload_prune``: oversized tool payloads, store-before-prune (docs/policies.md).
 
 - Only tool-result content, of shape ``string``, ``text_object`` (``{text}``) or ``blocks``
   (a list of content blocks); the payload is the result's text as ingested
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pipeline.policies.base import (
     PRUNE_MARKER, PolicyOutput, SessionInput, eviction_row, plan_row, require_at_least,
 )
-from pipeline.tokens import estimate_tokens
+from pipeline.text.tokens import estimate_tokens
 
 NAME = "payload_prune"
 PRUNABLE_SHAPES = frozenset({"string", "text_object", "blocks"})

@@ -1,4 +1,4 @@
-"""``strategic``: boundary-aware compaction suggestions (POLICIES.md).
+"""``strategic``: boundary-aware compaction suggestions (docs/policies.md).
 
 Counting. Every tool call adds its weight to a running count: by family, ``read`` 0.5,
 ``glob``/``search`` 0.3, ``web`` 0.5, everything else 1.0 (Edit/Write/Bash/NotebookEdit/
@@ -364,8 +364,8 @@ def suggestion_points(view: SessionView, params: StrategicParams
             suppressed.append(point)
             continue
         point["state"] = "Clean state"
-        point["why"] = (f"{_num(st.count)} weighted tool calls since the last compaction "
-                        f"(threshold {_num(threshold)}) and a task boundary just passed "
+        point["why"] = (f"{number_text(st.count)} weighted tool calls since the last compaction "
+                        f"(threshold {number_text(threshold)}) and a task boundary just passed "
                         f"({BOUNDARY_LABELS[boundary].lower()}: {detail}); no recent errors, "
                         f"no failing tests, nothing left uncommitted")
         suggestions.append(point)
@@ -393,7 +393,8 @@ def _iso(ts: int | None) -> str | None:
     return datetime.fromtimestamp(ts / 1e6, tz=timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def _num(value: float) -> str:
+def number_text(value: float) -> str:
+    """A count as the suggestion texts write it: whole numbers without decimals, else one."""
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
 
 
@@ -418,68 +419,3 @@ def plan_session(session: SessionInput, params: StrategicParams) -> PolicyOutput
                                       tokens_before=tokens, saved=0, evicted=0, preserved=0,
                                       kept=0, metadata={"trigger": "suggestion", **extra}))
     return out
-
-
-# ---------------------------------------------------------------------------------------
-# Rendering (the two forms of POLICIES.md)
-# ---------------------------------------------------------------------------------------
-def one_line(point: dict) -> str:
-    """``[Compact? 72/50 calls | Task done | Clean state] Y/n/defer``"""
-    return (f"[Compact? {_num(point['weighted_calls'])}/{_num(point['threshold'])} calls | "
-            f"{point['boundary']} | {point.get('state', 'Clean state')}] Y/n/defer")
-
-
-BOX_RULE = "━" * 51
-BOX_BOUNDARY = {"todo_done": "Task completed", "commit": "Committed", "plan": "Plan written",
-                "review": "Review finished"}
-
-
-def _minutes_text(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    whole = round(value)
-    return f"{whole} minute" + ("" if whole == 1 else "s")
-
-
-def box(point: dict) -> str:
-    """The full form, in the specification's layout (Session Metrics, Boundary Detected,
-    Recommendation, Options [1]-[4])."""
-    kind = point.get("boundary_kind")
-    label = BOX_BOUNDARY.get(kind, point["boundary"])
-    detected = []
-    if kind == "todo_done" and point.get("task"):
-        detected.append(f'Task "{point["task"]}" marked complete ({point["detail"]})')
-    elif kind == "commit":
-        detected.append(f'Git commit: "{point["commit_message"]}"' if point.get("commit_message")
-                        else f"Git commit: {point['detail']}")
-    elif kind == "plan":
-        detected.append(f"Plan written: {point['detail']}")
-    elif kind == "review":
-        detected.append(f"Review finished: {point['detail']}")
-    else:
-        detected.append(f"{point['boundary']}: {point['detail']}")
-    detected.append("No pending changes or active debugging")
-    lines = [
-        BOX_RULE,
-        " Context Compaction Suggested",
-        BOX_RULE,
-        " ",
-        " Session Metrics:",
-        f"   Tool calls:     {_num(point['weighted_calls'])} significant "
-        f"(threshold: {_num(point['threshold'])})",
-        f"   Session time:   {_minutes_text(point.get('session_minutes'))}",
-        f"   Last boundary:  {label} 0 min ago",
-        " ",
-        " Boundary Detected:",
-        *[f"   {line}" for line in detected],
-        " ",
-        " Recommendation: GOOD TIME TO COMPACT",
-        " ",
-        " Options:",
-        "   [1] Compact now (will invoke context-saver first)",
-        "   [2] Defer for 15 minutes",
-        "   [3] Defer until next boundary",
-        "   [4] Dismiss (don't suggest again this session)",
-        BOX_RULE,
-    ]
-    return "\n".join(lines)

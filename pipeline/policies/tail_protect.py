@@ -14,7 +14,7 @@ at the last seq) with the block and ``protectedToolIds``.
 
 The block: ``=== RECENT EXCHANGE (protected) ===``, then per exchange (oldest first)
 ``User: ...``, ``Assistant: ...``, ``---``, then ``=== END RECENT EXCHANGE ===``; each message
-truncated to ``block_tokens`` (150) estimated tokens (:func:`pipeline.tokens.truncate_to_tokens`).
+truncated to ``block_tokens`` (150) estimated tokens (:func:`pipeline.text.tokens.truncate_to_tokens`).
 When no exchange is meaningful there is nothing to protect and no block is written (the plan
 metadata has no ``recentExchange`` key).
 """

@@ -1,0 +1,5 @@
+"""The ``ctxlake`` command line: ``commands`` parses, calls one library function, renders."""
+
+from pipeline.cli.commands import cli, main
+
+__all__ = ["cli", "main"]

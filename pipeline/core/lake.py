@@ -1,0 +1,663 @@
+"""The lake: Parquet parts per table, a sources/runs commit point, DuckDB views from ``sql/``.
+
+Layout under the lake directory (:func:`default_lake`: ``$CTXLAKE_HOME``, else the config's
+``lake``, else the per-user data folder ``$XDG_DATA_HOME/ctxlake`` or
+``~/.local/share/ctxlake``; always held as an absolute path)::
+
+    tables/<table>/<run_id>-<chunk>-<n>.parquet   rows written by ingest runs
+    tables/<table>/_empty.parquet                 zero-row file fixing the schema
+    sources.parquet                               one row per archive file (commit point)
+    runs.parquet                                  committed runs
+    ctxlake.duckdb                                the views, for external DuckDB clients
+    .lock                                         one run at a time
+
+A run writes its parts first and commits by atomically replacing ``sources.parquet`` and
+``runs.parquet``; parts of a run that never committed are deleted at the next run's start.
+Views keep, per source file, only the rows of its current ``generation``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import functools
+import hashlib
+import os
+import re
+import shutil
+import signal
+import stat
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.core import sqlfiles
+from pipeline.core.errors import LakeLockedError, LakeNotFoundError, UnsafePathError
+from pipeline.core.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
+from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
+
+MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
+          "create_macro_est_tokens", "create_macro_safe_timestamp"]
+# SQL views created after the core views and the derived tables, in this order (one sql/
+# file each). A stage that adds a view appends its file name here (one line).
+EXTRA_VIEWS: list[str] = [
+    "create_view_tool_paths_empty", "create_view_tool_links",  # correlate (pipeline/stages/correlate.py)
+    "create_view_model_prices_empty", "create_view_usage_call_rows_live",
+    "create_view_usage_call_rows_fallback", "create_view_usage_call_sources_empty",
+    "create_view_usage_call_rows_current", "create_view_usage_calls", "create_view_daily_usage",
+    "create_macro_session_summary_of", "create_view_session_summary",  # summaries and usage reports (pipeline/stages/summarize.py, usage.py)
+]
+
+
+# per lake root: (views key, the in-memory database holding the lake's views)
+_VIEWS: dict[str, tuple[tuple, "duckdb.DuckDBPyConnection"]] = {}
+# lakes whose lock this process holds (path -> depth): the lock is re-entrant in-process
+_HELD: dict[str, int] = {}
+# the open lock files behind _HELD (a forked worker lets go of its copies)
+_HANDLES: dict[str, object] = {}
+# derived tables written per session are split into this many files by session id
+DERIVED_BUCKETS = 16
+TEMP_NAME = re.compile(r"^\..+\.tmp$")
+
+
+def detach_forked_worker() -> None:
+    """Initializer of a forked worker process: let go of the lake locks inherited from the
+    parent and die with it.
+
+    A forked child shares the parent's lock file description, so a worker outliving a killed
+    parent would hold the lake's lock for ever. Its copies are pointed at /dev/null (the lock
+    stays the parent's alone), and on Linux the kernel kills the worker when the parent dies."""
+    for handle in _HANDLES.values():
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, handle.fileno())
+            os.close(null)
+    _HELD.clear()
+    _HANDLES.clear()
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:          # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def session_bucket(session_id: str | None) -> int:
+    """The derived-table file (0..DERIVED_BUCKETS-1) that holds a session's rows."""
+    digest = hashlib.blake2b((session_id or "").encode("utf-8", "surrogatepass"), digest_size=4)
+    return int.from_bytes(digest.digest(), "big") % DERIVED_BUCKETS
+
+
+def holds_lake_lock(stage):
+    """Decorator: run a stage ``stage(lake, ...)`` that writes to the lake under its lock
+    (re-entrant, so the nightly run holding it already is unaffected)."""
+    @functools.wraps(stage)
+    def locked(lake: "Lake", *args, **kwargs):
+        if not lake.exists():
+            raise LakeNotFoundError("no lake here yet", path=str(lake.root),
+                                    hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+        with lake.lock():
+            return stage(lake, *args, **kwargs)
+    return locked
+
+
+def notebook_lake(start: str | Path | None = None) -> Path:
+    """The lake a notebook reads: ``$CTXLAKE_HOME``; else the ``make demo`` lake
+    (``data/lake`` of the checkout holding ``start``, default the current folder, found by
+    walking up, as Jupyter starts in ``notebooks/``); else :func:`default_lake`."""
+    if os.environ.get("CTXLAKE_HOME"):
+        return default_lake()
+    here = Path(os.path.abspath(start or os.getcwd()))
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "data" / "lake" / "sources.parquet").is_file():
+            return folder / "data" / "lake"
+    return default_lake()
+
+
+# marker files: a folder holding one is ctxlake's own and is never read back as an archive
+LAKE_MARKER = ".ctxlake-lake"
+OUTPUT_MARKER = ".ctxlake-output"
+# the lake holds raw transcripts: private whatever the umask
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def private_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents as private folders (0700 whatever the umask);
+    folders that already exist are left as they are."""
+    path = Path(path)
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(folder, DIR_MODE)
+
+
+def refuse_symlinks(anchor: Path, path: Path, *, what: str) -> None:
+    """Raise :class:`UnsafePathError` when ``path`` or a folder between ``anchor`` and it is a
+    symlink (``anchor`` itself is the user's choice and may be one)."""
+    anchor, path = Path(anchor), Path(path)
+    try:
+        rel = path.relative_to(anchor)
+    except ValueError:
+        rel = Path(path.name)
+        anchor = path.parent
+    current = anchor
+    for part in rel.parts:
+        current = current / part
+        if os.path.islink(current):
+            raise UnsafePathError(f"refusing a symlink in the {what}", path=str(current),
+                                  hint="ctxlake never writes or deletes through a symlink; remove it")
+
+
+def remove_own_file(path: Path, prefix: bytes) -> bool:
+    """Delete ``path`` only when it is a regular file (not a symlink) that ctxlake wrote: its
+    first bytes are ``prefix``. Returns whether it was deleted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.read(fd, len(prefix)) != prefix:
+            return False
+    finally:
+        os.close(fd)
+    os.unlink(path)
+    return True
+
+
+def write_marker(folder: Path, name: str, text: str) -> None:
+    """Write a marker file naming what ``folder`` is (once; never through a symlink)."""
+    target = Path(folder) / name
+    if os.path.lexists(target):
+        return
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename (never half a file);
+    private (0600) by default, whatever the umask.
+
+    ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
+    (:func:`pipeline.core.store.sync_filesystems`) before it records them as done."""
+    private_dirs(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    """Parquet via a unique temp file, fsync and rename (two writers never share a temp)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+_READ_CACHE: dict[str, tuple[tuple[int, int, int], pa.Table]] = {}
+
+
+def read_parquet_cached(path: Path, empty: pa.Schema) -> pa.Table:
+    """A small Parquet file of the lake's own bookkeeping, read once per version of the file
+    (its inode, size and mtime): the nightly job's stages ask for it many times."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return empty.empty_table()
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _READ_CACHE.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    table = pq.read_table(path)
+    _READ_CACHE[str(path)] = (key, table)
+    return table
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the glob characters of pathlib's patterns taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A stored table in ``schema``'s column order and types (a Parquet round trip renames
+    list items; a column a later version added is NULL in older files)."""
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _rows_not_of(table: pa.Table, sessions: set[str], schema: pa.Schema) -> pa.Table:
+    table = _conform(table, schema)
+    keep = pc.invert(pc.is_in(table.column("session_id"),
+                              value_set=pa.array(sorted(sessions), pa.string())))
+    return table.filter(pc.fill_null(keep, True))
+
+
+def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection in UTC with the token macros of ``sql/`` (in memory by default)."""
+    import duckdb   # imported on first use: a run with nothing to do never needs it
+
+    con = duckdb.connect(database)
+    con.execute("SET TimeZone = 'UTC'")
+    for name in MACROS:
+        con.execute(sqlfiles.load(name))
+    return con
+
+
+def _open_lock(path: Path):
+    """The lock file, opened for update without following a symlink (a planted link cannot
+    make the lock truncate another file) and created private."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                     FILE_MODE)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise LakeLockedError("the lake's .lock is a symlink: refusing to follow it",
+                                  path=str(path), hint="remove the link; ctxlake writes its own lock") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LakeLockedError("the lake's .lock is not a regular file", path=str(path),
+                              hint="remove it; ctxlake writes its own lock")
+    return os.fdopen(fd, "r+")
+
+
+class Lake:
+    def __init__(self, root: str | Path | None = None):
+        # absolute: the views persisted in ctxlake.duckdb name their Parquet globs by it, so
+        # any DuckDB client opens them from any folder
+        self.root = Path(os.path.abspath(os.path.expanduser(str(root)))) if root is not None \
+            else default_lake()
+
+    # -- paths ------------------------------------------------------------------------
+    @property
+    def tables_dir(self) -> Path:
+        return self.root / "tables"
+
+    def table_dir(self, table: str) -> Path:
+        return self.tables_dir / table
+
+    @property
+    def sources_path(self) -> Path:
+        return self.root / "sources.parquet"
+
+    @property
+    def runs_path(self) -> Path:
+        return self.root / "runs.parquet"
+
+    @property
+    def store_dir(self) -> Path:
+        return self.root / "store"
+
+    @property
+    def summaries_dir(self) -> Path:
+        return self.root / "summaries"
+
+    @property
+    def derived_dir(self) -> Path:
+        return self.root / "derived"
+
+    def write_derived(self, name: str, key: str, table: pa.Table) -> Path:
+        """Atomically write ``derived/<name>/<key>.parquet``; the view ``name`` covers all keys.
+
+        Stages that compute tables after ingest (path classes, plans, evictions, calibration,
+        policy_eval) store them here; writing the same key again replaces it.
+        """
+        target = self.derived_dir / name / f"{key}.parquet"
+        write_parquet_atomic(table, target)
+        for bucket in target.parent.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"):
+            bucket.unlink()
+        return target
+
+    def write_session_rows(self, name: str, key: str, table: pa.Table,
+                           sessions: Iterable[str] | None, *, sort_by: list[str]) -> int:
+        """Replace the rows of ``sessions`` (None: of every session) in the derived table
+        ``name``, stored per session bucket as ``derived/<name>/<key>.b<NN>.parquet``.
+
+        ``table`` holds the new rows of exactly those sessions (a session with no rows now
+        loses its old ones). Only the buckets those sessions fall in are rewritten, each
+        atomically and sorted by ``sort_by``, so one changed session rewrites 1/16 of the
+        table and the bytes do not depend on the order work was done in. Returns the number
+        of files written."""
+        folder = self.derived_dir / name
+        private_dirs(folder)
+        legacy = folder / f"{key}.parquet"
+        if sessions is None:
+            buckets = set(range(DERIVED_BUCKETS))
+            wanted = None
+        else:
+            wanted = set(sessions)
+            buckets = {session_bucket(s) for s in wanted}
+            if legacy.exists():          # a whole-table file: every bucket is rewritten from it
+                table = pa.concat_tables([_rows_not_of(pq.read_table(legacy), wanted,
+                                                       table.schema), table])
+                buckets = set(range(DERIVED_BUCKETS))
+                wanted = None
+        of_row = [session_bucket(s) for s in table.column("session_id").to_pylist()]
+        by_bucket = pa.array(of_row, pa.int32())
+        for bucket in sorted(buckets):
+            path = folder / f"{key}.b{bucket:02d}.parquet"
+            new = table.filter(pc.equal(by_bucket, bucket))
+            if wanted is not None and path.exists():
+                new = pa.concat_tables([_rows_not_of(pq.read_table(path), wanted, table.schema),
+                                        new])
+            write_parquet_atomic(new.sort_by([(c, "ascending") for c in sort_by])
+                                 .combine_chunks(), path)
+        with contextlib.suppress(FileNotFoundError):
+            legacy.unlink()
+        return len(buckets)
+
+    def read_derived(self, name: str, key: str, schema: pa.Schema) -> pa.Table:
+        """Every row of derived table ``name`` under ``key`` (whole file or buckets)."""
+        folder = self.derived_dir / name
+        paths = sorted(folder.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"))
+        if (folder / f"{key}.parquet").exists():
+            paths = [folder / f"{key}.parquet"]
+        tables = [_conform(pq.read_table(p), schema) for p in paths]
+        return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+    def exists(self) -> bool:
+        return self.sources_path.exists()
+
+    def write_parts(self, con, batches: dict[str, pa.Table], name: str, *,
+                    only: list[str] | None = None) -> None:
+        """Write one Parquet part ``tables/<table>/<name>.parquet`` per table from staged
+        Arrow batches, each through its ``sql/select_<table>_part.sql`` (stored columns).
+
+        ``messages`` are registered as ``staged_messages`` and measured by the temp view
+        ``messages_part``, which the tool_results part joins for its payload metrics (a view,
+        not a table: tool_result rows are measured again, cheaper than a copy of every
+        message). ``records`` need no derived column (their select is the identity):
+        pyarrow writes their raw text faster than a COPY, with no statistics on ``raw``.
+        Each file appears atomically (temp name, then rename). ``only``: these tables."""
+        con.register("staged_messages", batches["messages"])
+        try:
+            con.execute(sqlfiles.render("create_view_messages_part",
+                                        select=sqlfiles.load("select_messages_part")))
+            for table in only or PART_TABLES:
+                batch = batches[table]
+                target = self.table_dir(table) / f"{name}.parquet"
+                private_dirs(target.parent)
+                tmp = target.with_name("." + target.name + ".tmp")
+                if table == "records":
+                    pq.write_table(batch, tmp, compression="zstd", compression_level=1,
+                                   use_dictionary=False,
+                                   write_statistics=[n for n in batch.column_names if n != "raw"])
+                else:
+                    if table != "messages":
+                        con.register("staged_batch", batch)
+                    con.execute(sqlfiles.render("copy_part_parquet", path=sqlfiles.literal_path(tmp),
+                                                select=sqlfiles.load(f"select_{table}_part")))
+                    if table != "messages":
+                        con.unregister("staged_batch")
+                os.chmod(tmp, FILE_MODE)
+                os.replace(tmp, target)
+        finally:
+            con.execute("DROP VIEW IF EXISTS messages_part")
+            con.unregister("staged_messages")
+
+    # -- lifecycle --------------------------------------------------------------------
+    def init(self) -> None:
+        """Create the folders (private), the lake's marker and zero-row schema files
+        (idempotent)."""
+        private_dirs(self.root)
+        write_marker(self.root, LAKE_MARKER, "a ctxlake lake: never read as a transcript archive\n")
+        missing = [t for t in PART_TABLES if not (self.table_dir(t) / "_empty.parquet").exists()]
+        if missing:
+            with new_connection() as con:
+                self.write_parts(con, {t: staged_schema(t).empty_table() for t in PART_TABLES},
+                                 "_empty", only=missing)
+        if not self.sources_path.exists():
+            write_parquet_atomic(SOURCES.empty_table(), self.sources_path)
+        if not self.runs_path.exists():
+            write_parquet_atomic(RUNS.empty_table(), self.runs_path)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """One writing run at a time per lake; a second caller gets a clear error.
+
+        Re-entrant within one process, so the nightly run can hold it across every stage
+        while each stage also takes it when called on its own."""
+        private_dirs(self.root)
+        key = os.path.realpath(self.root)
+        if _HELD.get(key):
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
+        handle = _open_lock(self.root / ".lock")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip()
+                raise LakeLockedError(
+                    f"another ctxlake run is using this lake ({holder or 'pid unknown'})",
+                    path=str(self.root),
+                    hint="wait for it to finish; only one nightly run per lake at a time") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}")
+            handle.flush()
+            _HELD[key] = 1
+            _HANDLES[key] = handle
+            try:
+                yield
+            finally:
+                _HELD.pop(key, None)
+                _HANDLES.pop(key, None)
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+
+    # -- state ------------------------------------------------------------------------
+    def read_sources(self) -> pa.Table:
+        """``sources.parquet`` (read again only when the file changed: every stage asks)."""
+        return read_parquet_cached(self.sources_path, SOURCES)
+
+    def read_runs(self) -> pa.Table:
+        """The run log (an older lake's rows, which were all committed ingest runs, get the
+        columns added since)."""
+        if not self.runs_path.exists():
+            return RUNS.empty_table()
+        table = read_parquet_cached(self.runs_path, RUNS)
+        if "ingest_committed" in table.column_names:
+            return _conform(table, RUNS)
+        n = table.num_rows
+        table = _conform(table, RUNS)
+        for name, value, kind in (("command", "ingest", pa.string()), ("status", "ok", pa.string()),
+                                  ("ingest_committed", True, pa.bool_())):
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pa.array([value] * n, kind))
+        return table
+
+    def record_run(self, run: dict) -> None:
+        """Insert or update (by ``run_id``) one row of the run log, atomically."""
+        log = self.read_runs().to_pylist()
+        rows = [r for r in log if r["run_id"] != run["run_id"]]
+        previous = next((r for r in log if r["run_id"] == run["run_id"]), {})
+        rows.append({**previous, **run})
+        rows.sort(key=lambda r: (r["started_at"] is None, r["started_at"], r["run_id"]))
+        write_parquet_atomic(pa.Table.from_pylist(rows, schema=RUNS), self.runs_path)
+
+    def mark_interrupted(self) -> list[str]:
+        """Runs logged as running when nobody holds the lock were killed: log them as
+        interrupted (called under the lock). Returns their ids."""
+        runs = self.read_runs()
+        stale = [r for r in runs.to_pylist() if r["status"] == "running"]
+        for run in stale:
+            self.record_run({**run, "status": "interrupted"})
+        return [r["run_id"] for r in stale]
+
+    def committed_run_ids(self) -> set[str]:
+        runs = self.read_runs()
+        committed = pc.fill_null(runs.column("ingest_committed"), False)
+        return set(runs.filter(committed).column("run_id").to_pylist())
+
+    def gc_uncommitted(self) -> int:
+        """Delete parts left by runs that never committed (a killed run). Returns the count.
+
+        Committed = named in ``sources.parquet`` (the commit point) or logged in ``runs``."""
+        committed = self.committed_run_ids() | set(self.read_sources().column("run_id").to_pylist())
+        removed = 0
+        removed += self.remove_temps()
+        if not self.tables_dir.exists():
+            return removed
+        for table_dir in self.tables_dir.iterdir():
+            for part in table_dir.iterdir():
+                name = part.name
+                if name == "_empty.parquet":
+                    continue
+                run_id = name.split("-", 1)[0].lstrip(".")
+                if name.startswith(".") or run_id not in committed:
+                    part.unlink()
+                    removed += 1
+        return removed
+
+    def remove_temps(self) -> int:
+        """Delete the temporary files (``.<name>.<random>.tmp``) a killed run left anywhere in
+        the lake (the payload store and output folders collect their own). Returns the count."""
+        removed = 0
+        skip = {self.store_dir, self.root / "out"}
+        for dirpath, dirnames, names in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if Path(dirpath, d) not in skip]
+            for name in names:
+                if TEMP_NAME.match(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(dirpath, name))
+                        removed += 1
+        return removed
+
+    # -- querying ---------------------------------------------------------------------
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with the lake's views: a cursor of one in-memory database per
+        lake and process, whose views are made once (binding them reads every part's schema:
+        ~0.1 s on a large lake) and again only when a derived table appears. Temp views,
+        temp tables and registered Arrow tables stay the cursor's own."""
+        if not self.exists():
+            raise LakeNotFoundError("no lake here yet", path=str(self.root),
+                                    hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+        self._migrate_runs()
+        key = self._views_key()
+        cached = _VIEWS.get(str(self.root))
+        if cached is None or cached[0] != key:
+            base = new_connection()
+            self.create_views(base)
+            if cached is not None:
+                cached[1].close()
+            _VIEWS[str(self.root)] = cached = (key, base)
+        con = cached[1].cursor()
+        con.execute("SET TimeZone = 'UTC'")
+        return con
+
+    def _migrate_runs(self) -> None:
+        """A lake made before the run log had its state columns: rewrite ``runs.parquet`` in
+        today's layout (its rows were all committed ingest runs) so the views can read it."""
+        try:
+            names = pq.read_schema(self.runs_path).names
+        except (FileNotFoundError, OSError, pa.ArrowInvalid):
+            return
+        if "ingest_committed" not in names:
+            write_parquet_atomic(self.read_runs(), self.runs_path)
+
+    def _views_key(self) -> tuple:
+        """What the set of views depends on: the derived tables present (a view over a glob
+        finds new files by itself at each query)."""
+        derived = ()
+        if self.derived_dir.exists():
+            derived = tuple(sorted(p.name for p in self.derived_dir.iterdir()
+                                   if p.is_dir() and any(p.glob("*.parquet"))))
+        return (os.getpid(), derived)
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(sqlfiles.render("create_view_sources",
+                                    glob=sqlfiles.glob_literal(self.sources_path)))
+        con.execute(sqlfiles.render("create_view_runs", glob=sqlfiles.glob_literal(self.runs_path)))
+        con.execute(sqlfiles.load("create_view_committed_runs"))
+        for table in PART_TABLES:
+            name = "_messages_current" if table == "messages" else table
+            con.execute(sqlfiles.render(
+                "create_view_part_table", name=sqlfiles.ident(name),
+                glob=sqlfiles.glob_literal(self.table_dir(table), "*.parquet")))
+        # derived tables depend only on their Parquet files: created before the views using them
+        if self.derived_dir.exists():
+            for folder in sorted(self.derived_dir.iterdir()):
+                if folder.is_dir() and any(folder.glob("*.parquet")):
+                    con.execute(sqlfiles.render(
+                        "create_view_derived", name=sqlfiles.ident(folder.name),
+                        glob=sqlfiles.glob_literal(folder, "*.parquet")))
+        con.execute(sqlfiles.load("create_view_messages"))
+        con.execute(sqlfiles.load("create_view_session_flags_empty"))
+        con.execute(sqlfiles.load("create_view_sessions"))
+        for view in EXTRA_VIEWS:
+            con.execute(sqlfiles.load(view))
+
+    def _views_fingerprint(self) -> str:
+        """Hash of everything the persisted views depend on: the SQL files and derived names."""
+        digest = hashlib.sha256(str(self.root.resolve()).encode())
+        for path in sorted(sqlfiles.sql_dir().rglob("*.sql")):
+            digest.update(path.name.encode() + path.read_bytes())
+        if self.derived_dir.exists():
+            digest.update(",".join(sorted(p.name for p in self.derived_dir.iterdir())).encode())
+        return digest.hexdigest()
+
+    def duckdb_file_current(self) -> bool:
+        stamp = self.root / ".ctxlake.duckdb.views"
+        return (self.root / "ctxlake.duckdb").exists() and stamp.exists() \
+            and stamp.read_text() == self._views_fingerprint()
+
+    def write_duckdb_file(self) -> Path:
+        """Persist the views into ``ctxlake.duckdb`` for external DuckDB clients."""
+        target = self.root / "ctxlake.duckdb"
+        tmp = self.root / ".ctxlake.duckdb.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        if "?" in os.path.realpath(self.root):
+            # DuckDB reads a "?" in a database path as the start of options: build the file in
+            # a private temp folder, then copy it into the lake
+            with tempfile.TemporaryDirectory(prefix="ctxlake-views-") as folder:
+                built = Path(folder) / "ctxlake.duckdb"
+                with new_connection(str(built)) as con:
+                    self.create_views(con)
+                shutil.copyfile(built, tmp)
+        else:
+            with new_connection(str(tmp)) as con:
+                self.create_views(con)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, target)
+        atomic_write_bytes(self.root / ".ctxlake.duckdb.views", self._views_fingerprint().encode())
+        return target

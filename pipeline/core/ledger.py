@@ -1,0 +1,317 @@
+"""The stage ledger: what every stage after ingest owes, and one runner that pays it.
+
+Each stage keeps, per item (a session id, or a source id for ``apply``), the input it last
+finished (``input_fp``: the session's content fingerprint), the settings it ran with
+(``settings_fp``: a hash of the stage's settings, which include those of the stages it reads),
+the run that did it, a status and a detail (where its outputs are). It is stored under
+``<lake>/ledger/<stage>.parquet``, one file per stage, rewritten atomically after each batch.
+A row with an empty item is the stage's marker: the lake state and settings it last finished
+completely.
+
+A run asks each stage for the items it owes (:meth:`Ledger.owed`): those whose input or
+settings changed, whose outputs are missing, that failed, or that an interrupted run left
+unfinished; and the items it recorded that the lake no longer has (removed: their rows and
+outputs go). When the lake state and the settings equal the marker and no recorded output is
+missing, the stage owes nothing and is not even asked for its inputs (a night with nothing
+new costs a few file reads).
+
+A stage's outputs are written before its ledger rows, so a run killed between the two redoes
+the work (stages are idempotent and deterministic); a run killed before the marker is written
+lets the next run compute what is owed again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.core.crash import crash_point
+from pipeline.core.lake import Lake, read_parquet_cached, write_parquet_atomic
+
+LEDGER = pa.schema([
+    ("stage", pa.string()),
+    ("item", pa.string()),          # session id (or source id); '' = the stage's marker
+    ("input_fp", pa.string()),      # the item's input fingerprint (marker: the lake state)
+    ("settings_fp", pa.string()),
+    ("run_id", pa.string()),
+    ("status", pa.string()),        # done | failed
+    ("detail", pa.string()),        # JSON: where the item's outputs are, what failed
+])
+
+MARKER = ""
+# rows of each ledger file version read in this process (table id -> (table, rows))
+_ROWS: dict[int, tuple[pa.Table, dict[str, dict]]] = {}
+
+
+def fingerprint(value: Any) -> str:
+    """A short stable hash of a JSON-able value (settings, lists of fingerprints)."""
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+_STATES: dict[int, tuple[pa.Table, str]] = {}
+
+
+def lake_state(lake: Lake) -> str:
+    """A fingerprint of what the lake holds: its sources, their generations and lengths."""
+    table = lake.read_sources()
+    cached = _STATES.get(id(table))
+    if cached is not None and cached[0] is table:
+        return cached[1]
+    sources = table.select(["source_id", "generation", "lines", "sha256"])
+    digest = hashlib.sha256()
+    for row in zip(*(sources.column(i).to_pylist() for i in range(sources.num_columns))):
+        digest.update(repr(row).encode())
+    _STATES.clear()
+    _STATES[id(table)] = (table, digest.hexdigest()[:24])
+    return _STATES[id(table)][1]
+
+
+@dataclasses.dataclass
+class ItemResult:
+    status: str = "done"            # done | failed
+    detail: dict | None = None
+
+
+@dataclasses.dataclass
+class Owed:
+    """What one stage owes this run."""
+
+    todo: list[str]                  # items to (re)do, sorted
+    removed: list[str]               # items recorded before that the lake no longer has
+    full: bool                       # the settings changed (or nothing was ever recorded)
+    inputs: dict[str, str]           # every current item -> its input fingerprint
+    recorded: dict[str, dict]        # the ledger rows before this run (item -> row)
+
+    @property
+    def nothing(self) -> bool:
+        return not self.todo and not self.removed
+
+
+@dataclasses.dataclass
+class StageReport:
+    """What one stage did in a run (the ``runs`` row keeps these per stage)."""
+
+    stage: str
+    seconds: float = 0.0
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    removed: int = 0
+    status: str = "ok"               # ok | problems | failed | skipped
+    error: str | None = None
+    result: Any = None               # the stage function's own summary
+
+    def figures(self) -> dict:
+        return {"seconds": round(self.seconds, 3), "done": self.done, "skipped": self.skipped,
+                "failed": self.failed, "removed": self.removed, "status": self.status,
+                **({"error": self.error} if self.error else {})}
+
+
+@dataclasses.dataclass
+class Stage:
+    """One stage as the runner sees it.
+
+    ``inputs()``: every current item and its input fingerprint. ``work(owed, commit)`` does
+    ``owed.todo`` (all items when ``owed.full``) and removes ``owed.removed``, calling
+    ``commit({item: ItemResult})`` as batches finish; it returns the stage's own summary.
+    ``missing(rows)``: the recorded items whose outputs are gone (checked every run).
+    ``upstream``: the stages whose results this one reads. Their markers fold into this
+    stage's lake state, and, when ``same_items`` (both keyed by session), an item's input
+    fingerprint includes its upstream rows, so an item an upstream stage redid (or that failed
+    there, and is not done here until it is done there) is owed again."""
+
+    name: str
+    settings: dict
+    inputs: Callable[[], dict[str, str]]
+    work: Callable[[Owed, Callable[[dict[str, ItemResult]], None]], Any]
+    missing: Callable[[dict[str, dict]], set[str]] | None = None
+    upstream: tuple[str, ...] = ()
+    same_items: bool = True
+
+    @property
+    def settings_fp(self) -> str:
+        return fingerprint(self.settings)
+
+
+class Ledger:
+    """The ledger files of one lake (see the module docstring)."""
+
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        self.root = lake.root / "ledger"
+
+    def path(self, stage: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage)
+        return self.root / f"{safe}-{hashlib.sha256(stage.encode()).hexdigest()[:8]}.parquet"
+
+    def read(self, stage: str) -> dict[str, dict]:
+        table = read_parquet_cached(self.path(stage), LEDGER)
+        cached = _ROWS.get(id(table))
+        if cached is None or cached[0] is not table:
+            rows = {row["item"]: row for row in table.to_pylist()}
+            _ROWS[id(table)] = cached = (table, rows)
+        return dict(cached[1])
+
+    def write(self, stage: str, rows: dict[str, dict]) -> None:
+        ordered = [rows[item] for item in sorted(rows)]
+        write_parquet_atomic(pa.Table.from_pylist(ordered, schema=LEDGER), self.path(stage))
+
+    def stages(self) -> list[str]:
+        """Every stage with a ledger file."""
+        if not self.root.exists():
+            return []
+        names = []
+        for path in sorted(self.root.glob("*.parquet")):
+            table = pq.read_table(path, columns=["stage"])
+            if table.num_rows:
+                names.append(table.column(0)[0].as_py())
+        return names
+
+    def stage_state(self, stage: Stage, state: str) -> str:
+        """The lake state as ``stage`` sees it: the sources and its upstream stages' markers."""
+        markers = []
+        for name in stage.upstream:
+            marker = self.read(name).get(MARKER) or {}
+            markers.append([marker.get("input_fp"), marker.get("settings_fp"), marker.get("run_id")])
+        return fingerprint([state, markers]) if stage.upstream else state
+
+    def upstream_rows(self, stage: Stage) -> list[dict[str, dict]]:
+        return [self.read(name) for name in stage.upstream] if stage.same_items else []
+
+    def owed(self, stage: Stage, state: str, *, check_missing: bool = True) -> Owed | None:
+        """What ``stage`` owes, or None when it owes nothing (marker current, nothing failed,
+        no output missing: its inputs are not even computed)."""
+        state = self.stage_state(stage, state)
+        recorded = self.read(stage.name)
+        settings_fp = stage.settings_fp
+        marker = recorded.get(MARKER)
+        items = {k: v for k, v in recorded.items() if k != MARKER}
+        missing = stage.missing(items) if (stage.missing and check_missing and items) else set()
+        if marker and marker["input_fp"] == state and marker["settings_fp"] == settings_fp \
+                and not missing and all(r["status"] == "done" for r in items.values()):
+            return None
+        inputs = stage.inputs()
+        upstream = self.upstream_rows(stage)
+        if upstream:
+            inputs = {item: fingerprint([fp] + [_row_key(rows.get(item)) for rows in upstream])
+                      for item, fp in inputs.items()}
+        full = not items or any(r["settings_fp"] != settings_fp for r in items.values())
+        if full:
+            todo = sorted(inputs)
+        else:
+            todo = sorted(item for item, fp in inputs.items()
+                          if item not in items or items[item]["input_fp"] != fp
+                          or items[item]["status"] != "done" or item in missing)
+        removed = sorted(set(items) - set(inputs))
+        return Owed(todo, removed, full, inputs, items)
+
+
+def _row_key(row: dict | None) -> list:
+    return [None, None, "missing"] if row is None else \
+        [row["input_fp"], row["settings_fp"], row["status"]]
+
+
+class Runner:
+    """Runs stages in order for one nightly run, each doing only what it owes."""
+
+    def __init__(self, lake: Lake, run_id: str):
+        self.lake = lake
+        self.run_id = run_id
+        self.ledger = Ledger(lake)
+        self.reports: list[StageReport] = []
+
+    def run(self, stage: Stage, *, blocked_by: Iterable[str] = ()) -> StageReport:
+        report = StageReport(stage.name)
+        self.reports.append(report)
+        started = time.perf_counter()
+        failed_upstream = [r.stage for r in self.reports if r.stage in set(blocked_by)
+                           and r.status == "failed"]
+        if failed_upstream:
+            report.status = "skipped"
+            report.error = f"not run: {', '.join(failed_upstream)} failed"
+            return report
+        crash_point(f"stage:{stage.name}:start")
+        base = lake_state(self.lake)
+        state = self.ledger.stage_state(stage, base)
+        owed = self.ledger.owed(stage, base)
+        if owed is None:
+            report.skipped = len(self.ledger.read(stage.name)) - 1
+            report.seconds = time.perf_counter() - started
+            return report
+        rows = {k: v for k, v in owed.recorded.items()}
+        settings_fp = stage.settings_fp
+        for item in owed.removed:
+            rows.pop(item, None)
+        # an item that failed (or is missing) upstream is not done here until it is done there
+        upstream = self.ledger.upstream_rows(stage)
+        blocked = {item for item in owed.todo for up in upstream
+                   if (up.get(item) or {}).get("status") != "done"}
+        for item in sorted(blocked):
+            rows[item] = {"stage": stage.name, "item": item, "input_fp": owed.inputs[item],
+                          "settings_fp": settings_fp, "run_id": self.run_id, "status": "failed",
+                          "detail": json.dumps({"error": "not done upstream"})}
+        owed.todo = [item for item in owed.todo if item not in blocked]
+        todo = set(owed.todo) | blocked
+        committed: set[str] = set(blocked)
+
+        def commit(results: dict[str, ItemResult]) -> None:
+            for item, result in results.items():
+                if item not in owed.inputs or item in blocked:
+                    continue
+                committed.add(item)
+                rows[item] = {"stage": stage.name, "item": item,
+                              "input_fp": owed.inputs[item], "settings_fp": settings_fp,
+                              "run_id": self.run_id, "status": result.status,
+                              "detail": json.dumps(result.detail, sort_keys=True)
+                              if result.detail is not None else None}
+            rows.pop(MARKER, None)
+            self.ledger.write(stage.name, rows)
+            crash_point(f"stage:{stage.name}:batch")
+
+        try:
+            report.result = stage.work(owed, commit)
+        except Exception as error:   # one stage failing never stops the night
+            report.status = "failed"
+            report.error = f"{type(error).__name__}: {error}"
+            report.failed = len(todo)
+            report.seconds = time.perf_counter() - started
+            return report
+        failed = {k for k in todo if rows.get(k, {}).get("status") == "failed"}
+        unfinished = todo - committed
+        report.done = len(todo) - len(failed) - len(unfinished)
+        report.failed = len(failed) + len(unfinished)
+        report.removed = len(owed.removed)
+        report.skipped = len(owed.inputs) - len(todo)
+        if report.failed:
+            report.status = "problems"
+        for item in unfinished:   # a stage that did not say: owed again next run
+            rows[item] = {"stage": stage.name, "item": item, "input_fp": owed.inputs[item],
+                          "settings_fp": settings_fp, "run_id": self.run_id,
+                          "status": "failed", "detail": json.dumps({"error": "not done"})}
+        rows[MARKER] = {"stage": stage.name, "item": MARKER, "input_fp": state,
+                        "settings_fp": settings_fp, "run_id": self.run_id, "status": "done",
+                        "detail": None}
+        self.ledger.write(stage.name, rows)
+        crash_point(f"stage:{stage.name}:done")
+        report.seconds = time.perf_counter() - started
+        return report
+
+
+def pending(lake: Lake, stages: list[Stage]) -> dict[str, dict]:
+    """Per stage: how many items it owes now (for ``ctxlake status``)."""
+    ledger = Ledger(lake)
+    state = lake_state(lake)
+    out = {}
+    for stage in stages:
+        owed = ledger.owed(stage, state)
+        out[stage.name] = {"todo": 0, "removed": 0, "full": False} if owed is None else {
+            "todo": len(owed.todo), "removed": len(owed.removed), "full": owed.full}
+    return out

@@ -1,0 +1,61 @@
+"""``ctxlake report tools``: which tools eat the context, by tool and family, per day and project.
+
+Rows come from ``sql/select_tool_usage.sql`` over ``tool_links`` (one row per session and call
+id): ``calls`` counts request-side calls, ``results`` tool results, ``input_est_tokens`` the
+estimate of the call inputs, ``result_est_tokens`` of the results, ``est_tokens`` their sum,
+``payload_bytes`` the UTF-8 bytes of the results and ``errors`` the ids with an error result.
+A row's day is the UTC date of its call (of its result for an orphan result). Totals by tool
+and by family are sums of those rows, sorted by ``est_tokens`` (largest first), with
+``share`` = the fraction of all tool tokens in the range.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from pipeline.core import sqlfiles
+from pipeline.core.errors import UsageError
+from pipeline.core.lake import Lake
+
+__all__ = ["tool_usage", "USAGE_FIELDS"]
+
+USAGE_FIELDS = ("calls", "results", "input_est_tokens", "result_est_tokens", "est_tokens",
+                "payload_bytes", "errors")
+
+
+def _totals(rows: list[dict], keys: tuple[str, ...], grand: int) -> list[dict]:
+    groups: dict[tuple, dict] = {}
+    for row in rows:
+        key = tuple(row[k] for k in keys)
+        group = groups.setdefault(key, {**{k: row[k] for k in keys},
+                                        **{f: 0 for f in USAGE_FIELDS}})
+        for field in USAGE_FIELDS:
+            group[field] += row[field]
+    out = sorted(groups.values(), key=lambda g: (-g["est_tokens"], *[str(g[k]) for k in keys]))
+    for group in out:
+        group["share"] = round(group["est_tokens"] / grand, 4) if grand else 0.0
+    return out
+
+
+def tool_usage(lake: Lake, *, since: date | None = None, until: date | None = None) -> dict[str, Any]:
+    """Tool usage between ``since`` and ``until`` (inclusive UTC dates; None: unbounded).
+
+    Returns ``{"since", "until", "totals", "by_family", "by_tool", "daily"}``; ``daily`` has
+    one row per (day, project, tool_family, tool_name).
+    """
+    if since and until and since > until:
+        raise UsageError(f"--since {since} is after --until {until}")
+    with lake.connect() as con:
+        cur = con.execute(sqlfiles.load("select_tool_usage"), {"since": since, "until": until})
+        daily = sqlfiles.fetch_dicts(cur)
+    totals = {field: sum(row[field] for row in daily) for field in USAGE_FIELDS}
+    grand = totals["est_tokens"]
+    return {
+        "since": since,
+        "until": until,
+        "totals": totals,
+        "by_family": _totals(daily, ("tool_family",), grand),
+        "by_tool": _totals(daily, ("tool_family", "tool_name"), grand),
+        "daily": daily,
+    }

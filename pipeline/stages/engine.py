@@ -1,0 +1,230 @@
+"""Where the per-unit work of a stage runs: this machine's process pool (``local``) or Ray.
+
+Two seams take an engine: ingest's file chunks (:func:`pipeline.stages.ingest.ingest`, one
+``process_chunk`` job per chunk) and the session chunks of plan and replay
+(:func:`pipeline.stages.session_engine.run_session_chunks`). Everything else (discovery, the commit of
+``sources.parquet``, the derived files, the lock) stays on the driver, so a run's tables and
+outputs are the same bytes whichever engine did the work.
+
+- ``local`` (the default): forked process pools, exactly as before this module existed.
+- ``ray``: each job becomes a Ray task (``max_retries``: a task whose worker dies is run
+  again; every job is idempotent: ingest parts have deterministic names written by rename,
+  session chunks are pure). ``address``: None starts a local Ray instance on first use
+  (``ray.init()``), ``auto`` joins the running cluster, ``ray://host:10001`` a remote one.
+  Ray workers read the archive and write parts under the lake root themselves, so on a
+  cluster both paths must be the same shared filesystem on every node.
+
+The engine of a command is chosen by ``--engine`` / ``--ray-address`` (``$CTXLAKE_ENGINE``,
+``$CTXLAKE_RAY_ADDRESS``), else ``engine`` / ``ray_address`` in ``ctxlake.toml``, else
+``local``. The CLI activates it (:func:`activate`) for the whole command; library callers
+pass ``engine=`` or activate one themselves. Ray is the optional extra ``ctxlake[ray]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from pipeline.core.errors import UsageError
+
+__all__ = ["ENGINES", "Engine", "LocalEngine", "RayEngine", "activate", "current",
+           "make_engine", "ray_available", "resolve"]
+
+ENGINES = ("local", "ray")
+RAY_INSTALL_HINT = "install the extra: pip install 'ctxlake[ray]' (or pip install ray)"
+# environment variables a Ray task copies from the driver (the kill tests' crash points)
+FORWARDED_ENV = ("CTXLAKE_CRASH_AT", "CTXLAKE_CRASH_ONCE")
+
+
+def ray_available() -> bool:
+    return importlib.util.find_spec("ray") is not None
+
+
+class Engine:
+    """Runs ``fn(job)`` for each job and yields the results in job order."""
+
+    name = "local"
+
+    def map(self, fn: Callable[[Any], Any], jobs: Sequence[Any], *,
+            shared: Any = None) -> Iterator[Any]:   # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"engine": self.name}
+
+
+@dataclass
+class LocalEngine(Engine):
+    """This machine: the stages keep their own forked process pools (the default)."""
+
+    name = "local"
+
+    def describe(self) -> dict:
+        return {"engine": "local"}
+
+
+def _warm_worker() -> None:
+    """Import what the jobs run (a Ray worker is a fresh interpreter, not a fork)."""
+    import pipeline.stages.ingest  # noqa: F401
+    import pipeline.stages.plan  # noqa: F401
+    import pipeline.stages.session_engine  # noqa: F401
+    import pipeline.stages.replay  # noqa: F401
+
+
+def _run_job(fn: Callable, shared: Any, job: Any, env: dict[str, str]) -> Any:
+    """Body of a Ray task: the driver's forwarded environment, then ``fn(job)`` or
+    ``fn(shared, job)``. Ray workers are reused across tasks, so the environment is put back."""
+    saved = {name: os.environ.get(name) for name in FORWARDED_ENV}
+    try:
+        for name in FORWARDED_ENV:
+            if name in env:
+                os.environ[name] = env[name]
+            else:
+                os.environ.pop(name, None)
+        return fn(job) if shared is None else fn(shared, job)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class RayEngine(Engine):
+    """Ray tasks, one per job, at most ``num_cpus`` of them running at once per CPU.
+
+    Ray is imported and initialised on first use (``ray.init(address=...)``; when this process
+    already called ``ray.init``, that instance is used as it is)."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, *, max_retries: int = 3):
+        if not ray_available():
+            raise UsageError("--engine ray needs Ray, which is not installed",
+                             hint=RAY_INSTALL_HINT)
+        self.address = address or None
+        self.max_retries = max_retries
+        self._remote = None
+
+    def describe(self) -> dict:
+        return {"engine": "ray", "ray_address": self.address or "local instance"}
+
+    def _ray(self):
+        import ray
+
+        if not ray.is_initialized():
+            # no address: a new local instance (ray.init() alone would join one found running)
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "address": self.address or "local"}
+            try:
+                ray.init(**kwargs)
+            except ConnectionError as exc:
+                raise UsageError(f"cannot reach the Ray cluster at '{self.address}': {exc}",
+                                 hint="start one (ray start --head) or drop --ray-address "
+                                      "to start a local instance") from None
+        if self._remote is None:
+            self._remote = ray.remote(max_retries=self.max_retries,
+                                      retry_exceptions=False)(_run_job)
+            # one import task per CPU, not waited for: the workers start and import the
+            # stages while the driver lists and loads its first jobs
+            warm = ray.remote(num_cpus=1)(_warm_worker)
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            self._warming = [warm.remote() for _ in range(max(1, min(cpus, 256)))]
+        return ray
+
+    def map(self, fn: Callable[[Any], Any], jobs: Sequence[Any], *,
+            shared: Any = None) -> Iterator[Any]:
+        """``fn(job)`` (or ``fn(shared, job)``; ``shared`` is put in the object store once)
+        as one task per job; results come back in job order as they are needed."""
+        jobs = list(jobs)
+        if not jobs:
+            return iter(())
+        ray = self._ray()
+        env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+        fn_ref = ray.put(fn)
+        shared_ref = ray.put(shared) if shared is not None else None
+        refs = [self._remote.remote(fn_ref, shared_ref, job, env) for job in jobs]
+        return (ray.get(ref) for ref in refs)
+
+
+def make_engine(name: str | None, address: str | None = None) -> Engine:
+    """The engine called ``name`` (``local`` or ``ray``; None: local)."""
+    name = (name or "local").strip().lower()
+    if name == "local":
+        return LocalEngine()
+    if name == "ray":
+        return RayEngine(address)
+    raise UsageError(f"unknown engine '{name}'", hint="engines: " + ", ".join(ENGINES))
+
+
+_ACTIVE: contextvars.ContextVar[Engine | None] = contextvars.ContextVar("ctxlake_engine",
+                                                                        default=None)
+
+
+@contextlib.contextmanager
+def activate(engine: Engine | None) -> Iterator[Engine | None]:
+    """Make ``engine`` the one the stages use in this context (None: leave it to the config)."""
+    token = _ACTIVE.set(engine)
+    try:
+        yield engine
+    finally:
+        _ACTIVE.reset(token)
+
+
+def current() -> Engine | None:
+    """The engine activated for this context, if any."""
+    return _ACTIVE.get()
+
+
+def resolve(engine: Engine | None = None, config: Any = None) -> Engine:
+    """The engine to use: ``engine`` when given, else the activated one, else the config's
+    ``engine`` / ``ray_address``, else local."""
+    if engine is not None:
+        return engine
+    active = _ACTIVE.get()
+    if active is not None:
+        return active
+    if config is not None and getattr(config, "engine", "local") != "local":
+        return make_engine(config.engine, getattr(config, "ray_address", None))
+    return LocalEngine()
+
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
+
+
+def check_lake_location(path: str | os.PathLike) -> None:
+    """Refuse an object-store lake (``s3://``, ``gs://``, any ``scheme://``) with a clear error.
+
+    The lake needs a POSIX filesystem: the payload store's exclusive create (``O_EXCL`` then
+    ``link``) and its refusal of symlinks (``O_NOFOLLOW`` on every segment), the lake lock
+    (``flock``), and the atomic rename of every part, derived file and output. Object stores
+    have none of these, so a bucket is used through a POSIX mount (or a shared filesystem)."""
+    match = _URL.match(os.fspath(path))
+    if match:
+        raise UsageError(f"the lake '{os.fspath(path)}' is an object-store URL "
+                         f"({match.group(1)}://), and a lake needs a POSIX filesystem",
+                         hint="use a shared filesystem (NFS, EFS, Filestore, Lustre) or mount the "
+                              "bucket (s3fs, mountpoint-s3, gcsfuse) and pass the mount path")
+
+
+def is_local(engine: Engine) -> bool:
+    return isinstance(engine, LocalEngine)
+
+
+def fork_safe() -> bool:
+    """False when this process has a live Ray connection: forking it (the local engine's
+    process pools) would copy Ray's threads mid-call and crash the child, so the local seams
+    then work in-process instead (same results, one core)."""
+    module = sys.modules.get("ray")
+    return module is None or not module.is_initialized()
+
+
+def chunked(items: Iterable[Any], size: int) -> list[list[Any]]:
+    items = list(items)
+    return [items[i:i + size] for i in range(0, len(items), max(size, 1))]

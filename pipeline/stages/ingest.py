@@ -1,0 +1,1169 @@
+"""Ingest: archive files -> Parquet parts of the lake, streaming, parallel and incremental.
+
+Contract:
+- Memory is bounded by a batch (``batch_bytes`` of rows per worker), never by the archive.
+- Files are processed in parallel over all cores, grouped into chunks of ~``chunk_bytes``.
+- Incremental: a file whose (size, mtime) are unchanged is skipped without being read; a file
+  whose first ``watermark`` bytes still hash to ``watermark_sha256`` and that only grew is
+  read from its last complete line (append-safe formats); anything else is re-read whole
+  under a new ``generation`` (views keep only the current one).
+- A last line without a newline is a file still being written: held back for the next run.
+  Unless the file has settled: not modified for ``quiet_minutes`` (60; ``--quiet-minutes``,
+  the config's ``quiet_minutes``) before the run started AND the last line is complete JSON
+  (an object): then it is read like any line (a file untouched for days would otherwise keep
+  its last record out of the lake, and its payload unpruned, forever). A fresh file or an
+  incomplete line is still held back; a settled file held back earlier is read again.
+- Every line ends up exactly once in ``records`` or ``quarantine`` (or held back):
+  ``records + quarantined + held_back == lines``, per file and per run.
+- A bad line becomes a quarantine row (file, line, byte offset, a reason a person
+  understands); nothing here raises for bad data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import gc
+import hashlib
+from array import array
+import multiprocessing
+import os
+import stat
+import time
+from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import orjson
+import pyarrow as pa
+
+from pipeline.core import sqlfiles
+from pipeline.core.batching import contiguous_runs
+from pipeline.core.errors import RecordError, UsageError
+from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
+from pipeline.formats.base import Emitter, SourceContext, json_type_name
+from pipeline.core.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
+                           write_parquet_atomic)
+from pipeline.text.tokens import text_counts
+from pipeline.core.schema import PART_TABLES, SOURCES, staged_schema
+from pipeline.core.crash import crash_point
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+BOM = b"\xef\xbb\xbf"
+WHITESPACE = frozenset(b" \t\r\n\x0b\x0c")
+HASH_BLOCK = 8 * 1024 * 1024
+READ_BLOCK = 4 * 1024 * 1024   # JSONL is read in blocks of this size and split into lines in place
+CR = ord("\r")
+READ_BUFFER = 1024 * 1024   # one buffered read serves both the sniffing and the first lines
+SNIFF_BYTES = 65536
+GC_THRESHOLD_0 = 20_000
+
+
+def standard_locations() -> list[Path]:
+    """The transcript folders that exist (``pipeline.core.locations``: what ccusage discovers)."""
+    from pipeline.core.locations import found_locations
+    return found_locations()
+
+
+def source_id_for(path: str) -> str:
+    return hashlib.sha256(path.encode("utf-8")).hexdigest()[:16]
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+# ---------------------------------------------------------------------------------------
+# Discovery
+# ---------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class FileTask:
+    path: str
+    root: str
+    rel_path: str
+    format: str | None
+    size: int
+    mtime_ns: int
+    prev: dict | None = None
+    problem: str | None = None
+    ctime_ns: int | None = None
+    inode: int | None = None
+
+    def same_file_as(self, prev: dict) -> bool:
+        """Same size, mtime and format as ``prev`` and, when the lake knows them (lakes made
+        before they were kept do not), the same inode and ctime: a file replaced with the
+        same size and mtime (a copy, ``touch -r``) has a new inode or ctime."""
+        return prev["size_bytes"] == self.size and prev["mtime_ns"] == self.mtime_ns \
+            and prev.get("format") == self.format \
+            and prev.get("ctime_ns") in (None, self.ctime_ns) \
+            and prev.get("inode") in (None, self.inode)
+
+
+def inode_of(st: os.stat_result) -> int:
+    """``st_ino`` as a signed 64-bit value (the ``sources.inode`` column)."""
+    return st.st_ino - 2**64 if st.st_ino >= 2**63 else st.st_ino
+
+
+@dataclasses.dataclass
+class Discovery:
+    tasks: list[FileTask]
+    superseded: list[str]
+    unrecognized: list[str] = dataclasses.field(default_factory=list)  # named, wrong suffix
+    named: set[str] = dataclasses.field(default_factory=set)           # files named as PATHs
+    own_folders: list[str] = dataclasses.field(default_factory=list)
+
+
+def superseded_by(path: str, fmt: str | None) -> str | None:
+    """A legacy Gemini ``session-X.json`` is migrated whole into ``session-X.jsonl`` when the
+    session is resumed; reading both would count the session twice, so the .jsonl wins."""
+    if fmt == "gemini_cli" and path.endswith(".json") and os.path.exists(path + "l"):
+        return path + "l"
+    return None
+
+
+def own_folder(path: Path, names: set[str] | None = None) -> str | None:
+    """What ctxlake wrote at folder ``path`` ("lake" or "output" folder), or None: a folder
+    holding one of ctxlake's marker files, or a lake made before the markers (its
+    ``sources.parquet`` beside ``tables/``). ``names``: the folder's listing, when known
+    (nothing is looked up for a name it does not hold)."""
+    for marker, kind in ((LAKE_MARKER, "lake"), (OUTPUT_MARKER, "output")):
+        if (names is None or marker in names) and os.path.lexists(path / marker):
+            return kind
+    if (names is None or {"sources.parquet", "tables"} <= names) \
+            and os.path.isfile(path / "sources.parquet") and os.path.isdir(path / "tables"):
+        return "lake"
+    return None
+
+
+def _walk(root: Path) -> Iterable[tuple[str, bool, str | None, os.stat_result | None]]:
+    """(path, is_symlink, problem, stat) for every regular file or symlink below ``root``
+    (links not followed; ``stat``: the file's own, read with the folder listing, or None);
+    a folder that cannot be listed comes as (folder, False, why, None); a lake or output
+    folder of ctxlake as (folder, False, "own:<kind>", None) and is not entered. Folders are
+    visited depth first in name order, each folder's files before its sub-folders (as
+    ``os.walk`` would, with one ``scandir`` per folder and no stat a listing already gives)."""
+    if root.is_file() or root.is_symlink() and not root.is_dir():
+        yield str(root), root.is_symlink(), None, None
+        return
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as err:
+            yield os.fspath(err.filename or folder), False, \
+                f"cannot read folder: {err.strerror or err}: its files are not read", None
+            continue
+        kind = own_folder(Path(folder), {entry.name for entry in entries})
+        if kind is not None:
+            yield folder, False, f"own:{kind}", None
+            continue
+        files, folders = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()     # follows a symlink, as os.walk sorts them
+            except OSError:
+                is_dir = False
+            (folders if is_dir else files).append(entry)
+        for entry in sorted(files, key=lambda e: e.name):
+            link = entry.is_symlink()
+            st = None
+            if not link:
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+            yield entry.path, link, None, st
+        folders.sort(key=lambda e: e.name)
+        for entry in folders:
+            if entry.is_symlink():
+                yield entry.path, True, None, None
+        stack.extend(entry.path for entry in reversed(folders) if not entry.is_symlink())
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is (None for a regular file)."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def shown_path(path: str) -> str:
+    """``path`` as valid UTF-8 text: bytes of a name that are not UTF-8 as ``\\xNN``."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
+    tasks: list[FileTask] = []
+    superseded: list[str] = []
+    unrecognized: list[str] = []
+    named: set[str] = set()
+    own: list[str] = []
+    seen: set[str] = set()
+    for root in paths:
+        if not root.exists() and not root.is_symlink():
+            raise UsageError(f"no such file or folder: {root}",
+                             hint="check the path, or run without PATH to read the standard locations")
+        root_abs = Path(os.path.abspath(root))
+        if not root_abs.is_dir():
+            named.add(str(root_abs))
+        root_real = Path(os.path.realpath(root))
+        base_dir = root_abs if root_abs.is_dir() else root_abs.parent
+        prefix = os.path.join(str(base_dir), "")
+        for abspath, is_link, problem, listed in _walk(root_abs):
+            if abspath in seen:
+                continue
+            seen.add(abspath)
+            rel = abspath[len(prefix):] if abspath.startswith(prefix) \
+                else os.path.relpath(abspath, base_dir)
+            if problem is not None and problem.startswith("own:"):
+                own.append(f"{shown_path(abspath)} (a ctxlake {problem[4:]} folder: not read)")
+                continue
+            shown = shown_path(abspath)
+            if problem is not None or shown != abspath:
+                if problem is None:
+                    if not abspath.endswith(CANDIDATE_SUFFIXES):
+                        continue
+                    problem = ("file name is not valid UTF-8 (shown with \\x escapes): not read;"
+                               " rename it to read it")
+                tasks.append(FileTask(shown, str(root_abs), shown_path(rel), None, 0, 0,
+                                      known.get(shown), problem=problem))
+                continue
+            if is_link:
+                target = Path(os.path.realpath(abspath))
+                if target == root_real or root_real in target.parents:
+                    if target.is_dir():
+                        continue  # its files are read where they are, inside the archive
+                else:
+                    st = os.lstat(abspath)
+                    tasks.append(FileTask(abspath, str(root_abs), rel, None, st.st_size,
+                                          st.st_mtime_ns, known.get(abspath),
+                                          problem=f"symlink leads outside the archive root "
+                                                  f"(to {target}): not followed"))
+                    continue
+            if not abspath.endswith(CANDIDATE_SUFFIXES):
+                if abspath in named:   # named on the command line: said, not skipped silently
+                    unrecognized.append(abspath)
+                continue
+            try:
+                st = listed or os.stat(abspath)
+            except OSError as exc:
+                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
+                                      problem=f"cannot stat file: {exc.strerror or exc}"))
+                continue
+            kind = _file_kind(st.st_mode)
+            if kind is not None:
+                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
+                                      problem=f"{kind}, not a regular file: skipped, never opened"))
+                continue
+            prev = known.get(abspath)
+            fmt = format
+            task = FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev,
+                            ctime_ns=st.st_ctime_ns, inode=inode_of(st))
+            if fmt is None and prev is not None and prev.get("format"):
+                task.format = prev["format"]
+                if not task.same_file_as(prev):
+                    task.format = None
+            if task.format is not None and superseded_by(abspath, task.format):
+                superseded.append(abspath)
+                continue
+            # format None: the worker sniffs the file (in parallel), see detect_task_format
+            tasks.append(task)
+    return Discovery(tasks, superseded, unrecognized, named, own)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading one file (in a worker process)
+# ---------------------------------------------------------------------------------------
+def explain_json_error(content: bytes, exc: Exception) -> str:
+    """A sentence a person understands for a line orjson refused."""
+    nul = content.find(b"\x00")
+    if nul >= 0:
+        return f"line contains NUL bytes (first at byte {nul}): binary data, not JSON"
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"invalid UTF-8 at byte {err.start} of the line"
+    message = str(exc)
+    if "recursion" in message.lower() or "depth limit" in message.lower():
+        return NESTING_REASON
+    return f"invalid JSON: {message}"
+
+
+NESTING_LIMIT = 254   # orjson writes at most 255 levels: the deepest value the lake can re-encode
+NESTING_REASON = (f"JSON nested too deeply (over {NESTING_LIMIT} levels, the nesting limit): "
+                  "refused as a recursion bomb")
+
+
+def too_deep(text: bytes | bytearray, obj, start: int = 0, end: int | None = None) -> bool:
+    """Whether a parsed value (``text[start:end]``) nests deeper than ``NESTING_LIMIT``; walked
+    only when the text holds that many brackets at all, so an ordinary line costs two counts."""
+    end = len(text) if end is None else end
+    if text.count(b"[", start, end) + text.count(b"{", start, end) < NESTING_LIMIT:
+        return False
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > NESTING_LIMIT:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, (dict, list)))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)))
+    return False
+
+
+def reader_failure(exc: Exception) -> str:
+    """The quarantine reason for an unexpected error of a reader on one line."""
+    if isinstance(exc, (orjson.JSONEncodeError, RecursionError)) and "recursion" in str(exc).lower():
+        return NESTING_REASON
+    return f"reader failed: {type(exc).__name__}: {exc}"
+
+
+def _record_check(rtype, session) -> str | None:
+    """Why a line's record row cannot be stored (the reader's record type or session id is not
+    a string), or None."""
+    for name, value in (("record type", rtype), ("session id", session)):
+        if value is not None and type(value) is not str:
+            return (f"a value of the wrong type or range: the {name} is {json_type_name(value)}, "
+                    "expected a string")
+    return None
+
+
+def excerpt(content: bytes | memoryview, limit: int = 160) -> str:
+    text = bytes(content[:limit]).decode("utf-8", errors="replace")
+    return text.replace("\x00", "\\x00") + ("…" if len(content) > limit else "")
+
+
+class PartWriter:
+    """Buffers the staged rows of one chunk and writes them as Parquet parts (``Lake.write_parts``)
+    whenever they reach ``batch_bytes`` of input, and at the end."""
+
+    def __init__(self, lake: Lake, run_id: str, chunk_no: int, batch_bytes: int):
+        self.lake = lake
+        self.run_id = run_id
+        self.chunk_no = chunk_no
+        self.batch_bytes = batch_bytes
+        self.pending: dict[str, list[dict] | RecordColumns] = _empty_pending()
+        self.pending_bytes = 0
+        self.part_no = 0
+
+    def add(self, rows: dict[str, list[dict]], nbytes: int) -> None:
+        for table, table_rows in rows.items():
+            if table_rows:
+                self.pending[table].extend(table_rows)
+        self.pending_bytes += nbytes
+        if self.pending_bytes >= self.batch_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending rows as one part per table (``Lake.write_parts``)."""
+        if not any(self.pending.values()):
+            return
+        tables = [t for t in PART_TABLES if self.pending[t]]
+        # messages are always registered: the tool_results part reads their measurements
+        batches = {t: _arrow_batch(t, self.pending[t]) for t in {*tables, "messages"}}
+        self.lake.write_parts(_worker_connection(), batches,
+                              f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}",
+                              only=tables)
+        self.part_no += 1
+        self.pending = _empty_pending()
+        self.pending_bytes = 0
+
+    def close(self) -> None:
+        self.flush()
+
+
+_WORKER_CON: tuple[int, object] | None = None
+
+
+def _worker_connection():
+    """One single-threaded DuckDB connection per process, reused by every chunk it writes
+    (a new connection with its macros costs ~20 ms). Keyed by pid: a forked worker never
+    touches a connection it inherited from its parent."""
+    global _WORKER_CON
+    if _WORKER_CON is None or _WORKER_CON[0] != os.getpid():
+        con = new_connection()
+        con.execute("SET threads = 1")
+        _WORKER_CON = (os.getpid(), con)
+    return _WORKER_CON[1]
+
+
+def _arrow_batch(table: str, rows: list[dict] | "RecordColumns") -> pa.Table:
+    """Staged rows -> Arrow with the staged schema of ``table``. Messages get here the inputs
+    of their token estimate (CJK count, UTF-16 length) and, for tool results, the payload
+    hash; records arrive as columns (:meth:`RecordColumns.to_arrow`)."""
+    schema = staged_schema(table)
+    if table == "messages":
+        results = []
+        for i, row in enumerate(rows):
+            row["cjk_count"], row["utf16_len"] = text_counts(row.get("text"))
+            if row.get("kind") == "tool_result":
+                results.append(i)
+        batch = _from_rows(rows, schema)
+        if not results:
+            return batch
+        # the payload hash from the UTF-8 bytes Arrow already holds (no second encoding)
+        text = batch.column("text").combine_chunks()
+        _, offsets, data = text.buffers()
+        ends = memoryview(offsets).cast("i")[text.offset:text.offset + len(text) + 1]
+        body = memoryview(data) if data is not None else memoryview(b"")
+        hashes: list[str | None] = [None] * len(rows)
+        for i in results:
+            hashes[i] = hashlib.sha256(body[ends[i]:ends[i + 1]]).hexdigest()
+        column = schema.get_field_index("text_sha256")
+        return batch.set_column(column, schema.field(column), pa.array(hashes, pa.string()))
+    if table == "records":
+        return rows.to_arrow() if rows else schema.empty_table()
+    return _from_rows(rows, schema)
+
+
+def _from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """Row dicts -> Arrow with exactly ``schema``'s columns (a type mismatch raises).
+
+    Not polars, though it builds this about twice as fast: workers are forked, and a forked
+    child of a parent whose polars thread pool is running deadlocks on its first polars call."""
+    return pa.Table.from_struct_array(pa.array(rows, type=_struct_type(schema)))
+
+
+@functools.cache
+def _struct_type(schema: pa.Schema) -> pa.StructType:
+    """The row type of ``schema``: converting dicts as one struct array runs the per-row
+    work in C++ (~12% faster than ``Table.from_pylist``, which gathers each column in Python)."""
+    return pa.struct(list(schema))
+
+
+@dataclasses.dataclass
+class FileResult:
+    path: str
+    source: dict              # the new sources row
+    mode: str                 # new | appended | reingested | unchanged | problem
+    lines: int = 0
+    records: int = 0
+    quarantined: int = 0
+    held_back: int = 0
+    bytes_read: int = 0
+    problems: list[dict] = dataclasses.field(default_factory=list)
+
+
+def _problem(row: dict) -> dict:
+    return {k: row[k] for k in ("path", "line_no", "byte_offset", "severity", "reason")}
+
+
+def _quarantine_row(ctx: SourceContext, line_no: int, offset: int, length: int, reason: str,
+                    content: bytes = b"", severity: str = "error") -> dict:
+    return dict(source_id=ctx.source_id, generation=ctx.generation, path=ctx.path,
+                line_no=line_no, byte_offset=offset, byte_len=length, severity=severity,
+                reason=reason, excerpt=excerpt(content) if content else None,
+                detected_at=now_iso())
+
+
+def _hash_prefix(handle, length: int) -> tuple[str, "hashlib._Hash"]:
+    hasher = hashlib.sha256()
+    remaining = length
+    while remaining > 0:
+        block = handle.read(min(HASH_BLOCK, remaining))
+        if not block:
+            break
+        hasher.update(block)
+        remaining -= len(block)
+    return hasher.hexdigest(), hasher
+
+
+def detect_task_format(task: FileTask, head: bytes) -> str | None:
+    """Sniff a file's format from ``head``, its first 64 KiB (read through the same buffered
+    handle that then reads the file, so the head costs no second read). None when no reader
+    knows it."""
+    fmt = detect(task.path, head)
+    if fmt is None and not head and task.path.endswith(".jsonl") and "/.claude/" in task.path:
+        fmt = "claude_code"
+    return fmt
+
+
+def _file_problem(task: FileTask, base: dict, generation: int, writer: PartWriter,
+                  reason: str) -> FileResult:
+    """A file that cannot be read at all: one quarantine row at line 0, no line counted."""
+    ctx = SourceContext(task.path, base["source_id"], generation, task.root)
+    row = _quarantine_row(ctx, 0, 0, 0, reason)
+    writer.add({t: [row] if t == "quarantine" else [] for t in PART_TABLES}, 0)
+    source = dict(base, sha256=None, lines=0, records=0, quarantined=0, held_back=0,
+                  watermark=0, watermark_sha256=None, generation=generation, reader_state=None)
+    return FileResult(task.path, source, "problem", problems=[_problem(row)])
+
+
+OVER_LONG = -2   # _complete_lines: a line over the limit, skipped unread
+
+
+def _complete_lines(handle, hasher, expected: int,
+                    max_line_bytes: int | None = None) -> Iterator[tuple[memoryview, int, int]]:
+    """The lines of ``handle`` from its position as ``(block, start, newline)`` positions in
+    blocks of up to ``READ_BLOCK`` bytes (no copy per line; a line longer than a block grows
+    the next read; ``expected``, the bytes left by the file's size, keeps a small file's
+    block small). Every complete line is hashed into ``hasher`` in file order. An
+    unterminated last line is yielded once as ``(block, start, -1)``, not hashed.
+
+    A line longer than ``max_line_bytes`` is never held whole: once the pending bytes pass
+    the limit, the rest of the line is read through and hashed in blocks (memory stays
+    bounded by the limit) and the line comes as ``(first bytes, its length, OVER_LONG)``,
+    its newline included when it has one (a last line without one ends at the end of file)."""
+    carry = b""
+    while True:
+        if max_line_bytes is not None and len(carry) > max_line_bytes + 2:
+            yield _skip_long_line(handle, hasher, carry)
+            carry = b""
+            continue
+        size = max(min(READ_BLOCK, expected + 1), 2 * len(carry), 4096)
+        if max_line_bytes is not None:
+            size = max(min(size, max_line_bytes + 3 - len(carry)), 4096)
+        buf = bytearray(len(carry) + size)
+        buf[:len(carry)] = carry
+        got = handle.readinto(memoryview(buf)[len(carry):])
+        if not got:
+            if carry:
+                yield memoryview(carry), 0, -1
+            return
+        expected -= got
+        filled = len(carry) + got
+        data = memoryview(buf)[:filled]
+        pos = 0
+        find = buf.find
+        while True:
+            newline = find(b"\n", pos, filled)
+            if newline < 0:
+                break
+            yield data, pos, newline
+            pos = newline + 1
+        hasher.update(data[:pos])
+        carry = bytes(data[pos:])
+
+
+def _skip_long_line(handle, hasher, carry: bytes) -> tuple[memoryview, int, int]:
+    """Read through the rest of an over-long line (``carry`` holds its start, no newline),
+    hashing it; leaves ``handle`` just after its newline (or at the end of the file)."""
+    hasher.update(carry)
+    length = len(carry)
+    head = memoryview(carry[:SNIFF_BYTES])
+    while True:
+        block = handle.read(READ_BLOCK)
+        if not block:
+            return head, length, OVER_LONG
+        newline = block.find(b"\n")
+        if newline < 0:
+            hasher.update(block)
+            length += len(block)
+            continue
+        hasher.update(block[:newline + 1])
+        length += newline + 1
+        # put the rest back: seek over what follows the newline
+        handle.seek(-(len(block) - newline - 1), os.SEEK_CUR)
+        return head, length, OVER_LONG
+
+
+class RecordColumns:
+    """A batch's ``records`` rows as columns: a line costs a few list appends instead of a
+    dict, and the raw lines are laid out once into a single Arrow buffer."""
+
+    COLUMNS = ("source_id", "generation", "line_no", "byte_offset", "byte_len", "json_path",
+               "record_type", "session_id", "raw")
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list] = {name: [] for name in self.COLUMNS}
+
+    def __len__(self) -> int:
+        return len(self.columns["line_no"])
+
+    def append(self, *values) -> None:
+        for column, value in zip(self.columns.values(), values):
+            column.append(value)
+
+    def extend(self, other: "RecordColumns") -> None:
+        for name, column in self.columns.items():
+            column.extend(other.columns[name])
+
+    def to_arrow(self) -> pa.Table:
+        """Arrow with the staged ``records`` schema; ``raw`` (valid UTF-8: orjson checked
+        it) becomes one string buffer without being decoded line by line."""
+        schema = staged_schema("records")
+        raws = self.columns["raw"]
+        offsets = array("i", [0])
+        total = 0
+        for raw in raws:
+            total += len(raw)
+            offsets.append(total)
+        if total >= 2**31:
+            raise ValueError("a records batch over 2 GiB; lower batch_bytes")
+        arrays = [pa.array(self.columns[field.name], field.type) for field in schema
+                  if field.name != "raw"]
+        arrays.append(pa.StringArray.from_buffers(
+            len(raws), pa.py_buffer(offsets), pa.py_buffer(b"".join(raws))))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _empty_pending() -> dict[str, list[dict] | RecordColumns]:
+    return {t: RecordColumns() if t == "records" else [] for t in PART_TABLES}
+
+
+def open_regular(path: str):
+    """``path`` opened for buffered reading, refusing anything but a regular file without
+    blocking (a FIFO swapped in after discovery would wait for a writer forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise OSError(f"{kind}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=READ_BUFFER)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+DEFAULT_QUIET_MINUTES = 60.0
+
+
+def settled_tail(tail: bytes, mtime_ns: int, settled_before_ns: int | None) -> bool:
+    """Is an unterminated last line to be read now: its file was last modified at or before
+    ``settled_before_ns`` (the run's start minus the quiet period) and it is a complete JSON
+    object?"""
+    if settled_before_ns is None or mtime_ns > settled_before_ns:
+        return False
+    content = tail.rstrip(b"\r")
+    if content.startswith(BOM):
+        content = content[len(BOM):]
+    try:
+        return isinstance(orjson.loads(content), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int,
+              settled_before_ns: int | None = None) -> FileResult:
+    handle = None
+    if not task.problem:
+        try:
+            handle = open_regular(task.path)
+        except OSError as exc:
+            task.problem = f"cannot read file: {exc.strerror or exc}"
+    if task.format is None and handle is not None:
+        try:
+            task.format = detect_task_format(task, handle.peek(SNIFF_BYTES)[:SNIFF_BYTES])
+        except OSError as exc:
+            task.problem = f"cannot read file: {exc.strerror or exc}"
+        if task.format is None and not task.problem:
+            handle.close()
+            return FileResult(task.path, {}, "unrecognized")
+        if task.format is not None and superseded_by(task.path, task.format):
+            handle.close()
+            return FileResult(task.path, {}, "superseded")
+    prev = task.prev or {}
+    source_id = prev.get("source_id") or source_id_for(task.path)
+    base = dict(source_id=source_id, path=task.path, root=task.root, rel_path=task.rel_path,
+                format=task.format, size_bytes=task.size,
+                mtime=datetime.fromtimestamp(task.mtime_ns / 1e9, timezone.utc),
+                mtime_ns=task.mtime_ns, run_id=run_id,
+                ingested_at=datetime.now(timezone.utc))
+    generation = (prev.get("generation") or 0) + 1
+    if task.problem:
+        if handle is not None:
+            handle.close()
+        return _file_problem(task, base, generation, writer, task.problem)
+
+    reader_cls = reader_class(task.format)
+    with handle:
+        st = os.fstat(handle.fileno())
+        base["size_bytes"], base["mtime_ns"] = st.st_size, st.st_mtime_ns
+        base["ctime_ns"], base["inode"] = st.st_ctime_ns, inode_of(st)
+        base["mtime"] = datetime.fromtimestamp(st.st_mtime_ns / 1e9, timezone.utc)
+        mode = "new" if not prev else "reingested"
+        start = 0
+        state: dict = {}
+        line_no = 0
+        counts = dict(records=0, quarantined=0)
+        hasher = hashlib.sha256()
+        same_format = prev.get("format") == task.format
+        if prev and same_format and reader_cls.layout == "jsonl" and reader_cls.append_safe \
+                and prev.get("watermark") is not None and st.st_size >= prev["watermark"] \
+                and prev.get("watermark_sha256"):
+            digest, hasher = _hash_prefix(handle, prev["watermark"])
+            if digest == prev["watermark_sha256"]:
+                generation = prev["generation"]
+                start = prev["watermark"]
+                line_no = prev["lines"]
+                counts = dict(records=prev["records"], quarantined=prev["quarantined"])
+                state = orjson.loads(prev["reader_state"]) if prev.get("reader_state") else {}
+                mode = "appended" if st.st_size > start else "unchanged"
+            else:
+                handle.seek(0)
+                hasher = hashlib.sha256()
+        elif prev and prev.get("sha256") and reader_cls.layout == "document" \
+                and st.st_size == prev["size_bytes"]:
+            digest, _ = _hash_prefix(handle, st.st_size)
+            handle.seek(0)
+            if digest == prev["sha256"]:
+                source = dict(prev, mtime=base["mtime"], mtime_ns=base["mtime_ns"],
+                              ctime_ns=base["ctime_ns"], inode=base["inode"])
+                return FileResult(task.path, source, "unchanged")
+        ctx = SourceContext(task.path, source_id, generation, task.root)
+        reader = reader_cls(ctx)
+        out = Emitter(ctx)
+        records = RecordColumns()
+        quarantine: list[dict] = []
+        problems: list[dict] = []
+        run_lines = run_records = run_quarantined = held_back = 0
+        bytes_read = 0
+
+        if reader_cls.layout == "document":
+            data = handle.read()
+            hasher.update(data)
+            bytes_read = len(data)
+            watermark = len(data)
+            content = data[len(BOM):] if data.startswith(BOM) else data
+            if content.strip():
+                run_lines = 1
+                line_no = 1
+                out.start_line(1, 0, len(data))
+                reason = None
+                try:
+                    obj = orjson.loads(content)
+                except orjson.JSONDecodeError as exc:
+                    reason = explain_json_error(content, exc)
+                else:
+                    try:
+                        if too_deep(content, obj):
+                            raise RecordError(NESTING_REASON)
+                        rtype = reader.document(obj, out)
+                    except RecordError as exc:
+                        reason = exc.message
+                    except Exception as exc:  # a reader bug must not stop the run
+                        reason = reader_failure(exc)
+                    if reason is None:
+                        session = _first_session(out)
+                        reason = out.check_line() or _record_check(rtype, session)
+                if reason is None:
+                    records.append(source_id, generation, 1, 0, len(data), "", rtype,
+                                   session, content)
+                    run_records = 1
+                else:
+                    out.rollback_line()
+                    quarantine.append(_quarantine_row(ctx, 1, 0, len(data), reason, content))
+                    run_quarantined = 1
+            state = {}
+        else:
+            reader.begin(state)
+            offset = start
+            handle.seek(start)
+            pending_bytes = 0
+            for data, begin_pos, end_pos in _complete_lines(handle, hasher, st.st_size - start,
+                                                            max_line_bytes):
+                if end_pos == OVER_LONG:  # skipped unread: quarantined, memory stays bounded
+                    line_len = begin_pos
+                    bytes_read += line_len
+                    line_no += 1
+                    run_lines += 1
+                    quarantine.append(_quarantine_row(
+                        ctx, line_no, offset, line_len,
+                        f"line is {line_len:,} bytes, over the {max_line_bytes:,}-byte limit "
+                        "(--max-line-bytes)", data))
+                    run_quarantined += 1
+                    offset += line_len
+                    pending_bytes += line_len
+                    continue
+                terminator = 1
+                if end_pos < 0:  # an unterminated last line: held back, hashed afterwards
+                    tail = data[begin_pos:]
+                    if not settled_tail(bytes(tail), st.st_mtime_ns, settled_before_ns):
+                        held_back = 1
+                        bytes_read += len(tail)
+                        break
+                    # a settled file's complete last line: read now (and hashed as a line)
+                    hasher.update(tail)
+                    end_pos, terminator = len(data), 0
+                line_len = end_pos + terminator - begin_pos
+                bytes_read += line_len
+                line_no += 1
+                run_lines += 1
+                # a view of the line without its terminator (and a leading BOM): no copy
+                end = end_pos - 1 if end_pos > begin_pos and data[end_pos - 1] == CR else end_pos
+                if offset == 0 and data[begin_pos:begin_pos + len(BOM)] == BOM:
+                    begin_pos += len(BOM)
+                content = data[begin_pos:end]
+                reason = None
+                severity = "error"
+                obj = None
+                if not content or (content[0] in WHITESPACE and not bytes(content).strip()):
+                    reason, severity = "blank line (nothing to read)", "notice"
+                elif len(content) > max_line_bytes:
+                    reason = (f"line is {len(content):,} bytes, over the {max_line_bytes:,}-byte "
+                              "limit (--max-line-bytes)")
+                else:
+                    try:
+                        obj = orjson.loads(content)
+                    except orjson.JSONDecodeError as exc:
+                        reason = explain_json_error(bytes(content), exc)
+                    else:
+                        if not isinstance(obj, dict):
+                            reason = (f"JSON value is {type(obj).__name__ if obj is not None else 'null'}"
+                                      ", expected an object")
+                        elif too_deep(data.obj, obj, begin_pos, end):
+                            reason = NESTING_REASON
+                if reason is None:
+                    out.start_line(line_no, offset, line_len)
+                    try:
+                        rtype = reader.line(obj, out)
+                    except RecordError as exc:
+                        reason = exc.message
+                    except Exception as exc:  # a reader bug must not stop the run
+                        reason = reader_failure(exc)
+                    if reason is None:
+                        session = _last_session(out, reader)
+                        reason = out.check_line() or _record_check(rtype, session)
+                    if reason is not None:
+                        out.rollback_line()
+                        reader.rollback()
+                    else:
+                        records.append(source_id, generation, line_no, offset, line_len, None,
+                                       rtype, session, content)
+                        run_records += 1
+                if reason is not None:
+                    quarantine.append(_quarantine_row(ctx, line_no, offset, line_len, reason,
+                                                      content, severity))
+                    run_quarantined += 1
+                offset += line_len
+                pending_bytes += line_len
+                # the writer's batch (this file's rows and earlier files') bounds memory
+                if pending_bytes + writer.pending_bytes >= writer.batch_bytes and reader_cls.append_safe:
+                    rows = out.take()
+                    rows["records"], records = records, RecordColumns()
+                    rows["quarantine"].extend(quarantine)
+                    problems.extend(_problem(q) for q in quarantine)
+                    quarantine = []
+                    writer.add(rows, pending_bytes)
+                    pending_bytes = 0
+            watermark = offset
+            # rows emitted by finish() (readers that buffer, e.g. Gemini JSONL) are undone as a
+            # whole if it fails: a file-level problem (line 0), not a quarantined line
+            out.start_line(line_no, offset, 0)
+            try:
+                state = reader.finish(out)
+                reason = out.check_line()
+                if reason is None:
+                    orjson.dumps(state)
+            except Exception as exc:  # a reader bug must not stop the run
+                reason = exc.message if isinstance(exc, RecordError) else reader_failure(exc)
+            if reason is not None:
+                out.rollback_line()
+                quarantine.append(_quarantine_row(ctx, 0, 0, 0, f"could not finish the file: {reason}"))
+                state = {}
+            # the hash up to the last complete line; the held-back tail then completes the
+            # whole-file hash (raw is that tail when a line was held back)
+            wm_digest = hasher.hexdigest()
+            if held_back:
+                hasher.update(tail)
+            hasher.update(handle.read())
+        rows = out.take()
+        rows["records"] = records
+        rows["quarantine"].extend(quarantine)
+        problems.extend(_problem(q) for q in quarantine)
+        writer.add(rows, bytes_read)
+
+        whole = hasher.hexdigest()
+        if reader_cls.layout == "document":
+            wm_digest = whole
+        source = dict(base, sha256=whole, lines=line_no,
+                      records=counts["records"] + run_records,
+                      quarantined=counts["quarantined"] + run_quarantined,
+                      held_back=held_back, watermark=watermark, watermark_sha256=wm_digest,
+                      generation=generation, reader_state=orjson.dumps(state).decode())
+        return FileResult(task.path, source, mode, lines=run_lines + held_back,
+                          records=run_records, quarantined=run_quarantined,
+                          held_back=held_back, bytes_read=bytes_read, problems=problems)
+
+
+def _first_session(out: Emitter) -> str | None:
+    for table in ("session_info", "messages"):
+        if out.rows[table]:
+            return out.rows[table][0].get("session_id")
+    return None
+
+
+def _last_session(out: Emitter, reader) -> str | None:
+    messages = out.rows["messages"]
+    if messages and messages[-1].get("line_no") == out.line_no:
+        return messages[-1].get("session_id")
+    return getattr(reader, "session_id", None)
+
+
+def process_chunk(args: tuple) -> list[FileResult]:
+    lake_root, run_id, chunk_no, tasks, batch_bytes, max_line_bytes, settled_before_ns = args
+    with _rare_gc():
+        writer = PartWriter(Lake(lake_root), run_id, chunk_no, batch_bytes)
+        results = [read_file(task, writer, run_id, max_line_bytes, settled_before_ns)
+                   for task in tasks]
+        writer.close()
+    crash_point("ingest:chunk")     # parts written, result not returned yet (the kill tests)
+    return results
+
+
+@contextlib.contextmanager
+def _rare_gc() -> Iterator[None]:
+    """Collect cycles rarely while reading: every parsed line allocates many short-lived
+    containers (freed by reference counting, they never form cycles), and the default
+    thresholds made the collector walk a batch's live rows again and again (~5% of ingest
+    CPU). The caller's thresholds come back afterwards."""
+    saved = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD_0, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+
+
+def _init_worker() -> None:
+    """Initializer of a forked ingest worker: freeze the objects inherited from the parent
+    (the collector no longer walks them, nor copies their pages). glibc's heap is left to
+    trim itself: keeping freed memory saved some page faults but let the peak grow with the
+    archive (1 GB vs 200 MB: x1.2 instead of x1.07). The worker lets go of the parent's lake
+    lock and dies with the parent (:func:`pipeline.core.lake.detach_forked_worker`)."""
+    detach_forked_worker()
+    gc.freeze()
+
+
+# ---------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class IngestSummary:
+    run_id: str
+    lake: str
+    files: int = 0
+    files_new: int = 0
+    files_appended: int = 0
+    files_reingested: int = 0
+    files_unchanged: int = 0
+    files_problem: int = 0
+    files_unrecognized: int = 0
+    lines: int = 0
+    records: int = 0
+    quarantined: int = 0
+    quarantined_errors: int = 0
+    held_back: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    problems: list[dict] = dataclasses.field(default_factory=list)
+    unrecognized: list[str] = dataclasses.field(default_factory=list)
+    # unrecognised files named on the command line (not found in a folder): --strict fails
+    unrecognized_named: list[str] = dataclasses.field(default_factory=list)
+    superseded: list[str] = dataclasses.field(default_factory=list)
+    own_folders: list[str] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
+    # things a person should know that are no line's fault (a forced --format that read
+    # records but no message, ...)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
+            min_bytes: int = 2 * 1024 * 1024) -> list[list[FileTask]]:
+    """Group tasks into chunks, biggest files first, with guided sizes: a chunk holds up to
+    ``remaining / (2 * workers)`` bytes (between ``min_bytes`` and ``chunk_bytes``), so the
+    last chunks are small and no worker is left alone with a big one at the end. A chunk is
+    closed before a file would take it over its size (only a file bigger than that stands
+    alone), so a chunk's memory does not grow with the size of an archive's biggest files."""
+    workers = max(n_workers, 1)
+    return contiguous_runs(sorted(tasks, key=lambda t: (-t.size, t.path)), lambda t: t.size,
+                           lambda remaining: max(min_bytes, min(chunk_bytes, remaining // (2 * workers))))
+
+
+def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str]) -> list[str]:
+    """Paths ingested before, below one of ``roots`` (or one of them), not found there now."""
+    bases = []
+    for root in roots:
+        base = os.path.abspath(root)
+        bases.append((base, base.rstrip(os.sep) + os.sep))
+    return sorted(path for path in previous if path not in found and any(
+        path == base or path.startswith(prefix) for base, prefix in bases))
+
+
+def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) -> list[str]:
+    """A file read with a forced ``--format`` whose records gave no message at all is most
+    likely another format: one warning per such file, naming the format it looks like."""
+    if not results:
+        return []
+    ids = [r.source["source_id"] for r in results if r.records]
+    if not ids:
+        return []
+    with lake.connect() as con:
+        with_messages = {row[0] for row in con.execute(
+            sqlfiles.load("select_sources_with_content"), {"source_ids": ids}).fetchall()}
+    out = []
+    for res in sorted(results, key=lambda r: r.path):
+        if not res.records or res.source["source_id"] in with_messages:
+            continue
+        try:
+            with open(res.path, "rb") as handle:
+                looks = detect(res.path, handle.read(SNIFF_BYTES))
+        except OSError:
+            looks = None
+        guess = f"it looks like {looks}" if looks and looks != format else \
+            "auto-detection does not recognise it either"
+        out.append(f"{res.path}: read as --format {format}: {res.records:,} records but no "
+                   f"message ({guess}; drop --format to auto-detect)")
+    return out
+
+
+def make_run_id(started: datetime) -> str:
+    return started.strftime("%Y%m%dT%H%M%S") + f"{started.microsecond:06d}"
+
+
+def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | None = None,
+           workers: int | None = None, chunk_bytes: int = 32 * 1024 * 1024,
+           batch_bytes: int = 32 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+           quiet_minutes: float = DEFAULT_QUIET_MINUTES,
+           progress: Callable[[int, int], None] | None = None,
+           run_id: str | None = None, engine=None) -> IngestSummary:
+    """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``.
+
+    A file ingested before that is no longer below any of ``paths`` it was found under
+    (deleted, or now superseded) leaves ``sources``: its rows disappear from every view.
+    ``run_id``: the nightly run this ingest is part of (its run-log row is updated; by
+    default the ingest logs a run of its own).
+    ``quiet_minutes``: a file not modified for this long before the run is settled, and its
+    complete last line is read even without a newline (negative: always hold it back).
+    ``engine`` (:mod:`pipeline.stages.engine`; default: the activated one, else local): with Ray,
+    each chunk is a Ray task writing the same parts as a local worker; the driver commits."""
+    from pipeline.stages import engine as engines
+
+    chosen = engines.resolve(engine)
+    if quiet_minutes != quiet_minutes:   # NaN
+        raise UsageError("quiet_minutes must be a number")
+    started = time.perf_counter()
+    if format is not None and format not in READERS:
+        reader_class(format)  # raises a UsageError naming the choices
+    roots = [Path(p) for p in paths] if paths else standard_locations()
+    if not roots:
+        raise UsageError("no archive given and none of ~/.claude/projects, ~/.gemini/tmp, "
+                         "~/.codex/sessions exists here",
+                         hint="pass the folders or files to read, e.g. ctxlake ingest ./transcripts")
+    run_started = datetime.now(timezone.utc)
+    standalone = run_id is None
+    run_id = run_id or make_run_id(run_started)
+    settled_before_ns = None if quiet_minutes < 0 else \
+        int(run_started.timestamp() * 1e9) - int(quiet_minutes * 60e9)
+    summary = IngestSummary(run_id=run_id, lake=str(lake.root))
+    with lake.lock():
+        lake.init()
+        lake.gc_uncommitted()
+        previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
+        found = discover(roots, format=format, known=previous)
+        summary.superseded = found.superseded
+        summary.unrecognized.extend(found.unrecognized)
+        summary.own_folders = found.own_folders
+        todo: list[FileTask] = []
+        results: list[FileResult] = []
+        for task in found.tasks:
+            prev = task.prev
+            # same size, mtime, format (a problem file has none, before and now), inode and
+            # ctime: not read, unless its held-back last line may be read now that the file
+            # has settled
+            settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
+                and task.mtime_ns <= settled_before_ns
+            if prev and task.same_file_as(prev) and not settling:
+                results.append(FileResult(task.path, prev, "unchanged"))
+            else:
+                todo.append(task)
+        total_bytes = sum(t.size for t in todo)
+        n_workers = workers or os.cpu_count() or 1
+        chunks = _chunks(todo, chunk_bytes, n_workers)
+        jobs = [(str(lake.root), run_id, i, chunk, batch_bytes, max_line_bytes, settled_before_ns)
+                for i, chunk in enumerate(chunks)]
+        done_bytes = 0
+        if progress:
+            progress(0, total_bytes)
+        if not engines.is_local(chosen):
+            # a Ray worker's working directory is not the driver's: the lake by absolute path
+            root = os.path.abspath(lake.root)
+            outputs = chosen.map(process_chunk, [(root, *job[1:]) for job in jobs])
+            pool = None
+        elif n_workers <= 1 or len(jobs) <= 1 or not engines.fork_safe():
+            outputs = map(process_chunk, jobs)
+            pool = None
+        else:
+            # fork: workers start at once and any caller works, even a script without a
+            # __main__ guard (forkserver/spawn re-import it). Workers use pyarrow and DuckDB
+            # only, never polars, whose thread pool does not survive a fork.
+            pool = ProcessPoolExecutor(max_workers=min(n_workers, len(jobs)),
+                                       mp_context=multiprocessing.get_context("fork"),
+                                       initializer=_init_worker)
+            outputs = pool.map(process_chunk, jobs)
+        try:
+            # the persisted views depend on the SQL and the lake's layout, not on the rows:
+            # written (when stale) while the workers read, off the run's critical path
+            if not lake.duckdb_file_current():
+                lake.write_duckdb_file()
+            for chunk_results in outputs:
+                for res in chunk_results:
+                    results.append(res)
+                    done_bytes += res.source.get("size_bytes") or 0
+                if progress:
+                    progress(done_bytes, total_bytes)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        # commit: sources then runs (the run id listed in runs makes its parts visible for GC)
+        new_sources = dict(previous)
+        for path in removed_sources(previous, roots, {t.path for t in found.tasks}):
+            del new_sources[path]
+            summary.removed.append(path)
+        for res in results:
+            if res.mode in ("unrecognized", "superseded"):
+                getattr(summary, res.mode).append(res.path)
+                continue
+            new_sources[res.path] = res.source
+            summary.files += 1
+            summary.lines += res.lines
+            summary.records += res.records
+            summary.quarantined += res.quarantined
+            summary.held_back += res.held_back
+            summary.bytes_read += res.bytes_read
+            summary.problems.extend(res.problems)
+            attr = {"new": "files_new", "appended": "files_appended",
+                    "reingested": "files_reingested", "unchanged": "files_unchanged",
+                    "problem": "files_problem"}[res.mode]
+            setattr(summary, attr, getattr(summary, attr) + 1)
+        rows = sorted(new_sources.values(), key=lambda r: r["path"])
+        # commit: sources.parquet is the commit point (its run ids keep this run's parts);
+        # runs.parquet is the log, written after (a crash between the two loses a log line only)
+        write_parquet_atomic(pa.Table.from_pylist(rows, schema=SOURCES), lake.sources_path)
+        crash_point("ingest:committed")
+        errors = sum(1 for p in summary.problems if p["severity"] == "error")
+        run = dict(run_id=run_id, files=summary.files, files_skipped=summary.files_unchanged,
+                   lines=summary.lines, records=summary.records,
+                   quarantined=summary.quarantined, held_back=summary.held_back,
+                   ingest_committed=True)
+        if standalone:
+            run.update(started_at=run_started, finished_at=datetime.now(timezone.utc),
+                       command="ingest", status="problems" if errors else "ok",
+                       exit_code=0, pid=os.getpid())
+        lake.record_run(run)
+        summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
+        summary.unrecognized.sort()
+        summary.unrecognized_named = [p for p in summary.unrecognized if p in found.named]
+        summary.superseded.sort()
+        summary.files_unrecognized = len(summary.unrecognized)
+        if format is not None:
+            summary.warnings.extend(_forced_format_warnings(
+                lake, format, [r for r in results if r.mode in ("new", "appended", "reingested")]))
+        summary.quarantined_errors = sum(1 for p in summary.problems if p["severity"] == "error")
+    summary.seconds = round(time.perf_counter() - started, 3)
+    return summary

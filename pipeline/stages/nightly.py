@@ -1,0 +1,492 @@
+"""The nightly job (``ctxlake run``): ingest, then every later stage for what it owes.
+
+Stages, in order (each a library function the CLI can also call on its own):
+
+1. ``ingest``      new/grown/changed archive files -> lake tables (skips unchanged files;
+   files gone from the archive leave the lake)
+2. ``flags``       ``sessions.ignored`` from ``ignore_patterns``
+3. ``correlate``   request-side paths and managed-memory classes -> ``tool_paths``
+4. ``calibrate``   per-call calibration rows (remembered) and the fit -> ``token_calibration``
+5. ``plan:<p>``    plans and evictions of each nightly policy (default
+   ``payload_prune+microcompact``)
+6. ``apply:<p>``   pruned transcripts under ``<out>/<policy>/`` + the payload store
+7. ``summarize``   daily session logs and recovery documents
+
+After ingest, each stage does only what it owes (:mod:`pipeline.core.ledger`): the sessions (or,
+for apply, the files) whose input or settings changed since it last finished them, whose
+outputs are missing, that failed, or that a killed run left undone; and it removes what it
+wrote for sessions the lake no longer has. A night with nothing new reads a few small files.
+
+Every run is logged in ``runs`` (state ``running`` while it works, then ``ok``, ``problems``
+or ``failed``; a run found ``running`` by the next one was killed: ``interrupted``), with
+per-stage figures and the settings in force. Exit codes: 0 ok, 1 data problems reported (a
+stage failed, or some of its items), 2 usage error, 75 lake busy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from pipeline import __version__
+from pipeline.core import sqlfiles
+from pipeline.core.config import Config, load_config
+from pipeline.stages.engine import resolve as resolve_engine
+from pipeline.core.lake import Lake
+from pipeline.core.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
+                             pending)
+
+DEFAULT_POLICIES = ("payload_prune+microcompact",)
+# bumped when a stage's output format changes: every item is redone under the new one
+LAYOUT = 1
+
+Progress = Callable[[str], Callable[[int, int], None] | None]
+
+
+@dataclasses.dataclass
+class NightlySummary:
+    lake: str
+    run_id: str
+    status: str                     # ok | problems | failed
+    exit_code: int
+    ingest: dict
+    stages: list[dict]              # per stage: name, seconds, done, skipped, failed, removed
+    correlate: dict
+    calibration_rows: int
+    plans: list
+    applied: dict
+    summaries: dict
+    html: dict                      # the HTML report's refresh ([report] html = true)
+    touched_sessions: int
+    sessions_ignored: int
+    out_dir: str
+    seconds: float
+    warnings: list[str]
+    interrupted_runs: list[str]
+    settings: dict
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------
+# What the stages read: fingerprints of sessions and files
+# ---------------------------------------------------------------------------------------
+class LakeInputs:
+    """Content fingerprints of the lake's sessions and files, computed once per run (after
+    ingest) and only when some stage asks."""
+
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        self._sessions: dict[str, str] | None = None
+        self._files_of: dict[str, list[str]] = {}
+
+    def sessions(self) -> dict[str, str]:
+        if self._sessions is None:
+            with self.lake.connect() as con:
+                rows = con.execute(sqlfiles.load("select_session_fingerprints")).fetchall()
+            self._sessions = {sid: fp for sid, fp, _ in rows}
+            self._files_of = {sid: list(files) for sid, _, files in rows}
+        return self._sessions
+
+    def sessions_by_file(self) -> dict[str, list[str]]:
+        self.sessions()
+        by_file: dict[str, list[str]] = {}
+        for sid, files in self._files_of.items():
+            for source_id in files:
+                by_file.setdefault(source_id, []).append(sid)
+        return by_file
+
+    def files(self) -> dict[str, str]:
+        sources = self.lake.read_sources().to_pylist()
+        return {s["source_id"]: fingerprint([s["generation"], s["lines"], s["sha256"]])
+                for s in sources if s["format"] is not None and s["sha256"] is not None}
+
+
+def _all_done(owed: Owed, detail: Callable[[str], dict | None] = lambda item: None
+              ) -> dict[str, ItemResult]:
+    return {item: ItemResult("done", detail(item)) for item in owed.todo}
+
+
+def _scope(owed: Owed) -> list[str] | None:
+    """The sessions a stage function is asked for: None (all) when the settings changed."""
+    return None if owed.full else sorted(set(owed.todo) | set(owed.removed))
+
+
+# ---------------------------------------------------------------------------------------
+# The stages
+# ---------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class NightlySettings:
+    config: Config
+    policies: tuple[str, ...]
+    tz: str
+    out_dir: Path
+    workers: int | None
+
+    def describe(self) -> dict:
+        return {"time_zone": self.tz, "policies": list(self.policies),
+                "out": str(self.out_dir), "ignore_patterns": list(self.config.ignore_patterns),
+                "version": __version__}
+
+
+def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
+                   progress: Progress, results: dict) -> list[tuple[Stage, tuple[str, ...]]]:
+    """The stages after ingest, in order, each with the stages it cannot run without.
+    Each stage's module is imported by its work, when it owes some (a night with nothing
+    new imports none of them)."""
+    config = settings.config
+    patterns = list(config.ignore_patterns)
+    flags_settings = {"ignore_patterns": patterns, "layout": LAYOUT}
+    roots = config.memory_roots()
+    correlate_settings = {"roots": repr(roots), "home": os.path.expanduser("~"), "layout": LAYOUT}
+
+    def flags_work(owed: Owed, commit):
+        from pipeline.stages.flags import flag_ignored_sessions
+
+        results["sessions_ignored"] = flag_ignored_sessions(lake, patterns, sessions=_scope(owed))
+        commit(_all_done(owed))
+
+    def correlate_work(owed: Owed, commit):
+        from pipeline.stages.correlate import correlate
+
+        results["correlate"] = correlate(lake, roots=roots, sessions=_scope(owed))
+        commit(_all_done(owed))
+
+    def calibrate_work(owed: Owed, commit):
+        from pipeline.stages.calibrate import calibrate
+
+        results["calibration"] = calibrate(lake, sessions=_scope(owed))
+        commit(_all_done(owed))
+
+    stages: list[tuple[Stage, tuple[str, ...]]] = [
+        (Stage("flags", flags_settings, inputs.sessions, flags_work), ()),
+        (Stage("correlate", correlate_settings, inputs.sessions, correlate_work), ()),
+        (Stage("calibrate", {"layout": LAYOUT, "version": __version__}, inputs.sessions,
+               calibrate_work), ()),
+    ]
+    for spec in settings.policies:
+        resolved = config.resolve(spec)
+        plan_name, apply_name = f"plan:{resolved.name}", f"apply:{resolved.name}"
+        plan_settings = {"policy": resolved.name, "config_hash": resolved.config_hash,
+                         "flags": flags_settings, "correlate": correlate_settings}
+        target_root = settings.out_dir / resolved.key
+
+        def plan_work(owed: Owed, commit, spec=spec):
+            from pipeline.stages.plan import plan_many
+
+            summary, = plan_many(lake, policies=[spec], config=config, sessions=_scope(owed),
+                                 progress=progress("plan"), workers=settings.workers)
+            results.setdefault("plans", []).append(summary)
+            commit(_all_done(owed))
+
+        def apply_inputs(plan_name=plan_name):
+            plan_rows = Ledger(lake).read(plan_name)
+            by_file = inputs.sessions_by_file()
+            return {source_id: fingerprint([fp] + [
+                [sid, (plan_rows.get(sid) or {}).get("input_fp"),
+                 (plan_rows.get(sid) or {}).get("status")] for sid in sorted(by_file.get(source_id, []))])
+                for source_id, fp in inputs.files().items()}
+
+        def apply_work(owed: Owed, commit, spec=spec, target_root=target_root):
+            from pipeline.stages.apply import apply_policy
+
+            removed = _remove_outputs(owed, target_root)
+            summary = apply_policy(lake, policy=spec, out=settings.out_dir,
+                                   source_ids=None if owed.full else owed.todo,
+                                   progress=progress("apply"))
+            summary.files_removed = removed
+            results.setdefault("applied", {})[spec] = summary
+            commit({source_id: ItemResult("failed" if out.get("failed") else "done",
+                                          {"output": out.get("output")})
+                    for source_id, out in summary.outputs.items()})
+
+        stages.append((Stage(plan_name, plan_settings, inputs.sessions, plan_work,
+                             upstream=("flags", "correlate")), ("flags", "correlate")))
+        stages.append((Stage(apply_name, {"plan": plan_settings, "out": str(target_root),
+                                          "layout": LAYOUT},
+                             apply_inputs, apply_work, missing=_missing_outputs,
+                             upstream=(plan_name,), same_items=False), (plan_name,)))
+
+    summarize_settings = {"time_zone": settings.tz, "flags": flags_settings, "layout": LAYOUT,
+                          "session_logging": config.session_logging, "version": __version__,
+                          **({"log_details": True} if config.log_details else {})}
+
+    def summarize_work(owed: Owed, commit):
+        from pipeline.stages.summarize import summarize
+
+        days = set()
+        for item in set(owed.todo) | set(owed.removed):
+            detail = _detail(owed.recorded.get(item))
+            if detail.get("day"):
+                days.add(detail["day"])
+        summary = summarize(lake, tz=settings.tz, ignore_patterns=patterns,
+                            sessions=None if owed.full else owed.todo, days=days,
+                            removed=owed.removed, progress=progress("summarize"),
+                            session_logging=config.session_logging,
+                            log_details=config.log_details)
+        results["summaries"] = summary
+        commit(_all_done(owed, lambda item: summary.placed.get(item)))
+
+    stages.append((Stage("summarize", summarize_settings, inputs.sessions, summarize_work,
+                         missing=lambda rows: _missing_summaries(lake, rows),
+                         upstream=("flags",)), ("flags",)))
+    stages.append(_usage_stage(lake, inputs, results))
+    if config.report_html:
+        stages.append(_html_stage(lake, settings, inputs, results, summarize_settings))
+    return stages
+
+
+def _usage_stage(lake: Lake, inputs: LakeInputs, results: dict) -> tuple[Stage, tuple[str, ...]]:
+    """The usage tables the reports read (per-call rows of the changed sessions, the calls
+    once across the lake with their cost, the 15-minute sums): ``pipeline.stages.usage.refresh_usage``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        prices = version("genai-prices")
+    except PackageNotFoundError:
+        prices = None
+
+    def usage_work(owed: Owed, commit):
+        from pipeline.stages.usage import refresh_usage
+
+        results["usage"] = refresh_usage(lake, sessions=_scope(owed))
+        commit(_all_done(owed))
+
+    return (Stage("usage", {"price_snapshot": prices, "layout": LAYOUT, "version": __version__},
+                  inputs.sessions, usage_work), ())
+
+
+def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, results: dict,
+                summarize_settings: dict) -> tuple[Stage, tuple[str, ...]]:
+    """``[report] html = true``: the HTML report under ``<lake>/html``, its session pages
+    rendered again only for the sessions that changed (the overview pages every time)."""
+    policy = settings.config.resolve(settings.policies[0]).name
+    plan_name = f"plan:{policy}"
+    out = lake.root / "html"
+
+    def html_work(owed: Owed, commit):
+        from pipeline.reports.html import render_html
+
+        results["html"] = render_html(lake, out, sessions=None if owed.full else owed.todo,
+                                      policy=policy, tz=settings.tz)
+        commit(_all_done(owed))
+
+    html_settings = {"policy": policy, "summarize": summarize_settings, "out": str(out),
+                     "layout": LAYOUT, "version": __version__}
+    return (Stage("html", html_settings, inputs.sessions, html_work,
+                  upstream=(plan_name, "summarize")), (plan_name, "summarize"))
+
+
+def _detail(row: dict | None) -> dict:
+    if not row or not row.get("detail"):
+        return {}
+    try:
+        value = orjson.loads(row["detail"])
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class _Listings:
+    """Whether files exist, from one listing per folder (not a stat per file): the nightly
+    job checks every output it ever wrote, each night."""
+
+    def __init__(self):
+        self._names: dict[str, set[str]] = {}
+
+    def has(self, path: str | Path) -> bool:
+        folder, name = os.path.split(os.fspath(path))
+        names = self._names.get(folder)
+        if names is None:
+            try:
+                with os.scandir(folder) as listing:
+                    names = {entry.name for entry in listing if entry.is_file()}
+            except OSError:
+                names = set()
+            self._names[folder] = names
+        return name in names
+
+
+def _missing_outputs(rows: dict[str, dict]) -> set[str]:
+    """Files whose pruned output is gone (or was never written)."""
+    listings = _Listings()
+    missing = set()
+    for item, row in rows.items():
+        output = _detail(row).get("output")
+        if output and not listings.has(output):
+            missing.add(item)
+    return missing
+
+
+def _missing_summaries(lake: Lake, rows: dict[str, dict]) -> set[str]:
+    """Sessions whose daily log or recovery document is gone."""
+    log_dir = lake.summaries_dir / "sessions"
+    doc_dir = lake.summaries_dir / "recovery"
+    listings = _Listings()
+    missing = set()
+    for item, row in rows.items():
+        detail = _detail(row)
+        day, doc = detail.get("day"), detail.get("doc")
+        if day and not listings.has(log_dir / f"{day}.md"):
+            missing.add(item)
+        if doc and not listings.has(doc_dir / doc):
+            missing.add(item)
+    return missing
+
+
+def _remove_outputs(owed: Owed, target_root: Path) -> int:
+    """Delete the pruned outputs of files the lake no longer has (only regular files inside
+    the policy's output folder, never through a symlink)."""
+    removed = 0
+    root = os.path.realpath(target_root)
+    for item in owed.removed:
+        output = _detail(owed.recorded.get(item)).get("output")
+        if not output:
+            continue
+        path = Path(output)
+        if os.path.realpath(path.parent).startswith(root) and path.is_file() \
+                and not path.is_symlink():
+            path.unlink()
+            removed += 1
+    return removed
+
+
+# ---------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------
+def _as_dict(value) -> dict:
+    if value is None:
+        return {}
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return dataclasses.asdict(value)
+
+
+def _previous_settings(lake: Lake) -> dict | None:
+    runs = [r for r in lake.read_runs().to_pylist() if r["command"] == "run" and r["settings_json"]
+            and r["status"] in ("ok", "problems")]
+    return json.loads(runs[-1]["settings_json"]) if runs else None
+
+
+def _settings_changes(before: dict | None, now: dict) -> list[str]:
+    if before is None:
+        return []
+    names = {"time_zone": "time zone", "policies": "policies", "out": "output folder",
+             "ignore_patterns": "ignore patterns", "version": "ctxlake version"}
+    return [f"{label} changed since the last run: {before.get(key)!r} -> {now.get(key)!r}"
+            for key, label in names.items() if before.get(key) != now.get(key)]
+
+
+def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
+                config_path: Path | None = None, policies: tuple[str, ...] | None = None,
+                tz: str | None = None, out: Path | None = None, workers: int | None = None,
+                progress: Progress | None = None) -> NightlySummary:
+    """Run ingest over ``paths`` (default: the standard locations) into ``lake``, then every
+    later stage for what it owes (see the module docstring)."""
+    from pipeline.stages.ingest import ingest, make_run_id
+    from pipeline.stages.usage import resolve_timezone
+
+    started = time.perf_counter()
+    config = load_config(config_path)
+    policies = tuple(policies or DEFAULT_POLICIES)
+    for spec in policies:
+        config.resolve(spec)  # a bad policy name fails before any work is done
+    settings = NightlySettings(config, policies, resolve_timezone(tz),
+                               Path(out) if out else lake.root / "out", workers)
+    step = progress or (lambda name: None)
+    started_at = datetime.now(timezone.utc)
+    run_id = make_run_id(started_at)
+    with lake.lock():
+        lake.init()
+        interrupted = lake.mark_interrupted()
+        lake.gc_uncommitted()
+        described = settings.describe()
+        warnings = _settings_changes(_previous_settings(lake), described)
+        lake.record_run({"run_id": run_id, "started_at": started_at, "command": "run",
+                         "status": "running", "pid": os.getpid(), "ingest_committed": False,
+                         "settings_json": json.dumps(described, sort_keys=True)})
+        try:
+            ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
+                              run_id=run_id, quiet_minutes=config.quiet_minutes,
+                              engine=resolve_engine(None, config))
+            runner = Runner(lake, run_id)
+            results: dict = {}
+            inputs = LakeInputs(lake)
+            for stage, needs in nightly_stages(lake, settings, inputs, step, results):
+                report = runner.run(stage, blocked_by=needs)
+                if report.error:
+                    warnings.append(f"{report.stage}: {report.error}")
+            # the stages made new derived tables: the persisted views follow now, so the
+            # next night does not pay for it
+            if not lake.duckdb_file_current():
+                import duckdb
+
+                try:
+                    lake.write_duckdb_file()
+                except (OSError, duckdb.Error) as error:
+                    warnings.append(f"ctxlake.duckdb not refreshed: {error}")
+        except BaseException as error:
+            lake.record_run({"run_id": run_id, "finished_at": datetime.now(timezone.utc),
+                             "status": "interrupted" if isinstance(error, KeyboardInterrupt)
+                             else "failed", "exit_code": 1,
+                             "warnings": [f"{type(error).__name__}: {error}"]})
+            raise
+        reports: list[StageReport] = runner.reports
+        failed = [r for r in reports if r.status in ("failed", "problems", "skipped")]
+        applied = {spec: _as_dict(s) for spec, s in results.get("applied", {}).items()}
+        apply_problems = sum(len(a.get("problems", [])) for a in applied.values())
+        status = "failed" if any(r.status == "failed" for r in reports) else \
+            "problems" if failed or apply_problems else "ok"
+        exit_code = 0 if status == "ok" else 1
+        sessions_done = sum(r.done for r in reports)
+        calibration = results.get("calibration")
+        summary = NightlySummary(
+            lake=str(lake.root), run_id=run_id, status=status, exit_code=exit_code,
+            ingest=ingested.to_dict(),
+            stages=[{"stage": r.stage, **r.figures()} for r in reports],
+            correlate=_as_dict(results.get("correlate")),
+            calibration_rows=calibration.num_rows if calibration is not None else 0,
+            plans=[_as_dict(p) for p in results.get("plans", [])], applied=applied,
+            summaries=_as_dict(results.get("summaries")), html=_as_dict(results.get("html")),
+            touched_sessions=max((r.done for r in reports if not r.stage.startswith("apply:")),
+                                 default=0),
+            sessions_ignored=_ignored_count(lake), out_dir=str(settings.out_dir),
+            seconds=round(time.perf_counter() - started, 3), warnings=warnings,
+            interrupted_runs=interrupted, settings=described)
+        lake.record_run({"run_id": run_id, "finished_at": datetime.now(timezone.utc),
+                         "status": status, "exit_code": exit_code,
+                         "sessions_done": sessions_done,
+                         "sessions_skipped": sum(r.skipped for r in reports),
+                         "sessions_failed": sum(r.failed for r in reports),
+                         "warnings": warnings,
+                         "stages_json": json.dumps(summary.stages, sort_keys=True)})
+    return summary
+
+
+def _ignored_count(lake: Lake) -> int:
+    from pipeline.stages.flags import SESSION_FLAGS
+
+    flags = lake.read_derived("session_flags", "all", SESSION_FLAGS)
+    return sum(1 for value in flags.column("ignored").to_pylist() if value)
+
+
+def pending_work(lake: Lake, *, config_path: Path | None = None,
+                 policies: tuple[str, ...] | None = None, tz: str | None = None,
+                 out: Path | None = None) -> dict[str, dict]:
+    """What each stage owes now, without doing it (``ctxlake status``)."""
+    from pipeline.stages.usage import resolve_timezone
+
+    config = load_config(config_path)
+    settings = NightlySettings(config, tuple(policies or DEFAULT_POLICIES), resolve_timezone(tz),
+                               Path(out) if out else lake.root / "out", None)
+    stages = [stage for stage, _ in nightly_stages(lake, settings, LakeInputs(lake),
+                                                   lambda name: None, {})]
+    return pending(lake, stages)
