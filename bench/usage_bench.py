@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import REPO, RESULTS, cached_lake, folder_bytes, machine_info, write_result  # noqa: E402
-from pipeline.usage import read_summary, refresh_usage  # noqa: E402
+from pipeline.stages.usage import read_summary, refresh_usage  # noqa: E402
 
 SPEEDUP_TARGET = 5.0
 GROWTH_TARGET = 1.1
@@ -169,7 +169,7 @@ def main() -> None:
         built = cached_lake(workdir, size_mb=size, seed=args.seed, rebuild=args.rebuild,
                             after_ingest=_after_ingest)
         if read_summary(workdir / "lake") is None:   # built before the summary existed
-            from pipeline.lake import Lake
+            from pipeline.core.lake import Lake
             refresh_usage(Lake(workdir / "lake"))
         lakes[size] = (workdir / "lake", workdir / "archive", built)
     # the timed runs alternate between the sizes (and ccusage), so that other work on the box

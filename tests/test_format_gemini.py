@@ -349,6 +349,6 @@ def test_a_rewound_or_replaced_model_reply_keeps_its_usage_as_a_meta_row_without
         ("g1", "assistant", "text", None, "kept", 8, "/$set/messages/1/content", "gemini-2.5-pro", *usage),
     ]
     # the usage report counts the three billed calls, as ccusage (which reads every gemini line)
-    from pipeline.usage import usage_report
+    from pipeline.stages.usage import usage_report
     totals = usage_report(lake, period="day", tz="UTC").to_dict()["totals"]
     assert (totals["api_calls"], totals["input_tokens"], totals["cache_read_tokens"]) == (3, 62 * 2 + 50, 80)

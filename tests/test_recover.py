@@ -432,7 +432,7 @@ def test_recovery_ids_are_unique_per_lake_when_sessions_end_in_the_same_second(t
 def test_recovery_documents_built_by_the_worker_pool_equal_those_built_in_one_process(
         tmp_path, monkeypatch):
     from pipeline.stages import recover as recovery
-    from tests.conftest import REAL
+    from tests.helpers.lake import REAL
 
     lake, _summary = ingest_paths(tmp_path, REAL)
     with lake.connect() as con:

@@ -32,13 +32,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import prices
-from pipeline.demo import write_demo_archive
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
-from pipeline.summarize import summarize
-from pipeline.usage import refresh_usage, usage_report
-from tests.conftest import REAL
+from pipeline.reports import prices
+from pipeline.demo.archive import write_demo_archive
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
+from pipeline.stages.summarize import summarize
+from pipeline.stages.usage import refresh_usage, usage_report
+from tests.helpers.lake import REAL
 from tests.test_recover import ClaudeTranscript
 
 AGENTS = {"claude": "claude_code", "codex": "codex_cli", "gemini": "gemini_cli"}
@@ -149,7 +149,7 @@ def test_gemini_daily_usage_counts_the_rewound_calls_as_the_raw_json_records_the
             for (fmt, day), g in _our_days(lake).items() if fmt == "gemini_cli"}
     assert ours == expected
     # the archive really has a rewound model reply with usage, and it is in the figures
-    from tests.conftest import rows
+    from tests.helpers.lake import rows
     rewound = rows(lake, "SELECT count(*), sum(input_tokens) FROM messages WHERE subtype = 'usage_rewound'")
     assert rewound[0][0] >= 1 and rewound[0][1] > 0
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import render
-from pipeline.demo import write_demo_archive
-from pipeline.ingest import ingest
-from pipeline.lake import Lake
-from pipeline.summarize import summarize
-from pipeline.usage import SUMMARY, read_summary, refresh_usage, usage_report
-from tests.conftest import REAL, ingest_paths
+from pipeline.reports import render
+from pipeline.demo.archive import write_demo_archive
+from pipeline.stages.ingest import ingest
+from pipeline.core.lake import Lake
+from pipeline.stages.summarize import summarize
+from pipeline.stages.usage import SUMMARY, read_summary, refresh_usage, usage_report
+from tests.helpers.lake import REAL, ingest_paths
 from tests.test_recover import ClaudeTranscript
 
 PERIODS = ("day", "week", "month", "session")
@@ -127,7 +127,7 @@ def test_an_ingest_after_the_refresh_makes_the_summary_stale_and_the_report_exac
 
 
 def test_config_prices_bypass_the_summary(tmp_path):
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
 
     lake, _ = ingest_paths(tmp_path, REAL / "claude_code")
     _refreshed(lake)
@@ -151,7 +151,7 @@ def test_the_summary_file_is_private(tmp_path):
 def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_stores(tmp_path):
     import pyarrow.parquet as pq
 
-    from pipeline.usage import BUCKETS, CALL_ROWS, PRICED_CALLS
+    from pipeline.stages.usage import BUCKETS, CALL_ROWS, PRICED_CALLS
 
     write_demo_archive(tmp_path / "archive", size_bytes=2 * 1024 * 1024, seed=5)
     lake = Lake(tmp_path / "lake")

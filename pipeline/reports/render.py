@@ -143,18 +143,20 @@ def quiet() -> bool:
 
 
 @contextlib.contextmanager
-def byte_progress(description: str) -> Iterator:
-    """A progress callback ``(done, total)`` drawing a bar on stderr, quiet when not a TTY."""
-    from rich.console import Console
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
-                               TransferSpeedColumn)
-
+def _one_bar(description: str, counts: str) -> Iterator:
+    """A progress callback ``(done, total)`` drawing one bar on stderr (``counts``: "bytes"
+    or "items"), None when quiet or not a TTY (rich is imported only to draw)."""
     if quiet() or not sys.stderr.isatty():
         yield None
         return
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress,
+                               TimeRemainingColumn, TransferSpeedColumn)
+
+    columns = (DownloadColumn(), TransferSpeedColumn()) if counts == "bytes" \
+        else (MofNCompleteColumn(),)
+    with Progress("[progress.description]{task.description}", BarColumn(), *columns,
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
@@ -163,24 +165,14 @@ def byte_progress(description: str) -> Iterator:
         yield update
 
 
-@contextlib.contextmanager
-def step_progress(description: str) -> Iterator:
+def byte_progress(description: str):
+    """A progress callback ``(done, total)`` counting bytes, quiet when not a TTY."""
+    return _one_bar(description, "bytes")
+
+
+def step_progress(description: str):
     """A progress callback ``(done, total)`` counting items, quiet when not a TTY."""
-    if quiet() or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total or None)
-
-        yield update
+    return _one_bar(description, "items")
 
 
 @contextlib.contextmanager

@@ -289,7 +289,7 @@ def write_summary(root: Path, con, commit: str | None, zones=None) -> Path | Non
     import orjson
 
     from pipeline import __version__
-    from pipeline.lake import atomic_write_bytes
+    from pipeline.core.lake import atomic_write_bytes
 
     folder = Path(root) / "derived" / SUMMARY
     rows = con.execute(sqlfiles.load("select_usage_summary_rows")).fetchall()
