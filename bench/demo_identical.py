@@ -42,8 +42,10 @@ RUN_ID = re.compile(r"\d{8}T\d{6,12}")
 VOLATILE_COLUMNS = re.compile(r"(^|_)(run_id|run|seconds|elapsed|started|finished|started_at|"
                               r"finished_at|written_at|created_at|updated_at|ingested_at|"
                               r"committed_at|at|wall|duration|duration_s|pid|host|inode|ctime_ns|stages_json|input_fp|settings_fp)$")
-# The catalogue file and its fingerprint of the view SQL (which names absolute paths).
-SKIP_NAMES = {"ctxlake.duckdb", "ctxlake.duckdb.wal", ".ctxlake.duckdb.views", ".lock", "lake.lock"}
+# The catalogue file and its fingerprint of the view SQL (which names absolute paths); the
+# usage summary's commit stamp (the SHA-256 of sources.parquet, whose run ids vary).
+SKIP_NAMES = {"ctxlake.duckdb", "ctxlake.duckdb.wal", ".ctxlake.duckdb.views", ".lock", "lake.lock",
+              "summary-commit.txt"}
 
 
 def run_demo(root: Path) -> None:
