@@ -143,9 +143,12 @@ def main() -> int:
                       "ratio": round(warm_large / warm_small, 3)}
     m = result["main"]
     checks = [
-        ("cold run", f"{m['cold']['wall_s']:.1f} s, {m['cold_mb_s']} MB/s, peak "
-         f"{m['cold']['peak_rss_tree_mb']:.0f} MB", m["cold_mb_s"] >= TARGET_COLD_MBPS
-         and m["cold"]["peak_rss_tree_mb"] <= TARGET_PEAK_MB, f">= {TARGET_COLD_MBPS} MB/s, <= 1.5 GB"),
+        # memory: PSS of the process tree (a page shared by forked workers counted once; their
+        # summed RSS counts it in every worker and is shown beside it)
+        ("cold run", f"{m['cold']['wall_s']:.1f} s, {m['cold_mb_s']} MB/s, peak PSS "
+         f"{m['cold']['peak_pss_tree_mb']:.0f} MB (RSS sum {m['cold']['peak_rss_tree_mb']:.0f})",
+         m["cold_mb_s"] >= TARGET_COLD_MBPS and m["cold"]["peak_pss_tree_mb"] <= TARGET_PEAK_MB,
+         f">= {TARGET_COLD_MBPS} MB/s, <= 1.5 GB"),
         ("nothing new", f"{min(m['noop_s']):.2f} s = {m['noop_share']:.1%} of cold",
          m["noop_share"] <= TARGET_NOOP_SHARE, "<= 3% (aim 0.5 s)"),
         ("one appended session", f"{m['appended_session']['wall_s']:.2f} s = "

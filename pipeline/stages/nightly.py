@@ -303,7 +303,10 @@ class _Listings:
         self._names: dict[str, set[str]] = {}
 
     def has(self, path: str | Path) -> bool:
-        folder, name = os.path.split(os.fspath(path))
+        return self.holds(*os.path.split(os.fspath(path)))
+
+    def holds(self, folder: str, name: str) -> bool:
+        """Whether ``folder`` holds a file ``name``."""
         names = self._names.get(folder)
         if names is None:
             try:
@@ -328,16 +331,16 @@ def _missing_outputs(rows: dict[str, dict]) -> set[str]:
 
 def _missing_summaries(lake: Lake, rows: dict[str, dict]) -> set[str]:
     """Sessions whose daily log or recovery document is gone."""
-    log_dir = lake.summaries_dir / "sessions"
-    doc_dir = lake.summaries_dir / "recovery"
+    log_dir = str(lake.summaries_dir / "sessions")
+    doc_dir = str(lake.summaries_dir / "recovery")
     listings = _Listings()
     missing = set()
     for item, row in rows.items():
         detail = _detail(row)
         day, doc = detail.get("day"), detail.get("doc")
-        if day and not listings.has(log_dir / f"{day}.md"):
+        if day and not listings.holds(log_dir, f"{day}.md"):
             missing.add(item)
-        if doc and not listings.has(doc_dir / doc):
+        if doc and not listings.holds(doc_dir, doc):
             missing.add(item)
     return missing
 
