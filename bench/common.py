@@ -42,6 +42,22 @@ def write_demo(archive: Path, size_bytes: int, seed: int) -> str:
     return f"pipeline.demo.archive.write_demo_archive(size_bytes={size_bytes}, seed={seed})"
 
 
+def cached_archive(root: Path, size: int, seed: int) -> Path:
+    """The demo archive of ``size`` bytes and ``seed`` under ``root``, written once (a marker
+    file says it is complete; a half-written one is written again)."""
+    import shutil
+
+    from pipeline.demo.archive import write_demo_archive
+
+    archive = root / f"archive-{size}-{seed}"
+    marker = archive / ".bench-complete"
+    if not marker.exists():
+        shutil.rmtree(archive, ignore_errors=True)
+        write_demo_archive(archive, size_bytes=size, seed=seed)
+        marker.write_text("ok")
+    return archive
+
+
 def cached_lake(workdir: Path, *, size_mb: int, seed: int, rebuild: bool,
                 write_archive: Callable[[Path, int, int], str] = write_demo,
                 after_ingest: Callable[[Path], dict] | None = None) -> dict:

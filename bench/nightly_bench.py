@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import RESULTS, run_measured  # noqa: E402
-from pipeline.demo.archive import parse_size, write_demo_archive  # noqa: E402
+from bench.common import RESULTS, cached_archive, run_measured  # noqa: E402
+from pipeline.demo.archive import parse_size  # noqa: E402
 
 CTXLAKE = [sys.executable, "-m", "pipeline.cli.commands"]
 TARGET_NOOP_SHARE = 0.03
@@ -41,16 +41,6 @@ TARGET_APPEND_SHARE = 0.05
 TARGET_WARM_RATIO = 1.2
 TARGET_COLD_MBPS = 40.0
 TARGET_PEAK_MB = 1536.0
-
-
-def _archive(root: Path, size: int, seed: int) -> Path:
-    archive = root / f"archive-{size}-{seed}"
-    marker = archive / ".bench-complete"
-    if not marker.exists():
-        shutil.rmtree(archive, ignore_errors=True)
-        write_demo_archive(archive, size_bytes=size, seed=seed)
-        marker.write_text("ok")
-    return archive
 
 
 def _bytes(folder: Path) -> int:
@@ -89,7 +79,7 @@ def _append_line(path: Path) -> None:
 
 
 def measure(work: Path, size: int, seed: int) -> dict:
-    archive = _archive(work, size, seed)
+    archive = cached_archive(work, size, seed)
     scratch = work / f"scratch-{size}-{seed}"
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(archive, scratch / "archive", symlinks=True)
@@ -115,7 +105,7 @@ def measure(work: Path, size: int, seed: int) -> dict:
 
 
 def warm_only(work: Path, size: int, seed: int) -> float:
-    archive = _archive(work, size, seed)
+    archive = cached_archive(work, size, seed)
     lake = work / f"lake-warm-{size}-{seed}"
     shutil.rmtree(lake, ignore_errors=True)
     _run(lake, archive)

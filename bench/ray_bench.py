@@ -39,8 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import RESULTS, machine_info, run_measured, write_result  # noqa: E402
-from pipeline.demo.archive import parse_size, write_demo_archive  # noqa: E402
+from bench.common import RESULTS, cached_archive, machine_info, run_measured, write_result  # noqa: E402
+from pipeline.demo.archive import parse_size  # noqa: E402
 
 CTXLAKE = [sys.executable, "-m", "pipeline.cli.commands"]
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -49,16 +49,6 @@ SWEEP = [f"observation_masking(window={w})" for w in (2, 3, 5, 8, 10, 15, 20, 30
 MODES = {"local": ["--engine", "local"], "ray-start": ["--engine", "ray"],
          "ray-joined": ["--engine", "ray", "--ray-address", "auto"]}
 ESTIMATE_GB, ESTIMATE_SETTINGS, ESTIMATE_WORKERS = 50, 50, (1, 8, 64)
-
-
-def _archive(root: Path, size: int, seed: int) -> Path:
-    archive = root / f"archive-{size}-{seed}"
-    marker = archive / ".bench-complete"
-    if not marker.exists():
-        shutil.rmtree(archive, ignore_errors=True)
-        write_demo_archive(archive, size_bytes=size, seed=seed)
-        marker.write_text("ok")
-    return archive
 
 
 def _measure(args: list[str]) -> dict:
@@ -119,7 +109,7 @@ def main() -> int:
     size = parse_size("40MB" if args.quick else args.size)
     repeat = 1 if args.quick else args.repeat
     args.workdir.mkdir(parents=True, exist_ok=True)
-    archive = _archive(args.workdir, size, args.seed)
+    archive = cached_archive(args.workdir, size, args.seed)
     config = args.workdir / "ctxlake.toml"
     config.write_text("[sweeps]\nbench = [" + ", ".join(json.dumps(s) for s in SWEEP) + "]\n")
     # the joined mode's instance: a head in the foreground (--block), ended by its pid
