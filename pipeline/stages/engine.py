@@ -225,6 +225,38 @@ def fork_safe() -> bool:
     return module is None or not module.is_initialized()
 
 
+_FORKED: dict = {}   # what the forked workers of forked_map inherit: fn, shared, jobs
+
+
+def _forked_job(index: int) -> Any:
+    return _FORKED["fn"](_FORKED["shared"], _FORKED["jobs"][index])
+
+
+def forked_map(fn: Callable[[Any, Any], Any], jobs: Sequence[Any], shared: Any, *,
+               workers: int) -> Iterator[Any]:
+    """``fn(shared, job)`` for each job over a pool of ``workers`` forked processes, results
+    in job order. The workers inherit ``fn``, ``shared`` and the jobs from this process's
+    memory (frozen out of the garbage collector, so its pages stay shared): only job numbers
+    go out and results come back pickled. Each worker lets go of the lake lock and dies with
+    its parent (:func:`pipeline.core.lake.detach_forked_worker`). Check :func:`fork_safe`
+    first."""
+    import gc
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from pipeline.core.lake import detach_forked_worker
+
+    _FORKED.update(fn=fn, shared=shared, jobs=jobs)
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=detach_forked_worker) as pool:
+            yield from pool.map(_forked_job, range(len(jobs)))
+    finally:
+        gc.unfreeze()
+        _FORKED.clear()
+
+
 def chunked(items: Iterable[Any], size: int) -> list[list[Any]]:
     items = list(items)
     return [items[i:i + size] for i in range(0, len(items), max(size, 1))]

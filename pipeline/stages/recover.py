@@ -940,14 +940,12 @@ def build_documents(con, session_ids: list[str], memory_ids: dict[str, str] | No
 
 
 PARALLEL_MIN_DOCUMENTS = 200   # below this, one process is faster than a pool
-_SHARED: dict = {}
 
 
-def _render_slice(bounds: tuple[int, int]) -> list[str]:
-    """Body of a forked worker: the Markdown of a slice of the shared evidence."""
-    items, ids = _SHARED["items"], _SHARED["ids"]
-    return [build_document(evidence, ids).to_markdown() for _sid, evidence in
-            items[bounds[0]:bounds[1]]]
+def _render_slice(shared: dict, bounds: tuple[int, int]) -> list[str]:
+    """Body of a forked worker: the Markdown of a slice of the evidence."""
+    return [build_document(evidence, shared["ids"]).to_markdown()
+            for _sid, evidence in shared["items"][bounds[0]:bounds[1]]]
 
 
 def render_documents(con, session_ids: list[str], memory_ids: dict[str, str], *,
@@ -955,12 +953,7 @@ def render_documents(con, session_ids: list[str], memory_ids: dict[str, str], *,
     """The Markdown of :func:`build_documents`, for the summarize stage: the evidence is
     read here, the documents are built over a forked pool of ``workers`` (default: up to 2)
     when there are many (building is pure Python, the same text whichever process made it)."""
-    import gc
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     from pipeline.stages import engine as engines
-    from pipeline.core.lake import detach_forked_worker
 
     items = sorted(load_evidence(con, sorted(set(session_ids))).items())
     n_workers = workers or min(2, os.cpu_count() or 1)
@@ -968,16 +961,9 @@ def render_documents(con, session_ids: list[str], memory_ids: dict[str, str], *,
         return {sid: build_document(evidence, memory_ids).to_markdown() for sid, evidence in items}
     step = -(-len(items) // (4 * n_workers))
     slices = [(start, min(start + step, len(items))) for start in range(0, len(items), step)]
-    _SHARED.update(items=items, ids=memory_ids)
-    gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
-    try:
-        with ProcessPoolExecutor(max_workers=n_workers,
-                                 mp_context=multiprocessing.get_context("fork"),
-                                 initializer=detach_forked_worker) as pool:
-            texts = [text for part in pool.map(_render_slice, slices) for text in part]
-    finally:
-        gc.unfreeze()
-        _SHARED.clear()
+    shared = {"items": items, "ids": memory_ids}
+    texts = [text for part in engines.forked_map(_render_slice, slices, shared, workers=n_workers)
+             for text in part]
     return {sid: text for (sid, _evidence), text in zip(items, texts)}
 
 

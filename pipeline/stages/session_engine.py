@@ -7,10 +7,7 @@ piece of work over them chunk by chunk (in this process, a forked pool or Ray ta
 
 from __future__ import annotations
 
-import gc
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -22,7 +19,7 @@ from pipeline.core import sqlfiles
 from pipeline.core.batching import contiguous_runs
 from pipeline.core.config import Config
 from pipeline.core.errors import UsageError
-from pipeline.core.lake import Lake, detach_forked_worker
+from pipeline.core.lake import Lake
 from pipeline.policies.base import (
     SessionInfo, SessionInput, slice_lists, table_lists,
 )
@@ -319,15 +316,12 @@ class ChunkRun:
 
 # State a forked worker inherits (copy-on-write): the loaded tables, the batch's extra data,
 # the config and the work function (never pickled: only chunk indexes and results are).
-_SHARED: dict = {}
-
-
-def _worker_chunk(index: int) -> Any:
-    shared = _SHARED
+def _worker_chunk(shared: dict, chunk: list) -> Any:
+    """Body of a forked worker (:func:`pipeline.stages.engine.forked_map`): one chunk."""
     classifier = shared.get("classifier")
     if classifier is None:
         classifier = shared["classifier"] = memory_classifier(shared["config"])
-    return shared["work"](shared["loaded"], shared["chunks"][index], classifier, shared["extra"])
+    return shared["work"](shared["loaded"], chunk, classifier, shared["extra"])
 
 
 def _ipc(table: pa.Table) -> pa.Buffer:
@@ -436,21 +430,13 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
                 if progress:
                     progress(done, len(rows))
             continue
-        _SHARED.clear()
-        _SHARED.update(loaded=loaded, chunks=chunks, config=config, extra=extra, work=work)
-        gc.freeze()     # the parent's objects stay untouched (shared) in the forked workers
-        try:
-            with ProcessPoolExecutor(max_workers=n_workers,
-                                     mp_context=multiprocessing.get_context("fork"),
-                                     initializer=detach_forked_worker) as pool:
-                for chunk, result in zip(chunks, pool.map(_worker_chunk, range(len(chunks)))):
-                    run.results.append(result)
-                    done += len(chunk)
-                    if progress:
-                        progress(done, len(rows))
-        finally:
-            gc.unfreeze()
-            _SHARED.clear()
+        shared = {"loaded": loaded, "config": config, "extra": extra, "work": work}
+        for chunk, result in zip(chunks, engines.forked_map(_worker_chunk, chunks, shared,
+                                                            workers=n_workers)):
+            run.results.append(result)
+            done += len(chunk)
+            if progress:
+                progress(done, len(rows))
     return run
 
 
