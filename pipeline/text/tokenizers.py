@@ -296,16 +296,10 @@ def count_tokens(text: str | None, encoding: str = "o200k_base") -> int:
     Special-token strings in the text (``<|endoftext|>``) are counted as ordinary text, as a
     transcript holds them as text.
     """
-    if encoding == "claude" and text and available(encoding):
-        fast = _claude_counts([text])
-        if fast is not None:
-            return fast[0]
+    if encoding == "claude":    # one counting path for Claude: the batch's (see _claude_counts)
+        return count_tokens_batch([text], encoding)[0]
     tokenizer = get_tokenizer(encoding)
-    if not text:
-        return 0
-    if encoding == "claude":
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
-    return len(tokenizer.encode_ordinary(text))
+    return len(tokenizer.encode_ordinary(text)) if text else 0
 
 
 BATCH_TEXTS = 1000   # texts per call to a batch encoder (bounds its memory, keeps its threads busy)
