@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 
 from pipeline.demo.content import NOUNS, file_lines, prose, sentence, text_pools, user_prompt
-from pipeline.demo.context import KIB, DemoContext, Draws, stamp
+from pipeline.demo.context import KIB, DemoContext, Draws, JsonLines, stamp
 from pipeline.demo.projects import Project
 from pipeline.demo.usage import UNPRICED_MODEL
 
@@ -61,14 +61,10 @@ def write_logs(ctx: DemoContext, fmt: str, style: str, budget: int) -> None:
     ``budget`` bytes together."""
     rng = ctx.draws(style)
     for part in range(2):
-        lines: list[bytes] = []
-        size = 0
-        while size < budget // 2 or not lines:
-            conv = conversation(rng, rng.choice(ctx.projects), style, max(KIB, min(60_000, budget // 30)))
-            data = orjson.dumps(conv)
-            lines.append(data)
-            size += len(data) + 1
+        log = JsonLines()
+        while log.size < budget // 2 or not log.lines:
+            log.add(conversation(rng, rng.choice(ctx.projects), style, max(KIB, min(60_000, budget // 30))))
         day = stamp(ctx.t0 + part * 7 * 86_400_000, "%Y-%m-%d")
         name = "chat" if style == "openai" else "messages"
-        ctx.write(fmt, f"{style}/{name}-{day}.jsonl", b"\n".join(lines) + b"\n",
-                  ctx.t0 + (part * 7 + 6) * 86_400_000, sessions=len(lines))
+        ctx.write(fmt, f"{style}/{name}-{day}.jsonl", log.data(),
+                  ctx.t0 + (part * 7 + 6) * 86_400_000, sessions=len(log.lines))

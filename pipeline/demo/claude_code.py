@@ -40,10 +40,9 @@ class ClaudeLog:
 
     def __init__(self, rng: Draws, *, session_id: str, project: Project, version: str,
                  model: str, clock: int, agent_id: str | None = None, sidechain: bool = False,
-                 lines: list[bytes] | None = None, overhead: tuple[int, int] = (14_000, 20_000)):
+                 overhead: tuple[int, int] = (14_000, 20_000)):
         self.rng = rng
-        self.lines = lines if lines is not None else []
-        self.size = 0
+        self.file = JsonLines()
         self.v2 = not version.startswith("1.")
         self.model = model
         head: dict[str, Any] = {"isSidechain": sidechain, "userType": "external",
@@ -61,9 +60,11 @@ class ClaudeLog:
         self.turn_uid = ""
 
     def emit(self, obj: dict) -> None:
-        data = orjson.dumps(obj)
-        self.lines.append(data)
-        self.size += len(data) + 1
+        self.file.add(obj)
+
+    @property
+    def size(self) -> int:
+        return self.file.size
 
     def wait(self, lo: int, hi: int) -> None:
         self.clock += self.rng.randrange(lo, hi)
@@ -251,11 +252,10 @@ class ClaudeSession:
         agent_id = rng.hex(8)
         inline = self.version.startswith("1.")
         start = log.clock
-        sub_lines: list[bytes] = []
         sub = ClaudeLog(rng, session_id=self.session_id, project=self.project,
                          version=self.version, model=log.model if rng.random() < 0.6 else "claude-haiku-4-5-20251001",
                          clock=start + rng.randrange(100, 800), agent_id=None if inline else agent_id,
-                         sidechain=True, lines=sub_lines, overhead=(5_000, 9_000))
+                         sidechain=True, overhead=(5_000, 9_000))
         if not inline:
             self.sub = sub
         sub.user(prompt)
@@ -282,7 +282,7 @@ class ClaudeSession:
                 rel = f"claude/projects/{self.project.encoded}/{self.session_id}/subagents/agent-{agent_id}.jsonl"
             else:
                 rel = f"claude/projects/{self.project.encoded}/agent-{agent_id}.jsonl"
-            self.files.append((rel, b"\n".join(sub_lines) + b"\n", sub.clock))
+            self.files.append((rel, sub.file.data(), sub.clock))
             self.subagents += 1
             self.extra += sub.size
             self.sub = None
@@ -294,7 +294,7 @@ class ClaudeSession:
                   "totalTokens": total, "totalToolUseCount": calls, "usage": usage}
         call = Call("Task", {"description": desc, "prompt": prompt, "subagent_type": agent_type},
                      [{"type": "text", "text": report}], result, False, duration)
-        call.inline = sub_lines if inline else None
+        call.inline = sub.file.lines if inline else None
         return call
 
     def random_call(self, *, allow_task: bool = True) -> Call:
@@ -324,8 +324,7 @@ class ClaudeSession:
         log.assistant(blocks)
         for call in calls:
             if call.inline:
-                log.lines.extend(call.inline)
-                log.size += sum(len(x) + 1 for x in call.inline)
+                log.file.extend(call.inline)
         log.clock += max(c.duration for c in calls)
         order = list(range(len(calls)))
         if len(order) > 1 and rng.random() < 0.3:
@@ -588,7 +587,7 @@ class ClaudeSession:
         if rng.random() < 0.3:
             log.wait(5000, 120_000)
             log.command("exit", stdout=rng.choice(("Goodbye!", "See ya!", "Bye!")))
-        self.files.insert(0, (self.main_rel, b"\n".join(log.lines) + b"\n", log.clock))
+        self.files.insert(0, (self.main_rel, log.file.data(), log.clock))
 
 
 

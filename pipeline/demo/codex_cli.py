@@ -10,7 +10,7 @@ import re
 import orjson
 
 from pipeline.demo.content import NOUNS, VERBS, file_lines, prose, sentence, text_pools, user_prompt
-from pipeline.demo.context import KIB, DemoContext, SessionPlan, iso, stamp
+from pipeline.demo.context import KIB, DemoContext, JsonLines, SessionPlan, iso, stamp
 from pipeline.demo.usage import Meter, prefix_cached
 
 
@@ -19,8 +19,7 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
     rng, project, start, planned, cap = plan.rng, plan.project, plan.start, plan.planned, plan.cap
     session_id = rng.uuid7(start)
     clock = start
-    lines: list[bytes] = []
-    size = 0
+    rollout = JsonLines()
     model = "gpt-5.1-codex-max"
     total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0,
              "reasoning_output_tokens": 0, "total_tokens": 0}
@@ -30,10 +29,7 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
             "credits": {"has_credits": False, "unlimited": False, "balance": None}, "plan_type": None}
 
     def put(kind: str, payload: dict) -> None:
-        nonlocal size
-        data = orjson.dumps({"timestamp": iso(clock), "type": kind, "payload": payload})
-        lines.append(data)
-        size += len(data) + 1
+        rollout.add({"timestamp": iso(clock), "type": kind, "payload": payload})
 
     def count(emitted_null: bool = False) -> None:
         info = None if emitted_null else {"total_token_usage": dict(total), "last_token_usage": dict(last or total),
@@ -71,7 +67,7 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
     put("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": environment}]})
     meter.add(environment)
     turn = 0
-    while turn == 0 or size < planned:
+    while turn == 0 or rollout.size < planned:
         clock += rng.randrange(2000, 10 * 60_000) if turn else 1800
         if turn and rng.random() < 0.07:
             clock += rng.randrange(61, 240) * 60_000
@@ -145,7 +141,7 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
                 meter.add(result, code=True)
             put("turn_context", context)
             count()
-            if size >= planned:
+            if rollout.size >= planned:
                 break
         clock += rng.randrange(1000, 9000)
         answer = prose(rng, rng.randrange(100, 1500), cjk=bool(re.search(r"[\u3040-\u9fff]", text)))
@@ -158,7 +154,7 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
         count()
         turn += 1
     rel = f"codex/sessions/{stamp(start, '%Y/%m/%d')}/rollout-{stamp(start, '%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl"
-    return rel, b"\n".join(lines) + b"\n", clock
+    return rel, rollout.data(), clock
 
 
 def write_sessions(ctx: DemoContext, budget: int) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from pipeline.demo.content import FOLLOWUPS, NOUNS, VERBS, WEB, file_lines, prose, sentence, text_pools, user_prompt
-from pipeline.demo.context import KIB, DemoContext, Draws, SessionPlan, iso, stamp
+from pipeline.demo.context import KIB, DemoContext, Draws, JsonLines, SessionPlan, iso, stamp
 from pipeline.demo.projects import Project
 from pipeline.demo.usage import Meter, prefix_cached, text_of
 
@@ -117,18 +117,14 @@ def session(plan: SessionPlan, *, jsonl: bool, script: bool,
     model = model or rng.choice(("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-pro"))
     session_id = rng.uuid4()
     clock = start
-    lines: list[bytes] = []
-    size = 0
+    log = JsonLines()               # the JSONL log; its size also counts a legacy file's
     messages: list[dict] = []
 
     def put(obj: dict) -> None:
-        nonlocal size
         if jsonl:
-            data = orjson.dumps(obj)
-            lines.append(data)
-            size += len(data) + 1
+            log.add(obj)
         else:
-            size += len(orjson.dumps(obj)) + 40
+            log.size += len(orjson.dumps(obj)) + 40
 
     def upsert(msg: dict) -> None:
         for i, old in enumerate(messages):
@@ -177,7 +173,7 @@ def session(plan: SessionPlan, *, jsonl: bool, script: bool,
         put(head)
     turn = 0
     rewound = False
-    while turn == 0 or size < planned or script and turn < 4:
+    while turn == 0 or log.size < planned or script and turn < 4:
         clock += rng.randrange(20_000, 15 * 60_000) if turn else 0
         if turn and rng.random() < 0.06:
             clock += rng.randrange(61, 200) * 60_000
@@ -224,7 +220,7 @@ def session(plan: SessionPlan, *, jsonl: bool, script: bool,
                 msg["tokens"] = tokens(msg)
                 upsert(msg)
             clock = max(end for _, end in made)
-            if size >= planned:
+            if log.size >= planned:
                 break
         clock += rng.randrange(1500, 15000)
         reply = {"id": rng.uuid4(), "timestamp": iso(clock), "type": "gemini",
@@ -253,7 +249,7 @@ def session(plan: SessionPlan, *, jsonl: bool, script: bool,
     started = stamp(start, "%Y-%m-%dT%H-%M")
     folder = f"gemini/tmp/{project.gemini_hash}/chats"
     if jsonl:
-        return f"{folder}/session-{started}-{session_id[:8]}.jsonl", b"\n".join(lines) + b"\n", clock
+        return f"{folder}/session-{started}-{session_id[:8]}.jsonl", log.data(), clock
     head["lastUpdated"] = iso(clock)
     head.pop("kind")
     doc = dict(head, messages=messages)
