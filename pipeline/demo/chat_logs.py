@@ -28,14 +28,14 @@ def conversation(rng: Draws, project: Project, style: str, cap: int) -> dict:
                 pools[rng.choice(("pytest", "grep", "log"))].text(rng, rng.payload_size(cap))
             failed = rng.random() < 0.05
             if style == "openai":
-                call_id = "call_" + rng.b62(24)
+                call_id = rng.call_id()
                 msgs.append({"role": "assistant", "content": None, "tool_calls": [
                     {"id": call_id, "type": "function",
                      "function": {"name": name, "arguments": orjson.dumps(args).decode()}}]})
                 msgs.append({"role": "tool", "tool_call_id": call_id,
                              "content": ("Error: " + sentence(rng)) if failed else out})
             else:
-                call_id = "toolu_01" + rng.b62(22)
+                call_id = rng.tool_use_id()
                 msgs.append({"role": "assistant", "content": [
                     {"type": "text", "text": sentence(rng)},
                     {"type": "tool_use", "id": call_id, "name": name, "input": args}]})

@@ -28,6 +28,28 @@ class Call:
     inline: list[bytes] | None = None
 
 
+def _tool_error(name: str, args: dict, message: str, duration: int, *, shown: str = "") -> Call:
+    """A call the tool refused: ``message`` in a ``<tool_use_error>`` (with ``shown`` after it)."""
+    return Call(name, args, f"<tool_use_error>{message}{shown}</tool_use_error>", f"Error: {message}",
+                True, duration)
+
+
+def _shell(args: dict, out: str, duration: int, *, exit_code: int = 0) -> Call:
+    """A Bash call that printed ``out``; a non-zero ``exit_code`` makes it an error result."""
+    if exit_code:
+        text = f"Exit code {exit_code}\n{out}"
+        return Call("Bash", args, text, f"Error: {text}", True, duration)
+    return Call("Bash", args, out, {"stdout": out, "stderr": "", "interrupted": False,
+                                    "isImage": False}, False, duration)
+
+
+def todo_item(verb: str, what: str) -> dict:
+    """A pending todo: "<Verb> <what>", shown as "<Verb>ing <what>" while in progress."""
+    gerund = (verb[:-1] if verb.endswith("e") else verb) + "ing"
+    return {"content": f"{verb.capitalize()} {what}", "status": "pending",
+            "activeForm": f"{gerund.capitalize()} {what}"}
+
+
 class ClaudeTools:
     """The tool calls of one session, and what they leave behind: the paths read so far
     (``read_paths``), the files it can (re)read (``known``, extras included) and whether
@@ -62,23 +84,8 @@ class ClaudeTools:
         path = f.rel if f.rel.startswith("/") else project.abs(f.rel)
         if not ok and rng.random() < 0.03 and f.rel not in ("CLAUDE.md", ".claude/CLAUDE.md"):
             wrong = path.replace(".", "_old.", 1)
-            return Call("Read", {"file_path": wrong},
-                         "<tool_use_error>File does not exist.</tool_use_error>",
-                         "Error: File does not exist.", True, rng.randrange(5, 40))
-        nbytes = min(f.nbytes, self.cap)
-        lines = file_lines(f.pool, f.start, nbytes)
-        total = len(project.lines(f)) if nbytes == f.nbytes else int(len(lines) * f.nbytes / max(nbytes, 1))
-        args: dict[str, Any] = {"file_path": path}
-        if nbytes < f.nbytes:
-            args.update(offset=1, limit=len(lines))
-        if f.rel not in self.read_paths:
-            self.read_paths.append(f.rel)
-        raw = "\n".join(lines)
-        return Call("Read", args, numbered(f.pool, f.start, nbytes),
-                     {"type": "text", "file": {"filePath": path, "content": raw,
-                                               "numLines": len(lines), "startLine": 1,
-                                               "totalLines": total}},
-                     False, rng.randrange(5, 120))
+            return _tool_error("Read", {"file_path": wrong}, "File does not exist.", rng.randrange(5, 40))
+        return self._shown(f, path, min(f.nbytes, self.cap), 120)
 
     def read_memory(self, which: str) -> Call:
         project = self.project
@@ -91,15 +98,24 @@ class ClaudeTools:
         else:
             f = project.by_rel[which]
             path = project.abs(f.rel)
-        lines = file_lines(f.pool, f.start, f.nbytes)
         self.known.setdefault(f.rel, f)
+        return self._shown(f, path, f.nbytes, 60)
+
+    def _shown(self, f: File, path: str, nbytes: int, slowest: int) -> Call:
+        """A Read of the first ``nbytes`` of ``f`` at ``path`` (its whole text, or the lines
+        that fit, with ``offset``/``limit``), taking up to ``slowest`` ms; ``f`` counts as read."""
+        lines = file_lines(f.pool, f.start, nbytes)
+        total = len(lines) if nbytes == f.nbytes else int(len(lines) * f.nbytes / max(nbytes, 1))
+        args: dict[str, Any] = {"file_path": path}
+        if nbytes < f.nbytes:
+            args.update(offset=1, limit=len(lines))
         if f.rel not in self.read_paths:
             self.read_paths.append(f.rel)
-        return Call("Read", {"file_path": path}, numbered(f.pool, f.start, f.nbytes),
-                     {"type": "text", "file": {"filePath": path, "content": "\n".join(lines),
-                                               "numLines": len(lines), "startLine": 1,
-                                               "totalLines": len(lines)}},
-                     False, self.rng.randrange(5, 60))
+        return Call("Read", args, numbered(f.pool, f.start, nbytes),
+                    {"type": "text", "file": {"filePath": path, "content": "\n".join(lines),
+                                              "numLines": len(lines), "startLine": 1,
+                                              "totalLines": total}},
+                    False, self.rng.randrange(5, slowest))
 
     def bash(self, kind: str | None = None) -> Call:
         rng, project = self.rng, self.project
@@ -161,12 +177,8 @@ class ClaudeTools:
             out = rng.choice(("error: target shim binary not found", "bash: ./scripts/deploy.sh: Permission denied",
                               "Traceback (most recent call last):\n  File \"app.py\", line 3\nModuleNotFoundError: No module named 'app'"))
             err, code = True, 127 if "shim" in out else 1
-        args = {"command": cmd, "description": desc}
-        if err:
-            text = f"Exit code {code}\n{out}"
-            return Call("Bash", args, text, f"Error: {text}", True, rng.randrange(200, 60000))
-        return Call("Bash", args, out, {"stdout": out, "stderr": "", "interrupted": False,
-                                         "isImage": False}, False, rng.randrange(50, 40000))
+        duration = rng.randrange(200, 60000) if err else rng.randrange(50, 40000)
+        return _shell({"command": cmd, "description": desc}, out, duration, exit_code=code if err else 0)
 
     def commit(self, msg: str | None = None) -> Call:
         rng = self.rng
@@ -178,9 +190,7 @@ class ClaudeTools:
         n = rng.randrange(1, 9)
         out = (f"[{self.project.branch or 'main'} {rng.hex(7)}] {msg}\n {n} files changed, "
                f"{rng.randrange(1, 400)} insertions(+), {rng.randrange(0, 200)} deletions(-)")
-        return Call("Bash", {"command": cmd, "description": "Commit the changes"}, out,
-                     {"stdout": out, "stderr": "", "interrupted": False, "isImage": False},
-                     False, rng.randrange(200, 3000))
+        return _shell({"command": cmd, "description": "Commit the changes"}, out, rng.randrange(200, 3000))
 
     def test_run(self, *, failing: File | None = None) -> Call:
         """A test run whose summary says all passed, or (``failing``: that test file) one
@@ -203,12 +213,7 @@ class ClaudeTools:
         else:
             out += f"\nTests:       {passed} passed, {passed} total\nTime:        {secs} s"
         args = {"command": "pytest -q" if py else "npm test", "description": "Run the test suite"}
-        duration = rng.randrange(800, 40000)
-        if failing is not None:
-            text = f"Exit code 1\n{out}"
-            return Call("Bash", args, text, f"Error: {text}", True, duration)
-        return Call("Bash", args, out, {"stdout": out, "stderr": "", "interrupted": False,
-                                         "isImage": False}, False, duration)
+        return _shell(args, out, rng.randrange(800, 40000), exit_code=0 if failing is None else 1)
 
     def grep(self) -> Call:
         rng = self.rng
@@ -246,9 +251,8 @@ class ClaudeTools:
             f = rng.choice(project.small)
             path = project.abs(f.rel)
             args = {"file_path": path, "old_string": "pass", "new_string": "return None"}
-            return Call("MultiEdit" if multi else "Edit", args,
-                         "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>",
-                         "Error: File has not been read yet. Read it first before writing to it.", True, 3)
+            return _tool_error("MultiEdit" if multi else "Edit", args,
+                               "File has not been read yet. Read it first before writing to it.", 3)
         f = target or rng.choice(candidates)
         path = project.abs(f.rel)
         lines = project.lines(f)
@@ -257,9 +261,8 @@ class ClaudeTools:
         new = old.replace(rng.choice(NOUNS), rng.choice(NOUNS)) + \
             ("  # " + sentence(rng, 5) if f.pool == "py" else "")
         if target is None and rng.random() < 0.04:
-            return Call("Edit", {"file_path": path, "old_string": old + "x", "new_string": new},
-                         "<tool_use_error>String to replace not found in file.\nString: " + old + "x</tool_use_error>",
-                         "Error: String to replace not found in file.", True, 5)
+            return _tool_error("Edit", {"file_path": path, "old_string": old + "x", "new_string": new},
+                               "String to replace not found in file.", 5, shown=f"\nString: {old}x")
         self.edited = True
         snippet = "\n".join(f"{i + 1:>6}→{line}" for i, line in enumerate(lines[max(0, at - 4):at + 5], max(0, at - 4)))
         patch = [{"oldStart": at + 1, "oldLines": 1, "newStart": at + 1, "newLines": 1,
@@ -291,15 +294,22 @@ class ClaudeTools:
         rng = self.rng
         url = rng.choice(WEB)
         if rng.random() < 0.08:
-            return Call("WebFetch", {"url": url, "prompt": "Summarise the relevant section"},
-                         "<tool_use_error>Request failed with status code 404</tool_use_error>",
-                         "Error: Request failed with status code 404", True, rng.randrange(200, 3000))
+            return _tool_error("WebFetch", {"url": url, "prompt": "Summarise the relevant section"},
+                               "Request failed with status code 404", rng.randrange(200, 3000))
         text = text_pools()["web"].text(rng, rng.payload_size(self.cap))
         return Call("WebFetch", {"url": url, "prompt": f"How do I {rng.choice(VERBS)} a {rng.choice(NOUNS)}?"},
                      text, {"bytes": len(text) * 3, "code": 200, "codeText": "OK", "result": text,
                             "durationMs": rng.randrange(300, 9000), "url": url},
                      False, rng.randrange(300, 9000))
 
-    def todo(self, todos: list[dict], old: list[dict]) -> Call:
-        return Call("TodoWrite", {"todos": todos}, _TODO_OK,
-                     {"oldTodos": old, "newTodos": todos}, False, 5)
+    def todo(self, items: list[dict], *, completed: range | tuple[int, ...] = (),
+             started: int | None = None, new: bool = False) -> Call:
+        """A TodoWrite of the list ``items`` (updated in place): the ``completed`` items done,
+        the ``started`` one in progress; ``new``: the list is written for the first time."""
+        old = [] if new else [dict(x) for x in items]
+        for i in completed:
+            items[i]["status"] = "completed"
+        if started is not None:
+            items[started]["status"] = "in_progress"
+        todos = [dict(x) for x in items]
+        return Call("TodoWrite", {"todos": todos}, _TODO_OK, {"oldTodos": old, "newTodos": todos}, False, 5)

@@ -52,6 +52,18 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
         for key in total:
             total[key] += last[key]
 
+    def tool_call(item: dict, written: str, prompt: int, reasoning: int) -> None:
+        """The tool call ``item`` the model wrote (``written``: its input), then its usage."""
+        put("response_item", item)
+        meter.call(written)
+        spend(prompt, reasoning)
+        count()
+
+    def tool_output(kind: str, call_id: str, output: str) -> None:
+        """What the tool returned: part of the next call's prompt."""
+        put("response_item", {"type": kind, "call_id": call_id, "output": output})
+        meter.add(output, code=True)
+
     context = {"cwd": project.cwd, "approval_policy": "on-request",
                "sandbox_policy": {"type": "workspace-write", "network_access": False,
                                   "exclude_tmpdir_env_var": False, "exclude_slash_tmp": False},
@@ -89,35 +101,26 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
             put("event_msg", {"type": "agent_reasoning", "text": summary})
             put("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": summary}],
                                   "content": None, "encrypted_content": "gAAAAAB" + rng.b64(rng.randrange(300, 1500))})
-            call_id = "call_" + rng.b62(24)
+            call_id = rng.call_id()
             pick = rng.random()
             if pick < 0.2:
                 f = rng.choice(project.small)
                 patch = f"*** Begin Patch\n*** Update File: {f.rel}\n@@\n-{project.lines(f)[0]}\n+{project.lines(f)[0]}  # {sentence(rng, 4)}\n*** End Patch"
-                put("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": call_id,
-                                      "name": "apply_patch", "input": patch})
-                meter.call(patch)
-                spend(prompt, reasoning)
-                count()
+                tool_call({"type": "custom_tool_call", "status": "completed", "call_id": call_id,
+                           "name": "apply_patch", "input": patch}, patch, prompt, reasoning)
                 ok = rng.random() > 0.08
                 output = {"output": f"Success. Updated the following files:\nM {f.rel}\n" if ok else
                           f"apply_patch verification failed: Failed to find expected lines in {f.rel}",
                           "metadata": {"exit_code": 0 if ok else 1, "duration_seconds": round(rng.uniform(0, 2), 1)}}
                 clock += rng.randrange(100, 3000)
-                result = orjson.dumps(output).decode()
-                put("response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": result})
-                meter.add(result, code=True)
+                tool_output("custom_tool_call_output", call_id, orjson.dumps(output).decode())
             elif pick < 0.28:
                 plan = [{"step": sentence(rng, 5), "status": rng.choice(("completed", "in_progress", "pending"))}
                         for _ in range(rng.randrange(2, 6))]
                 arguments = orjson.dumps({"plan": plan}).decode()
-                put("response_item", {"type": "function_call", "name": "update_plan",
-                                      "arguments": arguments, "call_id": call_id})
-                meter.call(arguments)
-                spend(prompt, reasoning)
-                count()
-                put("response_item", {"type": "function_call_output", "call_id": call_id, "output": "Plan updated"})
-                meter.add("Plan updated", code=True)
+                tool_call({"type": "function_call", "name": "update_plan", "arguments": arguments,
+                           "call_id": call_id}, arguments, prompt, reasoning)
+                tool_output("function_call_output", call_id, "Plan updated")
             else:
                 if rng.random() < 0.3:
                     f = rng.choice(project.small + [project.by_rel["AGENTS.md"]])
@@ -130,15 +133,11 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
                     out = text_pools()[rng.choice(("log", "pytest", "grep", "npm", "pip"))].text(rng, rng.payload_size(cap))
                 code = 1 if rng.random() < 0.1 else 0
                 arguments = orjson.dumps({"command": cmd, "workdir": project.cwd}).decode()
-                put("response_item", {"type": "function_call", "name": "shell_command",
-                                      "arguments": arguments, "call_id": call_id})
-                meter.call(arguments)
-                spend(prompt, reasoning)
-                count()
+                tool_call({"type": "function_call", "name": "shell_command", "arguments": arguments,
+                           "call_id": call_id}, arguments, prompt, reasoning)
                 clock += rng.randrange(100, 30000)
-                result = f"Exit code: {code}\nWall time: {rng.uniform(0.1, 30):.1f} seconds\nOutput:\n{out}\n"
-                put("response_item", {"type": "function_call_output", "call_id": call_id, "output": result})
-                meter.add(result, code=True)
+                tool_output("function_call_output", call_id,
+                            f"Exit code: {code}\nWall time: {rng.uniform(0.1, 30):.1f} seconds\nOutput:\n{out}\n")
             put("turn_context", context)
             count()
             if rollout.size >= planned:

@@ -53,6 +53,14 @@ class Draws(Random):
     def b64(self, nbytes: int) -> str:
         return base64.b64encode(self.randbytes(nbytes)).decode("ascii")
 
+    def tool_use_id(self) -> str:
+        """An Anthropic tool_use id (``toolu_01`` and 22 base-62 characters)."""
+        return "toolu_01" + self.b62(22)
+
+    def call_id(self) -> str:
+        """An OpenAI tool call id (``call_`` and 24 base-62 characters)."""
+        return "call_" + self.b62(24)
+
     def log_uniform(self, lo: float, hi: float) -> int:
         return int(math.exp(self.uniform(math.log(lo), math.log(hi))))
 

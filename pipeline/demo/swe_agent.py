@@ -67,7 +67,7 @@ def trajectory(rng: Draws, target: int, *, v1: bool) -> tuple[str, bytes]:
         received += meter.output()
         meter.add(observation + suffix, code=True)
         if v1:
-            call_id = "call_" + rng.b62(24)
+            call_id = rng.call_id()
             assistant.update(tool_calls=[{"function": {"arguments": orjson.dumps(args).decode(), "name": fn},
                                           "id": call_id, "type": "function"}], message_type="action")
             history.append(assistant)
