@@ -104,6 +104,7 @@ class ClaudeLog:
         return uid
 
     def prompt(self, text: str) -> str:
+        """A user prompt that starts a turn (then the model takes a few seconds); its uuid."""
         uid = self.rng.uuid4()
         self.turn_uid = uid
         if self.v2:
@@ -112,6 +113,7 @@ class ClaudeLog:
             if self.v2 else None
         self.meter.new_turn()
         self.user(text, extra=extra, uid=uid)
+        self.wait(1500, 9000)
         return uid
 
     def assistant(self, blocks: list[dict]) -> None:
@@ -348,7 +350,6 @@ class ClaudeSession:
     def turn(self, prompt: str, *, steps: int, todos: bool, forced: list[str] = ()) -> None:
         rng, log = self.rng, self.log
         log.prompt(prompt)
-        log.wait(1500, 9000)
         cjk = bool(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", prompt))
         items: list[dict] = []
         if todos:
@@ -434,7 +435,6 @@ class ClaudeSession:
         # turn 1: the feature, item by item (weighted calls per line): 36.4
         log.prompt(f"Implement the {noun} {verb} feature described in the issue, with tests "
                    f"for each part")
-        log.wait(1500, 9000)
         items = [todo_item(verb, f"{rng.choice(NOUNS)} {rng.choice(NOUNS)}") for _ in range(5)]
         step([tools.todo(items, started=0, new=True)])                            # 1
         step([tools.read_memory("CLAUDE.md")])                                    # 0.5
@@ -460,7 +460,6 @@ class ClaudeSession:
         # turn 2: edge cases, a new test file, the whole suite, the todo list completed: 18.3
         log.wait(20_000, 8 * 60_000)
         log.prompt("can you double-check the edge cases?")
-        log.wait(1500, 9000)
         step([tools.grep()])                                                      # 0.3
         for target in picked:                                                     # 4 x 3.5
             step([tools.read(target, ok=True)])
@@ -475,7 +474,6 @@ class ClaudeSession:
         # turn 3: the status, the diff and the commit, in a clean state: 3
         log.wait(20_000, 5 * 60_000)
         log.prompt("looks good, please commit")
-        log.wait(1500, 9000)
         step([tools.bash("status"), tools.bash("diff")])
         step([tools.commit(f"Add {noun} {verb} with tests")], say=True)
         tools.edited = False
