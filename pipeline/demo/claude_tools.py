@@ -19,6 +19,10 @@ _TODO_OK = ("Todos have been modified successfully. Ensure that you continue to 
 
 @dataclasses.dataclass
 class Call:
+    """One tool call: its name and input, the tool_result ``content`` and ``toolUseResult``
+    (``result``), whether it failed, how long it took (ms), and a 1.0.x sub-agent's lines
+    written inline after it (``inline``)."""
+
     name: str
     input: dict
     content: Any
@@ -223,14 +227,14 @@ class ClaudeTools:
             out = text_pools()["grep"].text(rng, rng.payload_size(self.cap))
             n = out.count("\n") + 1
             return Call("Grep", {"pattern": pattern, "output_mode": "content", "-n": True}, out,
-                         {"mode": "content", "numFiles": 0, "filenames": [], "content": out,
+                        {"mode": "content", "numFiles": 0, "filenames": [], "content": out,
                           "numLines": n}, False, rng.randrange(10, 900))
         files = [self.project.abs(f.rel) for f in rng.sample(self.project.files, rng.randrange(0, 8))]
         out = f"Found {len(files)} files\n" + "\n".join(files) if files else "No files found"
         return Call("Grep", {"pattern": pattern, "path": self.project.cwd,
-                              "glob": rng.choice(("*.py", "*.ts", "*.md", "**/*"))}, out,
-                     {"mode": "files_with_matches", "filenames": files, "numFiles": len(files)},
-                     False, rng.randrange(10, 900))
+                             "glob": rng.choice(("*.py", "*.ts", "*.md", "**/*"))}, out,
+                    {"mode": "files_with_matches", "filenames": files, "numFiles": len(files)},
+                    False, rng.randrange(10, 900))
 
     def glob(self) -> Call:
         rng = self.rng
@@ -238,7 +242,7 @@ class ClaudeTools:
         files = [self.project.abs(f.rel) for f in rng.sample(self.project.files, rng.randrange(0, 25))]
         out = "\n".join(files) if files else "No files found"
         return Call("Glob", {"pattern": pattern}, out,
-                     {"filenames": files, "durationMs": rng.randrange(2, 200), "numFiles": len(files),
+                    {"filenames": files, "durationMs": rng.randrange(2, 200), "numFiles": len(files),
                       "truncated": False}, False, rng.randrange(2, 200))
 
     def edit(self, *, multi: bool = False, unread: bool = False,
@@ -270,13 +274,13 @@ class ClaudeTools:
         if multi:
             args = {"file_path": path, "edits": [{"old_string": old, "new_string": new}]}
             return Call("MultiEdit", args, f"Applied 1 edit to {path}:\n1. Replaced \"{old[:50]}...\" with \"{new[:50]}...\"",
-                         {"filePath": path, "edits": args["edits"], "originalFileContents": project.text(f),
+                        {"filePath": path, "edits": args["edits"], "originalFileContents": project.text(f),
                           "structuredPatch": patch, "userModified": False}, False, 20)
         return Call("Edit", {"file_path": path, "old_string": old, "new_string": new},
-                     f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{snippet}",
-                     {"filePath": path, "oldString": old, "newString": new, "originalFile": project.text(f),
+                    f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{snippet}",
+                    {"filePath": path, "oldString": old, "newString": new, "originalFile": project.text(f),
                       "structuredPatch": patch, "userModified": False, "replaceAll": False},
-                     False, rng.randrange(5, 60))
+                    False, rng.randrange(5, 60))
 
     def write(self) -> Call:
         rng, project = self.rng, self.project
@@ -286,9 +290,9 @@ class ClaudeTools:
         content = text_pools()[ext].text(rng, rng.payload_size(min(self.cap, 60_000), big=False))
         self.edited = True
         return Call("Write", {"file_path": path, "content": content},
-                     f"File created successfully at: {path}",
-                     {"type": "create", "filePath": path, "content": content, "structuredPatch": []},
-                     False, rng.randrange(5, 60))
+                    f"File created successfully at: {path}",
+                    {"type": "create", "filePath": path, "content": content, "structuredPatch": []},
+                    False, rng.randrange(5, 60))
 
     def webfetch(self) -> Call:
         rng = self.rng
@@ -298,9 +302,9 @@ class ClaudeTools:
                                "Request failed with status code 404", rng.randrange(200, 3000))
         text = text_pools()["web"].text(rng, rng.payload_size(self.cap))
         return Call("WebFetch", {"url": url, "prompt": f"How do I {rng.choice(VERBS)} a {rng.choice(NOUNS)}?"},
-                     text, {"bytes": len(text) * 3, "code": 200, "codeText": "OK", "result": text,
+                    text, {"bytes": len(text) * 3, "code": 200, "codeText": "OK", "result": text,
                             "durationMs": rng.randrange(300, 9000), "url": url},
-                     False, rng.randrange(300, 9000))
+                    False, rng.randrange(300, 9000))
 
     def todo(self, items: list[dict], *, completed: range | tuple[int, ...] = (),
              started: int | None = None, new: bool = False) -> Call:

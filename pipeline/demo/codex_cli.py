@@ -33,7 +33,7 @@ def session(plan: SessionPlan) -> tuple[str, bytes, int]:
 
     def count(emitted_null: bool = False) -> None:
         info = None if emitted_null else {"total_token_usage": dict(total), "last_token_usage": dict(last or total),
-                                           "model_context_window": 258400}
+                                          "model_context_window": 258400}
         put("event_msg", {"type": "token_count", "info": info, "rate_limits": rate})
 
     meter = Meter(f"usage:codex:{session_id}", model, (7_000, 10_000))

@@ -21,20 +21,20 @@ WEB = ["https://docs.python.org/3/library/asyncio-task.html", "https://nextjs.or
        "https://duckdb.org/docs/data/json/overview", "https://www.postgresql.org/docs/current/indexes-types.html"]
 
 NOUNS = ("account adapter alert batch buffer cache client config context cursor dataset "
-          "decoder device event export feature filter gateway handler index invoice job "
-          "ledger loader manifest metric model monitor node order parser payload payment "
-          "pipeline policy profile queue record report request resolver route schema "
-          "session shard signal snapshot source stage storage stream task template tenant "
-          "token trace upload user vector webhook widget worker").split()
+         "decoder device event export feature filter gateway handler index invoice job "
+         "ledger loader manifest metric model monitor node order parser payload payment "
+         "pipeline policy profile queue record report request resolver route schema "
+         "session shard signal snapshot source stage storage stream task template tenant "
+         "token trace upload user vector webhook widget worker").split()
 VERBS = ("apply build check collect compute create decode delete dispatch emit encode "
-          "ensure fetch filter flush format handle load merge normalize parse persist "
-          "prepare publish refresh register render resolve retry save scan serialize "
-          "split sync transform update validate").split()
+         "ensure fetch filter flush format handle load merge normalize parse persist "
+         "prepare publish refresh register render resolve retry save scan serialize "
+         "split sync transform update validate").split()
 ADJ = ("active async cached cold default empty expired failed hidden internal invalid "
-        "large legacy local missing nested optional partial pending primary raw remote "
-        "stale strict temporary unknown").split()
+       "large legacy local missing nested optional partial pending primary raw remote "
+       "stale strict temporary unknown").split()
 EMOJI = ["✅", "🚀", "🐛", "🔥", "📦", "⚠️", "🎉", "👍", "🧪", "📝", "👨‍💻", "🇯🇵", "🙏", "💡",
-          "😅", "🤔", "👋🏽"]
+         "😅", "🤔", "👋🏽"]
 _JA = ["このモジュールはセッションの要約を生成します", "テストが失敗しています", "原因を調べて修正してください",
        "設定ファイルのタイムアウトを確認しました", "ログイン画面にバリデーションを追加します",
        "キャッシュの有効期限が切れています", "データベースの接続がタイムアウトしました",
@@ -310,10 +310,10 @@ _PROMPTS_ZH = ["请帮我重构 {path}，把重复的逻辑提取成函数。",
                "给 {noun} 接口加上分页和排序 🚀",
                "请写单元测试覆盖 {path}"]
 FOLLOWUPS = ["thanks! 🎉 now can you also handle the empty list case?", "ship it 🚀",
-              "looks good, please commit", "hmm, that broke the build 😅 can you check?",
-              "ok, continue", "also update the docs", "can you double-check the edge cases?",
-              "ありがとう！次はテストもお願いします", "好的，继续", "perfect 👍 one more thing: add logging",
-              "wait, don't touch the public API", "try again with the other approach"]
+             "looks good, please commit", "hmm, that broke the build 😅 can you check?",
+             "ok, continue", "also update the docs", "can you double-check the edge cases?",
+             "ありがとう！次はテストもお願いします", "好的，继续", "perfect 👍 one more thing: add logging",
+             "wait, don't touch the public API", "try again with the other approach"]
 
 
 def user_prompt(rng: Draws, project: Project, *, first: bool, lang: str | None = None) -> str:

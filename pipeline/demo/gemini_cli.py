@@ -31,7 +31,7 @@ _GEMINI_DESCRIPTIONS = {
 
 
 def _tool_call(rng: Draws, project: Project, clock: int, cap: int,
-                 memory: bool = False) -> tuple[dict, int]:
+               memory: bool = False) -> tuple[dict, int]:
     """One tool call with its result (Gemini keeps both in the model's message); its end time."""
     pools = text_pools()
     name = "read_file" if memory else \

@@ -81,14 +81,14 @@ def make_projects(seed: int) -> list[Project]:
                 sub = r.choice(("src/" + name.replace("-", "_"), "tests", "scripts"))
                 prefix = "test_" if sub == "tests" else ""
                 files.append(File(f"{sub}/{prefix}{r.choice(NOUNS)}_{r.choice(NOUNS)}.py", "py",
-                                   r.payload_size(150_000, big=False) + 300))
+                                  r.payload_size(150_000, big=False) + 300))
         else:
             files += [File("package.json", "json", r.randrange(600, 3000))]
             for _ in range(r.randrange(30, 70)):
                 sub = r.choice(("src/components", "src/lib", "src/app", "tests"))
                 ext = "tsx" if sub in ("src/components", "src/app") else "ts"
                 files.append(File(f"{sub}/{r.choice(NOUNS)}{r.choice(NOUNS).capitalize()}.{ext}",
-                                   "ts", r.payload_size(150_000, big=False) + 300))
+                                  "ts", r.payload_size(150_000, big=False) + 300))
         files += [File(f"config/{r.choice(NOUNS)}.yaml", "conf", r.randrange(300, 4000)) for _ in range(3)]
         files += [File(f"data/fixtures/{r.choice(NOUNS)}s.jsonl", "json", r.log_uniform(40_000, 400_000)),
                   File("data/export/full_dump.jsonl", "json", r.log_uniform(1_500_000, 6_000_000)),
@@ -96,7 +96,7 @@ def make_projects(seed: int) -> list[Project]:
                   File("logs/server.log", "log", r.log_uniform(1_000_000, 5_000_000))]
         uniq = {f.rel: f for f in files}
         projects.append(Project(name, cwd, home, lang, sorted(uniq.values(), key=lambda f: f.rel),
-                                 r.choice(("main", "main", "develop", f"feature/{r.choice(NOUNS)}-{r.choice(VERBS)}", ""))))
+                                r.choice(("main", "main", "develop", f"feature/{r.choice(NOUNS)}-{r.choice(VERBS)}", ""))))
     return projects
 
 
