@@ -553,10 +553,8 @@ def _print_tool_usage(result: dict, as_json: bool) -> None:
 
 
 @report.command("tools")
-@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
-              help="First day (UTC, inclusive), YYYY-MM-DD.")
-@click.option("--until", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
-              help="Last day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--since", default=None, help="First day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--until", default=None, help="Last day (UTC, inclusive), YYYY-MM-DD.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_lake
 def report_tools(obj: LakeContext, since, until, as_json: bool) -> None:
@@ -572,8 +570,7 @@ def report_tools(obj: LakeContext, since, until, as_json: bool) -> None:
     """
     from pipeline.reports.report_tools import tool_usage
 
-    result = tool_usage(obj.lake, since=since.date() if since else None,
-                        until=until.date() if until else None)
+    result = tool_usage(obj.lake, since=since, until=until)
     _print_tool_usage(result, as_json)
 
 
@@ -1251,10 +1248,8 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
 @report.command("html")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Report folder (default: <lake>/html).")
-@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
-              help="First day (UTC, inclusive), YYYY-MM-DD.")
-@click.option("--until", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
-              help="Last day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--since", default=None, help="First day (UTC, inclusive), YYYY-MM-DD.")
+@click.option("--until", default=None, help="Last day (UTC, inclusive), YYYY-MM-DD.")
 @click.option("--project", default=None, help="Only the sessions of this project (its cwd).")
 @click.option("--policy", default=None,
               help="Policy whose evictions the session pages show (default: payload_prune+microcompact).")
@@ -1277,8 +1272,7 @@ def report_html(obj: LakeContext, out_dir, since, until, project, policy, tz, as
     """
     from pipeline.reports.html import render_html
 
-    summary = render_html(obj.lake, out_dir, since=since.date() if since else None,
-                          until=until.date() if until else None, project=project,
+    summary = render_html(obj.lake, out_dir, since=since, until=until, project=project,
                           policy=policy, tz=tz)
     if as_json:
         click.echo(render.to_json(summary.to_dict()))

@@ -15,7 +15,7 @@ from datetime import date
 from typing import Any
 
 from pipeline.core import sqlfiles
-from pipeline.core.errors import UsageError
+from pipeline.core.dates import day_span
 from pipeline.core.lake import Lake
 
 __all__ = ["tool_usage", "USAGE_FIELDS"]
@@ -38,14 +38,13 @@ def _totals(rows: list[dict], keys: tuple[str, ...], grand: int) -> list[dict]:
     return out
 
 
-def tool_usage(lake: Lake, *, since: date | None = None, until: date | None = None) -> dict[str, Any]:
+def tool_usage(lake: Lake, *, since: str | date | None = None, until: str | date | None = None) -> dict[str, Any]:
     """Tool usage between ``since`` and ``until`` (inclusive UTC dates; None: unbounded).
 
     Returns ``{"since", "until", "totals", "by_family", "by_tool", "daily"}``; ``daily`` has
     one row per (day, project, tool_family, tool_name).
     """
-    if since and until and since > until:
-        raise UsageError(f"--since {since} is after --until {until}")
+    since, until = day_span(since, until)
     with lake.connect() as con:
         cur = con.execute(sqlfiles.load("select_tool_usage"), {"since": since, "until": until})
         daily = sqlfiles.fetch_dicts(cur)

@@ -53,6 +53,7 @@ from typing import Any, Iterable
 from zoneinfo import ZoneInfo
 
 from pipeline.core import sqlfiles
+from pipeline.core.dates import day_span
 from pipeline.core.errors import UsageError
 from pipeline.reports.html import svg
 from pipeline.reports.html.page import esc, page, table
@@ -687,7 +688,8 @@ def _rows_by_session(con, session_ids: list[str] | None) -> Iterable[tuple[str, 
 
 
 def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable[str] | None = None,
-                since: date | None = None, until: date | None = None, project: str | None = None,
+                since: str | date | None = None, until: str | date | None = None,
+                project: str | None = None,
                 policy: str | None = None, tz: str | None = None) -> HtmlSummary:
     """Render the report into ``out`` (default ``<lake>/html``); see the module docstring.
 
@@ -699,8 +701,7 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
     from pipeline.stages.usage import resolve_timezone
 
     started = time.perf_counter()
-    if since and until and since > until:
-        raise UsageError(f"--since {since} is after --until {until}")
+    since, until = day_span(since, until)
     zone = ZoneInfo(resolve_timezone(tz))
     out_dir = Path(out) if out is not None else lake.root / "html"
     if out_dir.is_symlink():
