@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()):

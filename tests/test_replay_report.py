@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import Config
 from pipeline.demo.archive import write_demo_archive
 from pipeline.stages.replay import POLICY_EVAL, replay

@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.errors import UsageError
 from pipeline.reports.report_tools import tool_usage
 from tests.helpers.lake import ingest_paths
