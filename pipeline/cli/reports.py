@@ -72,23 +72,23 @@ def report_estimator(obj: LakeContext, as_json: bool) -> None:
     _print_estimator(estimator_report(obj.lake), as_json)
 
 
-def _print_tool_usage(result: dict, as_json: bool) -> None:
+def _print_tool_usage(result, as_json: bool) -> None:
     if as_json:
-        click.echo(render.to_json(result))
+        click.echo(render.to_json(result.to_dict()))
         return
-    fields = ["calls", "results", "input_est_tokens", "result_est_tokens", "est_tokens",
-              "payload_bytes", "errors"]
+    from pipeline.reports.report_tools import USAGE_FIELDS as fields
+
     out = render.console()
-    span = f"{result['since'] or 'start'} .. {result['until'] or 'now'}"
+    span = f"{result.since or 'start'} .. {result.until or 'now'}"
     out.print(render.table(["tool_family", *fields, "share"],
                            [(r["tool_family"], *[r[f] for f in fields], f"{r['share']:.1%}")
-                            for r in result["by_family"]], title=f"tools by family ({span})"))
+                            for r in result.by_family], title=f"tools by family ({span})"))
     out.print(render.table(["tool_family", "tool_name", *fields, "share"],
                            [(r["tool_family"], r["tool_name"], *[r[f] for f in fields],
-                             f"{r['share']:.1%}") for r in result["by_tool"]], title="tools"))
+                             f"{r['share']:.1%}") for r in result.by_tool], title="tools"))
     out.print(render.table(["day", "project", "tool_family", "tool_name", *fields],
                            [(r["day"], r["project"], r["tool_family"], r["tool_name"],
-                             *[r[f] for f in fields]) for r in result["daily"]],
+                             *[r[f] for f in fields]) for r in result.daily],
                            title="per day and project"))
 
 

@@ -41,12 +41,12 @@ def config_show(obj: LakeContext, config_path: Path | None, as_json: bool) -> No
     from pipeline.core.locations import default_lake
 
     root = obj.root if obj.lake_dir or not config.lake else default_lake(config.lake)
-    settings = {**config.to_dict(), "lake_in_effect": str(root)}
+    settings = config.to_dict()     # each setting as JSON: the form both outputs show
     if as_json:
-        click.echo(render.to_json(settings))
+        click.echo(render.to_json({**settings, "lake_in_effect": str(root)}))
         return
-    click.echo(f"config: {settings['path'] or '(none: built-in defaults)'}")
-    click.echo(f"lake in effect: {settings['lake_in_effect']}")
+    click.echo(f"config: {config.where() or '(none: built-in defaults)'}")
+    click.echo(f"lake in effect: {root}")
     for key in ("lake", "time_zone", "archives", "default_policies", "price_as", "log_details",
                 "session_logging", "quiet_minutes", "report", "ignore_patterns", "memory",
                 "policies", "sweeps", "prices"):
@@ -72,23 +72,23 @@ def policies_command(obj: LakeContext, config_path: Path | None, as_json: bool) 
 
     catalog = policy_catalog(obj.config(config_path))
     if as_json:
-        click.echo(render.to_json(catalog))
+        click.echo(render.to_json(catalog.to_dict()))
         return
     rows = []
-    for policy in catalog["builtins"]:
-        rows.append((policy["policy"], "", "", "", policy["summary"]))
-        for param in policy["params"]:
-            rows.append(("", param["name"], param["type"], render.compact_json(param["default"]),
-                         f"set to {render.compact_json(param['value'])}" if param["overridden"]
+    for policy in catalog.builtins:
+        rows.append((policy.policy, "", "", "", policy.summary))
+        for param in policy.params:
+            rows.append(("", param.name, param.type, render.compact_json(param.default),
+                         f"set to {render.compact_json(param.value)}" if param.overridden
                          else ""))
     out = render.console()
     out.print(render.table(["policy", "parameter", "type", "default", "notes"], rows,
-                           title=f"policies (config: {catalog['config'] or 'none'})", max_width=70))
-    for named in catalog["named"]:
+                           title=f"policies (config: {catalog.config or 'none'})", max_width=70))
+    for named in catalog.named:
         steps = " + ".join(f"{s['policy']}({', '.join(f'{k}={v!r}' for k, v in s['params'].items())})"
-                           for s in named["steps"])
-        out.print(f"{named['kind']} {named['policy']}: {steps}", markup=False, highlight=False)
-    for name, specs in catalog["sweeps"].items():
+                           for s in named.steps)
+        out.print(f"{named.kind} {named.policy}: {steps}", markup=False, highlight=False)
+    for name, specs in catalog.sweeps.items():
         out.print(f"sweep {name}: {', '.join(specs)}", markup=False, highlight=False)
     out.print("use: --policy NAME, --policy 'NAME(key=value, ...)', --policy A+B; "
               "replay --sweep NAME", markup=False, highlight=False)
