@@ -100,6 +100,12 @@ class SessionParam(click.ParamType):
 SESSION = SessionParam()
 
 
+def config_option(what: str = "Config file", default: str = "$CTXLAKE_CONFIG or ./ctxlake.toml"):
+    """``--config FILE`` (the ``config_path`` argument): the config file a command reads."""
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                        default=None, help=f"{what} (default: {default}).")
+
+
 def _error_json(message: str, *, kind: str, exit_code: int, path=None, line=None,
                 hint=None) -> str:
     return render.to_json({"error": {"kind": kind, "message": message, "path": path,

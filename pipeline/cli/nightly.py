@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.main import LakeContext, cli, pass_lake, render
+from pipeline.cli.main import LakeContext, cli, config_option, pass_lake, render
 
 
 # -- the nightly job (pipeline/stages/nightly.py) -----------------------------------------------
@@ -71,8 +71,7 @@ def _print_nightly(summary, as_json: bool) -> None:
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--policy", "policies", multiple=True,
               help="Policy (or chain) to plan and apply (repeatable; default payload_prune+microcompact).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Config file (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@config_option()
 @click.option("--tz", default=None, help="Time zone of the daily logs (default: this machine's).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where pruned transcripts go (default: <lake>/out).")
@@ -172,8 +171,7 @@ def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: 
 
 
 @cli.command("status")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Config file (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@config_option()
 @click.option("--policy", "policies", multiple=True,
               help="Nightly policies to report pending work for (default payload_prune+microcompact).")
 @click.option("--tz", default=None, help="Time zone the next run would use (default: this machine's).")

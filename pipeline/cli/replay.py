@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.main import SESSION, LakeContext, cli, pass_lake, render
+from pipeline.cli.main import SESSION, LakeContext, cli, config_option, pass_lake, render
 
 
 def _print_replay(result, as_json: bool) -> None:
@@ -41,8 +41,7 @@ def _print_replay(result, as_json: bool) -> None:
 @click.option("--session", "session_id", type=SESSION, default=None,
               help="Only this session (id or unique prefix).")
 @click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@config_option("Policy config")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Write report.md and PNG charts into this folder.")
 @click.option("--chart-session", default=None,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.main import LakeContext, cli, pass_lake, render
+from pipeline.cli.main import LakeContext, cli, config_option, pass_lake, render
 
 
 @cli.group()
@@ -134,8 +134,7 @@ def _usage_options(command, *, breakdown: bool = True):
                      help="Show only the first N rows of that order (the total covers them)."),
         click.option("--compact", is_flag=True,
                      help="The narrow layout (fits 80 columns; automatic when the wide one does not fit the terminal)."),
-        click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-                     default=None, help="Config file with [prices] (default: $CTXLAKE_CONFIG or ./ctxlake.toml)."),
+        config_option("Config file with [prices]"),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
     ]
     for option in reversed(options):

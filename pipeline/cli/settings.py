@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.main import LakeContext, cli, pass_lake, render
+from pipeline.cli.main import LakeContext, cli, config_option, pass_lake, render
 
 
 # -- settings: the config file and the policies (pipeline/core/config.py) ---------------------
@@ -24,9 +24,7 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Config file (default: $CTXLAKE_CONFIG, ./ctxlake.toml, "
-                                 "~/.config/ctxlake/ctxlake.toml).")
+@config_option(default="$CTXLAKE_CONFIG, ./ctxlake.toml, ~/.config/ctxlake/ctxlake.toml")
 @click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
 @pass_lake
 def config_show(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:
@@ -56,8 +54,7 @@ def config_show(obj: LakeContext, config_path: Path | None, as_json: bool) -> No
 
 
 @cli.command("policies")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@config_option("Policy config")
 @click.option("--json", "as_json", is_flag=True, help="Print the policies as JSON.")
 @pass_lake
 def policies_command(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:

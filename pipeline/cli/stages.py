@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.main import SESSION, LakeContext, cli, pass_lake, render
+from pipeline.cli.main import SESSION, LakeContext, cli, config_option, pass_lake, render
 
 
 def _print_ingest(summary, as_json: bool) -> None:
@@ -79,9 +79,8 @@ def ingest(obj: LakeContext, paths, fmt, strict, as_json, workers, max_line_byte
 
 
 @cli.command("correlate")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Config file with extra [memory] roots (default: "
-                                 "$CTXLAKE_CONFIG or ./ctxlake.toml when present).")
+@config_option("Config file with extra [memory] roots",
+               "$CTXLAKE_CONFIG or ./ctxlake.toml when present")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @pass_lake
 def correlate_command(obj: LakeContext, config_path: Path | None, as_json: bool) -> None:
@@ -133,8 +132,7 @@ def _print_plan(summaries, as_json: bool) -> None:
 @click.option("--session", "session_id", type=SESSION, default=None,
               help="Only this session (id or unique prefix).")
 @click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@config_option("Policy config")
 @click.option("--workers", type=int, default=None, help="Worker processes (default: up to 2).")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-policy summaries as JSON.")
 @pass_lake
@@ -167,8 +165,7 @@ def plan_command(obj: LakeContext, policies, session_id, since, config_path, wor
 @click.option("--minimal", is_flag=True, help="One line per point: [Compact? 72/50 calls | ...].")
 @click.option("--policy", default="strategic", show_default=True,
               help="A strategic policy (e.g. 'strategic(scenario=\"docs\")').")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Policy config (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@config_option("Policy config")
 @click.option("--json", "as_json", is_flag=True, help="Print points and suppressed points as JSON.")
 @pass_lake
 def suggest_command(obj: LakeContext, session: str, minimal: bool, policy: str, config_path,
@@ -344,8 +341,7 @@ def _print_summarize(summary, as_json: bool) -> None:
 @click.option("--session", "sessions", multiple=True, type=SESSION,
               help="Only rebuild what these sessions touch (id or unique prefix; repeatable; "
                    "default: everything).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Config file with ignore_patterns (default: $CTXLAKE_CONFIG or ./ctxlake.toml).")
+@config_option("Config file with ignore_patterns")
 @click.option("--ignore", "extra_patterns", multiple=True,
               help="An extra ignore pattern (case-insensitive regex; repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
