@@ -99,6 +99,17 @@ def test_since_and_until_bound_the_days_inclusively(lake):
         tool_usage(lake, since=date(2025, 1, 2), until=date(2025, 1, 1))
 
 
+def test_one_projects_usage_has_its_own_totals_and_shares(lake):
+    only_p2 = tool_usage(lake, project="/p2")
+    bash = _tokens(_compact(BASH_IN)) + _tokens(BASH_OUT)
+    assert [(r["day"], r["project"], r["tool_name"]) for r in only_p2.daily] == [
+        (date(2025, 1, 2), "/p2", "Bash")]
+    assert only_p2.totals["est_tokens"] == bash
+    assert [(r["tool_name"], r["calls"], r["est_tokens"], r["share"]) for r in only_p2.by_tool] == [
+        ("Bash", 1, bash, 1.0)]
+    assert tool_usage(lake, project="/elsewhere").by_family == []
+
+
 def test_the_cli_prints_json_and_tables(lake):
     runner = CliRunner()
     result = runner.invoke(cli, ["--lake", str(lake.root), "report", "tools", "--since",
