@@ -25,9 +25,9 @@ def _print_replay(result, as_json: bool) -> None:
     if result.sessions_ignored:
         out.print(f"{result.sessions_ignored} sessions skipped by ignore_patterns")
     if result.report:
-        out.print(f"report: {result.report['report']}")
-        if result.report.get("charts_skipped"):
-            out.print(f"charts skipped: {result.report['charts_skipped']}", markup=False)
+        out.print(f"report: {result.report.report}")
+        if result.report.charts_skipped:
+            out.print(f"charts skipped: {result.report.charts_skipped}", markup=False)
     out.print(f"rows: ctxlake sql \"SELECT * FROM policy_eval WHERE replay_id = '{result.replay_id}'\" "
               "(replay_turns alike; each policy and settings keep their latest replay)",
               markup=False, highlight=False)
