@@ -46,6 +46,8 @@ LEDGER = pa.schema([
 ])
 
 MARKER = ""
+# bumped when a stage's output format changes: every item is redone under the new one
+LAYOUT = 1
 # rows of each ledger file version read in this process (table id -> (table, rows))
 _ROWS: dict[int, tuple[pa.Table, dict[str, dict]]] = {}
 
