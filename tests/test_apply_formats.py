@@ -15,8 +15,7 @@ from pipeline.core.errors import UnknownFormatError
 from pipeline.core.lake import Lake, write_parquet_atomic
 from pipeline.formats import READERS
 from pipeline.stages.apply import apply_policy, format_of
-from tests.helpers.lake import ingest_paths
-from tests.test_apply import CLEARED, _session_lines, _write_session, hand_evictions
+from tests.test_apply import CLEARED, two_session_lake
 
 CLAUDE_RESULT = {"type": "tool_result", "tool_use_id": "t1", "content": "out"}
 CODEX_RESULT = {"type": "function_call_output", "call_id": "t1", "output": "out"}
@@ -77,11 +76,7 @@ def test_a_recorded_format_no_reader_knows_is_a_named_error_not_a_guess():
 
 
 def test_a_file_whose_recorded_format_is_unknown_is_copied_unpruned_and_named(tmp_path):
-    archive = tmp_path / "archive"
-    _write_session(archive / "a", _session_lines())
-    other = _write_session(archive / "b", _session_lines())
-    lake, _ = ingest_paths(tmp_path, archive)
-    table = hand_evictions(lake, policy="p", action="clear")
+    lake, other, table = two_session_lake(tmp_path)
     sources = lake.read_sources()
     renamed = pc.if_else(pc.equal(sources.column("path"), str(other)),
                          pa.scalar("cursor_chat"), sources.column("format"))
