@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -171,6 +172,7 @@ class PriceBook:
         self._rows: dict[str, list[tuple]] = {}
         self._tables: dict[str, pa.Table] = {}
         self._regimes: dict[tuple[str, int | None], int | None] = {}
+        self._cons: dict[int, Any] = {}     # per process id: its DuckDB connection
 
     def _model_rows(self, model: str) -> list[tuple]:
         """(priority, input above, input up to, prices) of each priced tier of ``model``."""
@@ -205,24 +207,36 @@ class PriceBook:
         wanted = sorted(set(wanted), key=lambda c: (c[0], -1 if c[1] is None else c[1]))
         if not wanted:
             return
-        import duckdb
-
         calls_table = pa.table({
             "call_no": pa.array(range(len(wanted)), pa.int64()),
             "model": pa.array([m for m, _ in wanted], pa.string()),
             "timestamp": pa.array([t for _, t in wanted], pa.timestamp("us", tz="UTC"))})
         prices_table = pa.concat_tables([self._tables[m] for m in sorted({m for m, _ in wanted})])
-        con = duckdb.connect()
+        con = self._connection()
+        con.register("replay_calls", calls_table)
+        con.register("replay_prices", prices_table)
         try:
-            con.execute("SET TimeZone = 'UTC'")
-            con.execute(sqlfiles.load("create_macro_price_regimes"))
-            con.register("replay_calls", calls_table)
-            con.register("replay_prices", prices_table)
             found = dict(con.execute(sqlfiles.load("select_replay_price_regimes")).fetchall())
         finally:
-            con.close()
+            con.unregister("replay_calls")
+            con.unregister("replay_prices")
         for call_no, call in enumerate(wanted):
             self._regimes[call] = found.get(call_no)
+
+    def _connection(self):
+        """This process's in-memory DuckDB holding the macro (a forked worker opens its own)."""
+        con = self._cons.get(os.getpid())
+        if con is None:     # (a parent's connection is left untouched: never used after a fork)
+            import duckdb
+
+            con = duckdb.connect()
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute(sqlfiles.load("create_macro_price_regimes"))
+            self._cons[os.getpid()] = con
+        return con
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_cons": {}}
 
     def __call__(self, model: str | None, total_input: int, ts_us: int | None) -> TokenPrices | None:
         model = self.price_model or model
