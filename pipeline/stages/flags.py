@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipeline.core import sqlfiles
 from pipeline.core.lake import Lake
-from pipeline.core.ledger import LAYOUT, MARKER, Ledger, fingerprint, lake_state
+from pipeline.core.ledger import LAYOUT, Ledger, fingerprint, lake_state
 
 SESSION_FLAGS = pa.schema([("session_id", pa.string()), ("ignored", pa.bool_()),
                            ("ignored_by", pa.string())])
@@ -47,12 +47,11 @@ def flags_current(lake: Lake, patterns: Iterable[str]) -> bool:
     """``session_flags`` holds the verdict of every session of the lake as it is now, for
     these patterns: the flags stage's ledger marker is of the lake's current sources and of
     these settings, and no session failed there."""
-    rows = Ledger(lake).read(STAGE)
-    marker = rows.get(MARKER)
-    return (marker is not None and marker["status"] == "done"
+    recorded = Ledger(lake).file(STAGE)
+    marker = recorded.marker
+    return (marker is not None and recorded.all_done
             and marker["settings_fp"] == fingerprint(stage_settings(patterns))
-            and marker["input_fp"] == lake_state(lake)
-            and all(row["status"] == "done" for row in rows.values()))
+            and marker["input_fp"] == lake_state(lake))
 
 
 def _recorded(con, session_ids) -> dict[str, str | None]:
