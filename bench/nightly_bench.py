@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 from bench.common import RESULTS, cached_archive, run_measured  # noqa: E402
 from pipeline.demo.archive import parse_size  # noqa: E402
 
-CTXLAKE = [sys.executable, "-m", "pipeline.cli.commands"]
+CTXLAKE = [sys.executable, "-m", "pipeline.cli"]
 TARGET_NOOP_SHARE = 0.03
 TARGET_APPEND_SHARE = 0.05
 TARGET_WARM_RATIO = 1.2

@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 from bench.common import RESULTS, cached_archive, machine_info, run_measured, write_result  # noqa: E402
 from pipeline.demo.archive import parse_size  # noqa: E402
 
-CTXLAKE = [sys.executable, "-m", "pipeline.cli.commands"]
+CTXLAKE = [sys.executable, "-m", "pipeline.cli"]
 RAY = str(Path(sys.executable).with_name("ray"))
 TARGET_RATIO = 1.5
 SWEEP = [f"observation_masking(window={w})" for w in (2, 3, 5, 8, 10, 15, 20, 30)]
@@ -52,7 +52,7 @@ ESTIMATE_GB, ESTIMATE_SETTINGS, ESTIMATE_WORKERS = 50, 50, (1, 8, 64)
 
 
 def _measure(args: list[str]) -> dict:
-    main = "from pipeline.cli.commands import main; main()"
+    main = "from pipeline.cli import main; main()"
     return run_measured([sys.executable, "-c", main, *args],
                         env={**os.environ, "PYTHONHASHSEED": "0", "RAY_USAGE_STATS_ENABLED": "0"})
 
@@ -65,7 +65,7 @@ def _round(root: Path, archive: Path, config: Path, mode: str) -> dict:
     sweep = _measure([*base, "replay", "--sweep", "bench", "--config", str(config), "--json"])
     single = _measure([*base, "replay", "--policy", "microcompact", "--json"])
     started = time.perf_counter()     # the process start and a lake opened: no work
-    subprocess.run([sys.executable, "-c", "from pipeline.cli.commands import main; main()", "--lake",
+    subprocess.run([sys.executable, "-c", "from pipeline.cli import main; main()", "--lake",
                     str(lake), "sql", "SELECT 1 AS one"], check=True, capture_output=True)
     startup_s = round(time.perf_counter() - started, 3)
     return {"run_s": run["wall_s"], "run_cpu_s": run["cpu_s"],

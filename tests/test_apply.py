@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from tests.helpers.lake import REAL, ingest_paths, rows
 from pipeline.stages.apply import apply_policy, encode_json_string
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.errors import UsageError
 from pipeline.text.jsonspan import find_spans
 from pipeline.core.lake import Lake

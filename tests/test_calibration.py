@@ -22,7 +22,7 @@ from pipeline.stages.calibrate import (
     TOKEN_CALIBRATION, TokenCalibration, _evaluate_output, build_dataset, calibrate,
     class_tokens, est_tokens_calibrated, estimator_report, load_calls, visible_output,
 )
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.text.tokens import estimate_tokens
 
 SYSTEM = 9000          # tokens of system prompt and tools, invisible in the transcript

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import load_config
 from pipeline.core.lake import Lake, default_lake, notebook_lake
 from tests.helpers.lake import REAL, REPO, copy_real

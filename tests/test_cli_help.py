@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -61,3 +61,21 @@ def test_every_command_takes_the_lake_and_quiet_after_its_name():
             continue
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}
         assert {"--lake", "--quiet"} <= options, path
+
+
+def test_the_console_script_and_python_m_pipeline_cli_run_the_same_group():
+    import subprocess
+    import sys
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                            .read_text(encoding="utf-8"))
+    assert project["project"]["scripts"] == {"ctxlake": "pipeline.cli:main"}
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "--version"],
+                          capture_output=True, text=True, check=True)
+    from pipeline import __version__
+    from pipeline.cli import main
+    from pipeline.cli.main import main as group_main
+
+    assert done.stdout == f"ctxlake, version {__version__}\n"
+    assert main is group_main

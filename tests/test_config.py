@@ -171,3 +171,20 @@ def test_config_from_a_dict_is_validated_like_a_file():
     assert params(c, "observation_masking").window == 4
     with pytest.raises(ConfigError, match=r"policies\.observation_masking\.windows"):
         config_from_dict({"policies": {"observation_masking": {"windows": 4}}})
+
+
+def test_the_policy_catalog_is_typed_and_its_json_form_keeps_the_keys(tmp_path):
+    from pipeline.core.config import PolicyParam, load_config, policy_catalog
+
+    path = tmp_path / "c.toml"
+    path.write_text('[policies.microcompact]\nkeep_recent = 2\n[sweeps]\nsmall = ["microcompact"]\n',
+                    encoding="utf-8")
+    catalog = policy_catalog(load_config(path))
+    micro = next(p for p in catalog.builtins if p.policy == "microcompact")
+    keep = next(p for p in micro.params if p.name == "keep_recent")
+    assert keep == PolicyParam("keep_recent", "integer", 5, 2, True)
+    assert (catalog.config, catalog.named, catalog.sweeps["small"]) == (str(path), [],
+                                                                        ["microcompact"])
+    as_json = catalog.to_dict()
+    assert sorted(as_json) == ["builtins", "config", "named", "sweeps"]
+    assert sorted(as_json["builtins"][0]) == ["params", "policy", "summary"]

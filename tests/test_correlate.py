@@ -253,7 +253,7 @@ def test_real_claude_memory_edits_are_project_class(tmp_path):
 def test_the_correlate_command_uses_config_memory_roots(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli.commands import cli
+    from pipeline.cli import cli
 
     lake, _ = ingest_paths(tmp_path, _write(tmp_path, SESSION))
     config = tmp_path / "ctxlake.toml"

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.stages.calibrate import estimator_report, load_calls
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.demo.archive import MARKER, UNPRICED_MODEL, parse_size, write_demo_archive
 from pipeline.core.errors import UsageError
 from pipeline.formats import READERS

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.stages import engine as engines
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import config_from_dict
 from pipeline.core.errors import ConfigError, UsageError
 

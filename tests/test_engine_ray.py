@@ -21,7 +21,7 @@ from click.testing import CliRunner
 ray = pytest.importorskip("ray")
 
 from pipeline.stages import session_engine  # noqa: E402
-from pipeline.cli.commands import cli  # noqa: E402
+from pipeline.cli import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
 from tests.helpers.lake import REAL  # noqa: E402

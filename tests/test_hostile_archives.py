@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import policy_key
 from pipeline.demo.archive import MARKER, write_demo_archive
 from pipeline.core.errors import LakeLockedError, UnsafePathError, UsageError

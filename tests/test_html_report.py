@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import config_from_dict
 from pipeline.core.errors import ConfigError, UsageError
 from pipeline.reports.html import render_html, session_slug

@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from tests.helpers.lake import ingest_paths, rows, scalar
 
 SESSION = "11111111-2222-3333-4444-555555555555"

@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.lake import Lake
 from pipeline.stages.nightly import run_nightly
 from tests.helpers.lake import REAL, copy_real, scalar
@@ -78,7 +78,7 @@ def test_a_night_with_nothing_new_imports_no_stage_module_and_no_duckdb(tmp_path
     lake = Lake(tmp_path / "lake")
     run_nightly([REAL], lake=lake, workers=1, tz="UTC")
     probe = ("import sys, json\n"
-             "from pipeline.cli.commands import cli\n"
+             "from pipeline.cli import cli\n"
              "try:\n"
              f"    cli(['--lake', {str(lake.root)!r}, 'run', {str(REAL)!r}, '--tz', 'UTC',"
              " '--json'], prog_name='ctxlake')\n"

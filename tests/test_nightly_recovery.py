@@ -334,7 +334,7 @@ def test_the_nightly_job_refreshes_the_html_report_for_the_sessions_that_changed
 def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_path, monkeypatch):
     import pipeline.stages.calibrate
     from click.testing import CliRunner
-    from pipeline.cli.commands import cli
+    from pipeline.cli import cli
 
     archive = copy_real(tmp_path, *SAMPLES)
 
@@ -357,7 +357,7 @@ def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_p
 
 def test_a_second_run_while_one_holds_the_lake_exits_75(tmp_path):
     from click.testing import CliRunner
-    from pipeline.cli.commands import cli
+    from pipeline.cli import cli
 
     archive = copy_real(tmp_path, "codex/codex_session.jsonl")
     lake = Lake(tmp_path / "lake")
@@ -386,7 +386,7 @@ def _hold(lake_root: str) -> None:
 
 def test_status_shows_the_lake_its_runs_and_what_each_stage_owes(tmp_path):
     from click.testing import CliRunner
-    from pipeline.cli.commands import cli
+    from pipeline.cli import cli
 
     archive = copy_real(tmp_path, *SAMPLES)
     lake_root = tmp_path / "lake"

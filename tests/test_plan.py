@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.helpers.lake import REAL, ingest_paths, rows
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import Config, config_from_dict
 from pipeline.core.errors import UsageError
 from pipeline.core.lake import DERIVED_BUCKETS, session_bucket

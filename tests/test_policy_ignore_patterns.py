@@ -78,7 +78,7 @@ def test_patterns_javascript_rejects_or_python_cannot_express_are_dropped(patter
 def test_the_cli_prints_the_warning_once_and_the_run_goes_on(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli.commands import cli
+    from pipeline.cli import cli
 
     folder = tmp_path / "archive" / "projects" / "-w"
     folder.mkdir(parents=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.errors import UsageError
 from pipeline.stages.recover import build_documents, memory_id, recover, recovery_file_name
 from pipeline.stages.summarize import summarize

@@ -42,7 +42,7 @@ def test_progress_is_quiet_when_stderr_is_not_a_terminal(monkeypatch):
 def test_the_sql_table_view_shows_backslashes_and_brackets_exactly_as_stored(tmp_path):
     from click.testing import CliRunner
 
-    from pipeline.cli.commands import cli
+    from pipeline.cli import cli
     from tests.helpers.lake import copy_real, ingest_paths
 
     lake, _ = ingest_paths(tmp_path, copy_real(tmp_path, "codex/codex_session.jsonl"))

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.stages.calibrate import TokenCalibration
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import Config
 from pipeline.core.errors import UsageError
 from tests.helpers.sessions import SessionBuilder
@@ -489,7 +489,7 @@ def test_the_cli_prints_the_table_and_json_and_sweeps_come_from_the_config(tmp_p
     assert "observation_masking(window=5)" in result.output and "at-risk" in result.output
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay", "--sweep", "nope",
                                  "--config", str(config)])
-    # library errors reach the user through pipeline.cli.commands.main (exit code 2 for usage errors)
+    # library errors reach the user through pipeline.cli.main.CtxlakeGroup (exit code 2 for usage errors)
     assert result.exit_code == 2
     assert "no sweep 'nope'" in result.output
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay"])

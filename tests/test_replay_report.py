@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import Config
 from pipeline.demo.archive import write_demo_archive
 from pipeline.stages.replay import POLICY_EVAL, replay
@@ -43,7 +43,7 @@ def test_the_demo_report_compares_the_six_policies_with_charts(demo):
         assert (report_dir / name).read_bytes().startswith(PNG_MAGIC)
         assert f"]({name})" in text
     assert "proxy for regret" in text and "## Estimate vs recorded usage" in text
-    assert result.report["chart_session"] in text
+    assert result.report.chart_session in text
     assert all(row["protected_violations"] == 0 for row in result.summary)
 
 
@@ -52,7 +52,7 @@ def test_the_report_is_the_same_bytes_when_written_again(demo, tmp_path):
     again = write_report(result, tmp_path / "again")
     for path in sorted(report_dir.iterdir()):
         assert (tmp_path / "again" / path.name).read_bytes() == path.read_bytes(), path.name
-    assert sorted(Path(p).name for p in again["charts"]) == [
+    assert sorted(Path(p).name for p in again.charts) == [
         "context_per_turn.png", "cost_vs_risk.png", "savings_distribution.png"]
 
 
@@ -104,7 +104,7 @@ def test_the_chart_session_is_the_longest_one_where_a_policy_evicted():
 
 def test_the_cli_writes_the_report_and_prints_where(demo, tmp_path):
     lake, result, _ = demo
-    session = result.report["chart_session"]
+    session = result.report.chart_session
     out = tmp_path / "cli-report"
     run = CliRunner().invoke(cli, ["--lake", str(lake.root), "replay", "--policy",
                                    "observation_masking(window=10)", "--report", str(out),

@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.errors import UsageError
 from pipeline.reports.report_tools import tool_usage
 from tests.helpers.lake import ingest_paths
@@ -64,7 +64,7 @@ def test_daily_rows_per_project_and_tool_with_tokens_bytes_and_errors(lake):
     read_in, bash_in = _tokens(_compact(READ_IN)), _tokens(_compact(BASH_IN))
     got = [(r["day"], r["project"], r["tool_family"], r["tool_name"], r["calls"], r["results"],
             r["input_est_tokens"], r["result_est_tokens"], r["payload_bytes"], r["errors"])
-           for r in result["daily"]]
+           for r in result.daily]
     assert got == [
         (date(2025, 1, 1), "/p1", "read", "Read", 2, 2, 2 * read_in, 2 * _tokens(READ_OUT),
          2 * len(READ_OUT), 0),
@@ -82,21 +82,32 @@ def test_totals_by_family_and_tool_are_sorted_by_tokens_with_shares(lake):
     grand = read_total + shell_total
     # read: 2 * (ceil(24/4) + ceil(120/4)) = 72; shell: 2 * ceil(21/4) + ceil(6/4) + ceil(150/4) = 52
     assert (read_total, shell_total) == (72, 52)
-    assert result["totals"]["est_tokens"] == grand
-    assert [(r["tool_family"], r["est_tokens"], r["share"]) for r in result["by_family"]] == [
+    assert result.totals["est_tokens"] == grand
+    assert [(r["tool_family"], r["est_tokens"], r["share"]) for r in result.by_family] == [
         ("read", 72, round(72 / 124, 4)), ("shell", 52, round(52 / 124, 4))]
-    assert [(r["tool_name"], r["calls"], r["errors"]) for r in result["by_tool"]] == [
+    assert [(r["tool_name"], r["calls"], r["errors"]) for r in result.by_tool] == [
         ("Read", 2, 0), ("Bash", 2, 1)]
 
 
 def test_since_and_until_bound_the_days_inclusively(lake):
     only_two = tool_usage(lake, since=date(2025, 1, 2))
-    assert [(r["day"], r["tool_name"]) for r in only_two["daily"]] == [(date(2025, 1, 2), "Bash")]
+    assert [(r["day"], r["tool_name"]) for r in only_two.daily] == [(date(2025, 1, 2), "Bash")]
     only_one = tool_usage(lake, until=date(2025, 1, 1))
-    assert {r["day"] for r in only_one["daily"]} == {date(2025, 1, 1)}
-    assert tool_usage(lake, since=date(2025, 1, 3))["daily"] == []
+    assert {r["day"] for r in only_one.daily} == {date(2025, 1, 1)}
+    assert tool_usage(lake, since=date(2025, 1, 3)).daily == []
     with pytest.raises(UsageError):
         tool_usage(lake, since=date(2025, 1, 2), until=date(2025, 1, 1))
+
+
+def test_one_projects_usage_has_its_own_totals_and_shares(lake):
+    only_p2 = tool_usage(lake, project="/p2")
+    bash = _tokens(_compact(BASH_IN)) + _tokens(BASH_OUT)
+    assert [(r["day"], r["project"], r["tool_name"]) for r in only_p2.daily] == [
+        (date(2025, 1, 2), "/p2", "Bash")]
+    assert only_p2.totals["est_tokens"] == bash
+    assert [(r["tool_name"], r["calls"], r["est_tokens"], r["share"]) for r in only_p2.by_tool] == [
+        ("Bash", 1, bash, 1.0)]
+    assert tool_usage(lake, project="/elsewhere").by_family == []
 
 
 def test_the_cli_prints_json_and_tables(lake):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from tests.helpers.lake import copy_real, ingest_paths
 from pipeline.stages.apply import apply_policy
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.errors import StoreError
 from pipeline.core.lake import Lake
 from pipeline.stages.restore import restore, verify

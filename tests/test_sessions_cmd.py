@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.errors import CtxlakeError, UsageError
 from pipeline.core.lake import Lake
 

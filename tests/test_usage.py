@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.reports import prices
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.errors import UsageError
 from pipeline.stages.ingest import ingest
 from pipeline.stages.summarize import summarize

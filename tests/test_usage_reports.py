@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from pipeline.reports import render
-from pipeline.cli.commands import cli
+from pipeline.cli import cli
 from pipeline.core.config import config_from_dict
 from pipeline.core.errors import ConfigError
 from pipeline.stages.ingest import ingest
@@ -202,7 +202,7 @@ def test_a_report_on_a_refreshed_lake_imports_neither_pyarrow_nor_rich(tmp_path)
     lake, _ = ingest_paths(tmp_path, CLAUDE)
     summarize(lake, tz="UTC")
     refresh_usage(lake)
-    probe = ("import sys\nfrom click.testing import CliRunner\nfrom pipeline.cli.commands import cli\n"
+    probe = ("import sys\nfrom click.testing import CliRunner\nfrom pipeline.cli import cli\n"
              f"res = CliRunner().invoke(cli, ['--lake', {str(lake.root)!r}, 'report', 'daily', "
              "'--json', '--tz', 'UTC'], catch_exceptions=False)\n"
              "assert res.exit_code == 0, res.output\n"
@@ -210,7 +210,7 @@ def test_a_report_on_a_refreshed_lake_imports_neither_pyarrow_nor_rich(tmp_path)
              "{'pyarrow', 'rich', 'polars', 'genai_prices', 'numpy'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    version = subprocess.run([sys.executable, "-c", "import sys\nfrom pipeline.cli.commands import cli\n"
+    version = subprocess.run([sys.executable, "-c", "import sys\nfrom pipeline.cli import cli\n"
                               "print(sorted({m.split('.')[0] for m in sys.modules} & "
                               "{'duckdb', 'pyarrow', 'rich', 'polars'}))"],
                              capture_output=True, text=True, check=True)

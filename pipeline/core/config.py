@@ -635,7 +635,47 @@ def _type_label(hint: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(hint, str(hint))
 
 
-def policy_catalog(config: Config | None = None) -> dict:
+@dataclass(frozen=True)
+class PolicyParam:
+    """A built-in policy's parameter: its type, default and value under the config."""
+
+    name: str
+    type: str
+    default: Any
+    value: Any
+    overridden: bool
+
+
+@dataclass(frozen=True)
+class BuiltinPolicy:
+    policy: str
+    summary: str
+    params: list[PolicyParam]
+
+
+@dataclass(frozen=True)
+class NamedPolicyEntry:
+    """A variant or chain the config names, with its resolved steps (``policy``, ``params``)."""
+
+    policy: str
+    kind: str                   # variant | chain
+    steps: list[dict]
+
+
+@dataclass(frozen=True)
+class PolicyCatalog:
+    """What ``ctxlake policies`` shows; :meth:`to_dict` is its JSON form."""
+
+    config: str | None
+    builtins: list[BuiltinPolicy]
+    named: list[NamedPolicyEntry]
+    sweeps: dict[str, list[str]]
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def policy_catalog(config: Config | None = None) -> PolicyCatalog:
     """Every built-in policy with each parameter's type, default and value under ``config``
     (a ``[policies.<built-in>]`` table overrides it), then the config's named variants,
     chains and sweeps (``ctxlake policies``)."""
@@ -646,18 +686,14 @@ def policy_catalog(config: Config | None = None) -> dict:
         defaults = params_dict(info.params())
         effective = params_dict(config.resolve(name).steps[0].params)
         hints = _annotations(info.params)
-        builtins.append({
-            "policy": name, "summary": info.summary,
-            "params": [{"name": key, "type": _type_label(hints[key]), "default": defaults[key],
-                        "value": effective[key], "overridden": effective[key] != defaults[key]}
-                       for key in sorted(defaults)],
-        })
+        builtins.append(BuiltinPolicy(name, info.summary, [
+            PolicyParam(key, _type_label(hints[key]), defaults[key], effective[key],
+                        effective[key] != defaults[key]) for key in sorted(defaults)]))
     named = []
     for name, entry in sorted(config.policies.items()):
         if entry.base is None and not entry.chain:
             continue    # an override of a built-in: shown in its "value" column
-        resolved = config.resolve(name)
-        named.append({"policy": name, "kind": "chain" if entry.chain else "variant",
-                      "steps": resolved.describe()})
-    return {"config": config.where(), "builtins": builtins, "named": named,
-            "sweeps": {name: list(specs) for name, specs in sorted(config.sweeps.items())}}
+        named.append(NamedPolicyEntry(name, "chain" if entry.chain else "variant",
+                                      config.resolve(name).describe()))
+    return PolicyCatalog(config.where(), builtins, named,
+                         {name: list(specs) for name, specs in sorted(config.sweeps.items())})

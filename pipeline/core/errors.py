@@ -1,7 +1,7 @@
 """Named exceptions of the library.
 
 The CLI turns every ``CtxlakeError`` into a ``click.ClickException`` in one place
-(``pipeline.cli.commands``), printing the message, the file/line when known, and a hint.
+(``pipeline.cli.main``), printing the message, the file/line when known, and a hint.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ global backend switch, so the functions are safe inside notebooks too) and saved
 
 from __future__ import annotations
 
+import dataclasses
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,7 +32,7 @@ from pipeline.core.errors import UsageError
 from pipeline.core.lake import atomic_write_bytes
 
 __all__ = ["COMPARISON_COLUMNS", "comparison_table", "markdown_table", "choose_chart_session",
-           "context_figure", "cost_risk_figure", "savings_figure", "write_report"]
+           "context_figure", "cost_risk_figure", "savings_figure", "write_report", "ReportFiles"]
 
 # (summary key, header, kind): the columns of the comparison table (CLI and report.md).
 COMPARISON_COLUMNS: list[tuple[str, str, str]] = [
@@ -331,7 +333,22 @@ def _param(value: Any) -> str:
     return repr(value)
 
 
-def write_report(result, out_dir: Path, *, session_id: str | None = None) -> dict:
+@dataclass
+class ReportFiles:
+    """What :func:`write_report` wrote: the folder, report.md, the charts (paths), the session
+    of the per-turn chart and why charts were skipped (None: they were not)."""
+
+    dir: str
+    report: str
+    charts: list[str]
+    chart_session: str | None
+    charts_skipped: str | None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def write_report(result, out_dir: Path, *, session_id: str | None = None) -> ReportFiles:
     """Write ``report.md`` and the charts under ``out_dir``; return what was written.
     Without matplotlib (the ``reports`` extra) ``report.md`` is still written, without
     charts, and says so (``charts_skipped``)."""
@@ -354,6 +371,6 @@ def write_report(result, out_dir: Path, *, session_id: str | None = None) -> dic
     report = out_dir / "report.md"
     atomic_write_bytes(report, render_markdown(result, charts, chart_session,
                                                skipped).encode("utf-8"))
-    return {"dir": str(out_dir), "report": str(report),
-            "charts": [str(out_dir / f) for f in charts.values()],
-            "chart_session": chart_session, "charts_skipped": skipped}
+    return ReportFiles(dir=str(out_dir), report=str(report),
+                       charts=[str(out_dir / f) for f in charts.values()],
+                       chart_session=chart_session, charts_skipped=skipped)

@@ -11,14 +11,16 @@ and by family are sums of those rows, sorted by ``est_tokens`` (largest first), 
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from pipeline.core import sqlfiles
-from pipeline.core.errors import UsageError
+from pipeline.core.dates import day_span
 from pipeline.core.lake import Lake
 
-__all__ = ["tool_usage", "USAGE_FIELDS"]
+__all__ = ["ToolUsage", "tool_usage", "USAGE_FIELDS"]
 
 USAGE_FIELDS = ("calls", "results", "input_est_tokens", "result_est_tokens", "est_tokens",
                 "payload_bytes", "errors")
@@ -38,24 +40,35 @@ def _totals(rows: list[dict], keys: tuple[str, ...], grand: int) -> list[dict]:
     return out
 
 
-def tool_usage(lake: Lake, *, since: date | None = None, until: date | None = None) -> dict[str, Any]:
-    """Tool usage between ``since`` and ``until`` (inclusive UTC dates; None: unbounded).
+@dataclass
+class ToolUsage:
+    """What ``ctxlake report tools`` shows: the range, the totals, the rows by family and by
+    tool (largest first, with ``share``) and the daily rows (one per day, project, family and
+    tool); :meth:`to_dict` is its JSON form."""
 
-    Returns ``{"since", "until", "totals", "by_family", "by_tool", "daily"}``; ``daily`` has
-    one row per (day, project, tool_family, tool_name).
-    """
-    if since and until and since > until:
-        raise UsageError(f"--since {since} is after --until {until}")
+    since: date | None
+    until: date | None
+    totals: dict[str, int]
+    by_family: list[dict]
+    by_tool: list[dict]
+    daily: list[dict]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def tool_usage(lake: Lake, *, since: str | date | None = None, until: str | date | None = None,
+               project: str | None = None) -> ToolUsage:
+    """Tool usage between ``since`` and ``until`` (inclusive UTC dates; None: unbounded), of
+    every project or of ``project`` (its cwd) only."""
+    since, until = day_span(since, until)
     with lake.connect() as con:
         cur = con.execute(sqlfiles.load("select_tool_usage"), {"since": since, "until": until})
         daily = sqlfiles.fetch_dicts(cur)
+    if project is not None:
+        daily = [row for row in daily if row["project"] == project]
     totals = {field: sum(row[field] for row in daily) for field in USAGE_FIELDS}
     grand = totals["est_tokens"]
-    return {
-        "since": since,
-        "until": until,
-        "totals": totals,
-        "by_family": _totals(daily, ("tool_family",), grand),
-        "by_tool": _totals(daily, ("tool_family", "tool_name"), grand),
-        "daily": daily,
-    }
+    return ToolUsage(since=since, until=until, totals=totals,
+                     by_family=_totals(daily, ("tool_family",), grand),
+                     by_tool=_totals(daily, ("tool_family", "tool_name"), grand), daily=daily)

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 import pyarrow as pa
@@ -29,6 +29,9 @@ from pipeline.core.errors import UsageError
 from pipeline.core.lake import Lake, new_connection, holds_lake_lock
 from pipeline.policies.base import SessionInput
 from pipeline.policies.tail_protect import prior_for as tail_prior_for
+
+if TYPE_CHECKING:
+    from pipeline.reports.replay_report import ReportFiles
 
 __all__ = ["BASELINE", "DEFAULT_CACHE_TTL_MINUTES", "POLICY_EVAL", "REPLAY_TURNS", "PriceBook",
            "ReplayResult", "SessionFacts", "SessionReplay", "TokenPrices", "evaluate_evictions",
@@ -901,7 +904,7 @@ class ReplayResult:
     price_source: str
     estimator: str
     steps: dict[str, list[dict]] = field(default_factory=dict)
-    report: dict | None = None
+    report: ReportFiles | None = None      # what --report wrote
     replay_id: str | None = None
     settings: str | None = None            # replay_settings(): price model and cache TTL
 
@@ -912,7 +915,8 @@ class ReplayResult:
                 "sessions": self.sessions, "sessions_ignored": self.sessions_ignored,
                 "cache_ttl_minutes": self.cache_ttl_minutes, "price_model": self.price_model,
                 "price_source": self.price_source, "estimator": self.estimator,
-                "summary": self.summary, "report": self.report}
+                "summary": self.summary,
+                "report": self.report.to_dict() if self.report is not None else None}
 
 
 def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None,

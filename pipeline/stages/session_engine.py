@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -18,6 +17,7 @@ import pyarrow.compute as pc
 from pipeline.core import sqlfiles
 from pipeline.core.batching import contiguous_runs
 from pipeline.core.config import Config
+from pipeline.core.dates import parse_since
 from pipeline.core.errors import UsageError
 from pipeline.core.lake import Lake
 from pipeline.policies.base import (
@@ -40,21 +40,6 @@ PARALLEL_MIN_BYTES = 24 * 1024 * 1024  # below this, one process is faster than 
 # ---------------------------------------------------------------------------------------
 # Loading sessions from the lake
 # ---------------------------------------------------------------------------------------
-def _since_value(since: Any) -> datetime | None:
-    if since is None or since == "":
-        return None
-    if isinstance(since, datetime):
-        return since if since.tzinfo else since.replace(tzinfo=timezone.utc)
-    if isinstance(since, date):
-        return datetime(since.year, since.month, since.day, tzinfo=timezone.utc)
-    try:
-        parsed = datetime.fromisoformat(str(since))
-    except ValueError:
-        raise UsageError(f"cannot read the date '{since}'",
-                         hint="write YYYY-MM-DD (or an ISO 8601 time)") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
 @dataclass
 class SessionRow:
     session_id: str
@@ -71,7 +56,7 @@ def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str |
     first prompt is read from the loaded rows, which saves a scan of every text)."""
     with lake.connect() as con:
         rows = con.execute(sqlfiles.load("select_plan_sessions"),
-                           {"session_id": session_id, "since": _since_value(since),
+                           {"session_id": session_id, "since": parse_since(since, moment=True),
                             "session_ids": None if sessions is None else sorted(sessions)}
                            ).fetchall()
     out = []

@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipeline.core import sqlfiles
+from pipeline.core.dates import day_span
 from pipeline.core.errors import LakeNotFoundError, UsageError
 
 if TYPE_CHECKING:
@@ -98,50 +99,37 @@ BLOCK_HOURS = 5
 def resolve_timezone(name: str | None = None) -> str:
     """An IANA time zone name: ``name`` when given (validated), else the machine's zone.
 
-    The machine's zone is ``$TZ`` when it names a zone, else the target of ``/etc/localtime``
-    (``.../zoneinfo/Europe/Paris``), else ``/etc/timezone``, else ``UTC``.
+    The machine's zone is ``$TZ`` when it names a zone, else the one the system is configured
+    with as :func:`tzlocal.get_localzone_name` finds it (the ``/etc/localtime`` link,
+    ``/etc/timezone``, ...), else ``UTC`` (none configured, or conflicting configurations).
     """
     if name:
         return _checked_zone(name)
-    candidates = []
     env = os.environ.get("TZ", "").lstrip(":")
-    if env:
-        candidates.append(env)
+    if env and _is_zone(env):
+        return env
+    import tzlocal
+
     try:
-        target = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in target:
-            candidates.append(target.split("zoneinfo/", 1)[1])
-    except OSError:
-        pass
-    try:
-        candidates.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
-    except OSError:
-        pass
-    for candidate in candidates:
-        try:
-            ZoneInfo(candidate)
-            return candidate
-        except (ZoneInfoNotFoundError, ValueError):
-            continue
-    return "UTC"
+        configured = tzlocal.get_localzone_name()
+    except ZoneInfoNotFoundError:   # conflicting configurations
+        configured = None
+    return configured if configured and _is_zone(configured) else "UTC"
 
 
-def _checked_zone(name: str) -> str:
+def _is_zone(name: str) -> bool:
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _checked_zone(name: str) -> str:
+    if not _is_zone(name):
         raise UsageError(f"unknown time zone '{name}'",
-                         hint="use an IANA name such as Europe/Paris, America/New_York or UTC") from None
+                         hint="use an IANA name such as Europe/Paris, America/New_York or UTC")
     return name
-
-
-def parse_day(value: str | date | None, option: str) -> date | None:
-    if value is None or isinstance(value, date):
-        return value
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise UsageError(f"{option} must be a date YYYY-MM-DD, got '{value}'") from None
 
 
 @functools.cache
@@ -902,13 +890,6 @@ def _limit(limit: int | None) -> int | None:
     return limit
 
 
-def _dates(since, until) -> tuple[date | None, date | None]:
-    since_day, until_day = parse_day(since, "--since"), parse_day(until, "--until")
-    if since_day and until_day and since_day > until_day:
-        raise UsageError(f"--since {since_day} is after --until {until_day}")
-    return since_day, until_day
-
-
 def usage_report(lake, *, period: str, tz: str | None = None, since: str | date | None = None,
                  until: str | date | None = None, project: str | None = None,
                  breakdown: str | bool | None = None, order: str = "asc",
@@ -920,7 +901,7 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
         raise UsageError(f"unknown report period '{period}'", hint="one of: " + ", ".join(PERIODS))
     group, order, limit = _group(breakdown), _order(order), _limit(limit)
     zone = resolve_timezone(tz)
-    since_day, until_day = _dates(since, until)
+    since_day, until_day = day_span(since, until)
     overrides = _config_prices(config)
     params = {"tz": zone, "period": period, "since": since_day, "until": until_day,
               "project": project, "group": group or "model"}
@@ -1101,7 +1082,7 @@ def blocks_report(lake, *, tz: str | None = None, since=None, until=None, projec
     """The 5-hour billing blocks, with the active block's burn rate and projection."""
     order, limit = _order(order), _limit(limit)
     zone = resolve_timezone(tz)
-    since_day, until_day = _dates(since, until)
+    since_day, until_day = day_span(since, until)
     overrides = _config_prices(config)
     now = now or datetime.now(timezone.utc)
     if now.tzinfo is None:

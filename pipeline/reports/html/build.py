@@ -49,15 +49,19 @@ from dataclasses import asdict, dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 from zoneinfo import ZoneInfo
 
 from pipeline.core import sqlfiles
+from pipeline.core.dates import day_span
 from pipeline.core.errors import UsageError
 from pipeline.reports.html import svg
 from pipeline.reports.html.page import esc, page, table
 from pipeline.core.lake import Lake
 from pipeline.stages.recover import recovery_file_name
+
+if TYPE_CHECKING:
+    from pipeline.reports.report_tools import ToolUsage
 
 __all__ = ["render_html", "HtmlSummary", "session_slug", "DEFAULT_POLICY"]
 
@@ -224,7 +228,7 @@ def _usage_table(groups: list[dict], label: str) -> str:
     return table(headers, rows, numeric=range(1, len(headers)))
 
 
-def _overview(con, sessions: list[dict], tools: dict, runs: list[dict], filters: str,
+def _overview(con, sessions: list[dict], tools: ToolUsage, runs: list[dict], filters: str,
               bounds: dict, policy: str) -> bytes:
     usage = _fetch(con, "select_html_usage_groups", bounds)
     parts = ["<h1>Overview</h1>", f'<p class="muted">{esc(filters)}</p>']
@@ -262,19 +266,19 @@ def _overview(con, sessions: list[dict], tools: dict, runs: list[dict], filters:
                      + "</div>")
         parts.append(_usage_table(groups, label))
     parts.append("<h2>Tools that fill the context</h2>")
-    families = tools["by_family"]
+    families = tools.by_family
     parts.append('<div class="charts">' + svg.hbars(
         [(f["tool_family"] or "(none)", float(f["est_tokens"]),
           f"{svg.human(f['est_tokens'])} est. tok ({f['share'] * 100:.1f}%)") for f in families],
         "Estimated tokens of tool calls and results, by family") + "</div>")
     rows = [(t["tool_name"], t["tool_family"], _int(t["calls"]), _int(t["results"]),
              _int(t["input_est_tokens"]), _int(t["result_est_tokens"]), _int(t["payload_bytes"]),
-             _int(t["errors"]), f"{t['share'] * 100:.1f}%") for t in tools["by_tool"][:TOOLS_SHOWN]]
+             _int(t["errors"]), f"{t['share'] * 100:.1f}%") for t in tools.by_tool[:TOOLS_SHOWN]]
     parts.append(table(["tool", "family", "calls", "results", "input est. tokens",
                         "result est. tokens", "result bytes", "errors", "share"], rows,
                        numeric=range(2, 9)))
-    if len(tools["by_tool"]) > TOOLS_SHOWN:
-        parts.append(f'<p class="note">the {TOOLS_SHOWN} largest of {len(tools["by_tool"])} '
+    if len(tools.by_tool) > TOOLS_SHOWN:
+        parts.append(f'<p class="note">the {TOOLS_SHOWN} largest of {len(tools.by_tool)} '
                      "tools (all of them: <code>ctxlake report tools</code>)</p>")
     parts.append("<h2>Latest runs</h2>")
     rows = []
@@ -687,20 +691,20 @@ def _rows_by_session(con, session_ids: list[str] | None) -> Iterable[tuple[str, 
 
 
 def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable[str] | None = None,
-                since: date | None = None, until: date | None = None, project: str | None = None,
+                since: str | date | None = None, until: str | date | None = None,
+                project: str | None = None,
                 policy: str | None = None, tz: str | None = None) -> HtmlSummary:
     """Render the report into ``out`` (default ``<lake>/html``); see the module docstring.
 
     ``sessions``: re-render only these sessions' pages (None: all); the overview, list and
     policies pages are always rebuilt. ``tz``: the zone of the daily-log entries shown, as
     given to ``summarize`` (default: the machine's zone, as there). Returns what was written."""
-    from pipeline.reports.report_tools import _totals, tool_usage
+    from pipeline.reports.report_tools import tool_usage
     from pipeline.core.store import PayloadStore
     from pipeline.stages.usage import resolve_timezone
 
     started = time.perf_counter()
-    if since and until and since > until:
-        raise UsageError(f"--since {since} is after --until {until}")
+    since, until = day_span(since, until)
     zone = ZoneInfo(resolve_timezone(tz))
     out_dir = Path(out) if out is not None else lake.root / "html"
     if out_dir.is_symlink():
@@ -725,12 +729,7 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
                               {"sessions": sorted(by_id), "limit": PROMPTS_PER_SESSION}):
                 prompts.setdefault(row["session_id"], []).append(row["text"])
         topics = {sid: topic_of(prompts.get(sid, [])) for sid in by_id}
-        tools = tool_usage(lake, since=since, until=until)
-        if project is not None:
-            daily = [r for r in tools["daily"] if r["project"] == project]
-            grand = sum(r["est_tokens"] for r in daily)
-            tools = {"by_family": _totals(daily, ("tool_family",), grand),
-                     "by_tool": _totals(daily, ("tool_family", "tool_name"), grand)}
+        tools = tool_usage(lake, since=since, until=until, project=project)
         runs = _fetch(con, "select_html_runs", {"limit": RUNS_SHOWN})
         writer = _Writer(out_dir, summary)
         writer.folder()
