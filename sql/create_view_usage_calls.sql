@@ -30,31 +30,14 @@ prices AS (
     SELECT CAST(NULL AS DECIMAL(38, 12)) AS cache_write_1h_usd_per_mtok WHERE false
 ),
 measured AS (
-    SELECT
-        *,
-        CAST(timezone('UTC', "timestamp") AS DATE) AS utc_day,
-        CAST(timezone('UTC', "timestamp") AS TIME) AS utc_time
-    FROM usage_rows
+    SELECT * FROM usage_rows
 ),
-regimes AS (
-    -- the conditional prices of each model (one row per priority, whatever its tiers)
-    SELECT DISTINCT model, priority, start_date, time_from, time_to FROM prices
+call_times AS (
+    SELECT source_id, seq, model, "timestamp" FROM measured
 ),
 regime_of_call AS (
-    -- the price regime of each call whose condition holds; priority 0 (the first price)
-    -- always qualifies, as genai-prices falls back to it; the last active one wins
-    SELECT measured.source_id, measured.seq, regimes.priority
-    FROM measured
-    JOIN regimes
-        ON regimes.model = measured.model
-       AND (regimes.priority = 0 OR (
-                (regimes.start_date IS NULL OR measured.utc_day >= regimes.start_date)
-            AND (regimes.time_from IS NULL OR CASE
-                    WHEN regimes.time_to < regimes.time_from
-                        THEN measured.utc_time >= regimes.time_from OR measured.utc_time < regimes.time_to
-                    ELSE measured.utc_time >= regimes.time_from AND measured.utc_time < regimes.time_to
-                 END)))
-    QUALIFY row_number() OVER (PARTITION BY measured.source_id, measured.seq ORDER BY regimes.priority DESC) = 1
+    -- the price regime of each call (sql/create_macro_price_regimes.sql: the one price matcher)
+    SELECT source_id, seq, priority FROM price_regimes(call_times, prices)
 ),
 call_tiers AS (
     -- each call with every tier of its regime, and the share of each token kind in that tier:

@@ -349,12 +349,18 @@ def test_a_pure_ascii_source_gets_an_escaped_replacement(tmp_path):
     assert restore(output, store=lake.store_dir).data == source.read_bytes()
 
 
-def test_a_source_changed_since_ingest_is_left_unpruned_and_named(tmp_path):
+def two_session_lake(tmp_path) -> tuple[Lake, Path, pa.Table]:
+    """A lake of two files (a/s-1.jsonl, b/s-1.jsonl), the second one's path, and evictions
+    clearing every result of both."""
     archive = tmp_path / "archive"
     _write_session(archive / "a", _session_lines())
     other = _write_session(archive / "b", _session_lines())
     lake, _ = ingest_paths(tmp_path, archive)
-    table = hand_evictions(lake, policy="p", action="clear")
+    return lake, other, hand_evictions(lake, policy="p", action="clear")
+
+
+def test_a_source_changed_since_ingest_is_left_unpruned_and_named(tmp_path):
+    lake, other, table = two_session_lake(tmp_path)
     changed = other.read_bytes().replace(b"block one", b"block 111")
     other.write_bytes(changed)
     summary = apply_policy(lake, policy="p", evictions=table)

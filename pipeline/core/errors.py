@@ -54,6 +54,10 @@ class RecordError(CtxlakeError):
     """One source line/object cannot be read; it goes to the quarantine with this reason."""
 
 
+class UnknownFormatError(CtxlakeError):
+    """The lake records a transcript format no reader of this version knows."""
+
+
 class StoreError(CtxlakeError):
     """The payload store refused a write (symlink, different bytes, I/O error)."""
 

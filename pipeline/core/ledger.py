@@ -47,6 +47,8 @@ LEDGER = pa.schema([
 ])
 
 MARKER = ""
+# bumped when a stage's output format changes: every item is redone under the new one
+LAYOUT = 1
 
 
 class _LedgerFile:

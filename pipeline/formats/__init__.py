@@ -1,4 +1,5 @@
-"""Transcript formats: one reader module per format, chosen per file by auto-detection."""
+"""Transcript formats: one reader module per format, chosen per file by auto-detection; each
+reader class also declares where its format keeps payloads (read by apply, docs/apply.md)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.formats.base import Emitter, RecordError, content_text, dumps
+from pipeline.formats.base import (
+    Emitter, RecordError, anthropic_tool_input, anthropic_tool_result, content_text, dumps,
+)
 from pipeline.formats.openai_chat import (
     ChatReader, chat_scores, emit_tool_call, emit_tool_result, timestamp_of, usage_columns,
 )
@@ -30,6 +32,8 @@ _CALL_TYPES = {"tool_use", "server_tool_use", "mcp_tool_use"}
 
 class AnthropicMessagesReader(ChatReader):
     name = "anthropic_messages"
+    result_shapes = (anthropic_tool_result,)
+    input_shapes = (anthropic_tool_input,)
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import orjson
 import pyarrow as pa
@@ -383,12 +383,126 @@ class Emitter:
         self.rows["session_info"].append(self._prov(cols))
 
 
+# -- where payloads sit (read by apply) ----------------------------------------------------
+# A shape is a function (here, obj, call_id) -> the paths, relative to the node searched, of
+# the call's payload when ``obj`` (a dict found at ``here``) has that shape, else None.
+Shape = Callable[[tuple, dict, str], "list[tuple] | None"]
+
+
+def iter_dicts(node: Any, path: tuple = ()):
+    """(path, dict) for every object inside ``node``, depth first, in document order."""
+    stack = [(path, node)]
+    while stack:
+        here, value = stack.pop()
+        if isinstance(value, dict):
+            yield here, value
+            children = list(value.items())
+        elif isinstance(value, list):
+            children = list(enumerate(value))
+        else:
+            continue
+        for key, child in reversed(children):
+            if isinstance(child, (dict, list)):
+                stack.append((here + (key,), child))
+
+
+def find_holders(node: Any, call_id: str | None, shapes: tuple[Shape, ...]) -> list[tuple]:
+    """The paths inside ``node`` where ``shapes`` put ``call_id``'s payload (document order;
+    the first shape that fits an object wins for it)."""
+    if not call_id or not shapes:
+        return []
+    found: list[tuple] = []
+    for here, obj in iter_dicts(node):
+        for shape in shapes:
+            paths = shape(here, obj, call_id)
+            if paths is not None:
+                found += paths
+                break
+    return found
+
+
+# the shapes of the vendor APIs that several formats record
+def anthropic_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """Anthropic Messages ``{"type": "tool_result", "tool_use_id", "content"}``."""
+    if d.get("type") == "tool_result" and d.get("tool_use_id") == call_id and "content" in d:
+        return [here + ("content",)]
+    return None
+
+
+def anthropic_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """Anthropic Messages ``{"type": "tool_use", "id", "input"}``."""
+    if d.get("type") == "tool_use" and d.get("id") == call_id and "input" in d:
+        return [here + ("input",)]
+    return None
+
+
+def chat_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """OpenAI Chat ``{"role": "tool", "tool_call_id" (or SWE-agent's "tool_call_ids"), "content"}``."""
+    if d.get("role") == "tool" and "content" in d and (
+            d.get("tool_call_id") == call_id
+            or (isinstance(d.get("tool_call_ids"), list) and call_id in d["tool_call_ids"])):
+        return [here + ("content",)]
+    return None
+
+
+def chat_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """OpenAI Chat ``tool_calls[]`` entry ``{"id", "function": {"arguments"}}``."""
+    if d.get("id") == call_id and isinstance(d.get("function"), dict) \
+            and "arguments" in d["function"]:
+        return [here + ("function", "arguments")]
+    return None
+
+
+def responses_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """OpenAI Responses ``{"type": "function_call_output" | "custom_tool_call_output",
+    "call_id", "output"}``."""
+    if d.get("type") in ("function_call_output", "custom_tool_call_output") \
+            and d.get("call_id") == call_id and "output" in d:
+        return [here + ("output",)]
+    return None
+
+
+def responses_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """OpenAI Responses ``function_call{call_id, arguments}`` / ``custom_tool_call{call_id, input}``."""
+    kind = d.get("type")
+    if kind == "function_call" and d.get("call_id") == call_id and "arguments" in d:
+        return [here + ("arguments",)]
+    if kind == "custom_tool_call" and d.get("call_id") == call_id and "input" in d:
+        return [here + ("input",)]
+    return None
+
+
 class Reader:
-    """Base class of a format reader; see the module docstring for the contract."""
+    """Base class of a format reader; see the module docstring for the contract.
+
+    Apply reads where a format keeps its payloads from the class: ``result_shapes`` and
+    ``input_shapes`` (the tool results and tool-call inputs answering a call id, through
+    :meth:`result_holders` / :meth:`input_holders`), ``result_keys`` / ``input_keys`` (the
+    fields of the row's own JSON node tried after them) and :meth:`duplicate_paths` (fields
+    that hold a copy of a payload)."""
 
     name: ClassVar[str] = ""
     layout: ClassVar[str] = "jsonl"          # jsonl | document
     append_safe: ClassVar[bool] = True
+    result_shapes: ClassVar[tuple[Shape, ...]] = ()
+    input_shapes: ClassVar[tuple[Shape, ...]] = ()
+    result_keys: ClassVar[tuple[str, ...]] = ("content", "observation", "output")
+    input_keys: ClassVar[tuple[str, ...]] = ("input", "arguments", "args")
+
+    @classmethod
+    def result_holders(cls, node: Any, call_id: str | None) -> list[tuple]:
+        """Paths (relative to ``node``) of the tool-result payloads answering ``call_id``."""
+        return find_holders(node, call_id, cls.result_shapes)
+
+    @classmethod
+    def input_holders(cls, node: Any, call_id: str | None) -> list[tuple]:
+        """Paths (relative to ``node``) of ``call_id``'s input (the request side)."""
+        return find_holders(node, call_id, cls.input_shapes)
+
+    @classmethod
+    def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
+        """Fields of the line/document ``obj`` holding a copy of the payload at ``path``."""
+        return []
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.formats.base import (
-    COMMAND_WRAPPER, Emitter, Reader, RecordError, content_shape, content_text, dumps,
-    exact_int, first_json_values, tool_family,
+    COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input, anthropic_tool_result,
+    content_shape, content_text, dumps, exact_int, first_json_values, tool_family,
 )
 
 KNOWN_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot",
@@ -43,6 +43,19 @@ class ClaudeCodeReader(Reader):
     name = "claude_code"
     layout = "jsonl"
     append_safe = True
+    result_shapes = (anthropic_tool_result,)
+    input_shapes = (anthropic_tool_input,)
+
+    @classmethod
+    def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
+        """A user line with one tool_result block repeats it in ``toolUseResult``."""
+        if isinstance(obj, dict) and len(path) >= 4 and path[:2] == ("message", "content") \
+                and "toolUseResult" in obj and isinstance(obj.get("message"), dict):
+            blocks = obj["message"].get("content")
+            if isinstance(blocks, list) and sum(
+                    1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result") == 1:
+                return [("toolUseResult",)]
+        return []
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

@@ -61,7 +61,8 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, str_or_none, tool_family,
+    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, responses_tool_input,
+    responses_tool_result, str_or_none, tool_family,
 )
 
 FORMAT = "codex_cli"
@@ -140,6 +141,8 @@ def output_payload(output: Any) -> tuple[str, str, bool]:
 class CodexCliReader(Reader):
     name = "codex_cli"
     layout = "jsonl"
+    result_shapes = (responses_tool_result,)
+    input_shapes = (responses_tool_input,)
     append_safe = True
 
     @classmethod

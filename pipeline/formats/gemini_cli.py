@@ -404,9 +404,86 @@ def _looks_like_metadata(obj: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
+# Where the payloads sit (read by apply)
+# ---------------------------------------------------------------------------------------
+def _response_holders(base: tuple, response: Any) -> list[tuple]:
+    """A ``functionResponse.response`` at ``base``: its ``error`` or else its ``output`` first
+    (the payload itself), then the whole response."""
+    if isinstance(response, dict):
+        for key in ("error", "output"):
+            if key in response:
+                return [base + (key,), base]
+    return [base]
+
+
+def tool_call_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A ``toolCalls[]`` entry ``{id, name, result}``: its one functionResponse's output/error,
+    then the whole ``result`` list."""
+    if not (d.get("id") == call_id and isinstance(d.get("result"), list) and "name" in d):
+        return None
+    found: list[tuple] = []
+    responses = [(i, p["functionResponse"]) for i, p in enumerate(d["result"])
+                 if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+    if len(d["result"]) == 1 and len(responses) == 1:
+        i, fr = responses[0]
+        found += _response_holders(here + ("result", i, "functionResponse", "response"),
+                                   fr.get("response"))
+    return found + [here + ("result",)]
+
+
+def function_response(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A ``{"functionResponse": {id, response}}`` part."""
+    if isinstance(d.get("functionResponse"), dict) and d["functionResponse"].get("id") == call_id:
+        return _response_holders(here + ("functionResponse", "response"),
+                                 d["functionResponse"].get("response"))
+    return None
+
+
+def tool_call_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A ``toolCalls[]`` entry's ``args``."""
+    if d.get("id") == call_id and "args" in d and "name" in d:
+        return [here + ("args",)]
+    return None
+
+
+def function_call_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A ``{"functionCall": {id, args}}`` part's ``args``."""
+    if isinstance(d.get("functionCall"), dict) and d["functionCall"].get("id") == call_id \
+            and "args" in d["functionCall"]:
+        return [here + ("functionCall", "args")]
+    return None
+
+
+def result_display_copies(obj: Any, path: tuple) -> list[tuple]:
+    """A ``toolCalls[]`` entry on the way to ``path`` repeats its result in ``resultDisplay``."""
+    dups: list[tuple] = []
+    node = obj
+    for depth, step in enumerate(path):
+        if isinstance(node, dict) and step == "result" and node.get("resultDisplay") not in (None, "") \
+                and "id" in node and "name" in node:
+            dups.append(path[:depth] + ("resultDisplay",))
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            break
+    return dups
+
+
+class _GeminiPayloads:
+    """Where both Gemini forms keep tool payloads."""
+
+    result_shapes = (tool_call_result, function_response)
+    input_shapes = (tool_call_input, function_call_input)
+
+    @classmethod
+    def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
+        return result_display_copies(obj, path)
+
+
+# ---------------------------------------------------------------------------------------
 # Legacy whole-JSON form
 # ---------------------------------------------------------------------------------------
-class GeminiCliReader(Reader):
+class GeminiCliReader(_GeminiPayloads, Reader):
     """Legacy ``session-*.json``: one document per session (registry key ``gemini_cli``)."""
 
     name = "gemini_cli"
@@ -461,7 +538,7 @@ class Defined:
     json_path: str
 
 
-class GeminiCliJsonlReader(Reader):
+class GeminiCliJsonlReader(_GeminiPayloads, Reader):
     """``session-*.jsonl``: replayed in order, emitted at ``finish()`` (key ``gemini_cli_jsonl``)."""
 
     name = "gemini_cli_jsonl"

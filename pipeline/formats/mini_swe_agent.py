@@ -42,7 +42,8 @@ import re
 from typing import Any
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, content_text, dumps, nested_value, nonempty_str,
+    Emitter, Reader, RecordError, chat_tool_input, chat_tool_result, content_text, dumps,
+    nested_value, nonempty_str,
 )
 from pipeline.formats.openai_chat import (
     emit_tool_call, emit_tool_result, float_or_none, int_or_none, iso_from_epoch,
@@ -76,6 +77,24 @@ def _tool_error(extra: dict) -> bool:
 class MiniSweAgentReader(Reader):
     name = "mini_swe_agent"
     layout = "document"
+    result_shapes = (chat_tool_result,)
+    input_shapes = (chat_tool_input,)
+
+    @classmethod
+    def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
+        """v2: a tool message's content is repeated in its ``extra.raw_output``."""
+        node = obj
+        for step in path[:-1]:
+            try:
+                node = node[step]
+            except (KeyError, IndexError, TypeError):
+                return []
+        if path and path[-1] == "content" and isinstance(node, dict) and node.get("role") == "tool":
+            extra = node.get("extra")
+            if isinstance(extra, dict) and isinstance(extra.get("raw_output"), str) \
+                    and extra["raw_output"]:
+                return [path[:-1] + ("extra", "raw_output")]
+        return []
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

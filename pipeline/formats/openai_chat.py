@@ -42,8 +42,8 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, content_shape, content_text, dumps, first_json_values,
-    tool_family,
+    Emitter, Reader, RecordError, chat_tool_input, chat_tool_result, content_shape, content_text,
+    dumps, first_json_values, tool_family,
 )
 
 # Lines of other formats that must never be read as chat logs.
@@ -422,6 +422,8 @@ class ChatReader(Reader):
 
 class OpenAIChatReader(ChatReader):
     name = "openai_chat"
+    result_shapes = (chat_tool_result,)
+    input_shapes = (chat_tool_input,)
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

@@ -48,7 +48,8 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, content_text, dumps, nested_value, nonempty_str, tool_family,
+    Emitter, Reader, RecordError, chat_tool_input, chat_tool_result, content_text, dumps,
+    nested_value, nonempty_str, tool_family,
 )
 from pipeline.formats.openai_chat import (
     emit_tool_call, emit_tool_result, float_or_none, int_or_none, openai_tool_calls,
@@ -85,9 +86,59 @@ def action_tool(action: str) -> tuple[str, str]:
     return name, family
 
 
+def trajectory_step(obj: dict, history_index: int) -> int | None:
+    """SWE-agent: the ``trajectory`` step whose ``observation`` the history message repeats.
+
+    ``trajectory[k].observation`` is the raw output; the history message (role tool, or a user
+    message in 0.x) holds it plus a status suffix. History and trajectory are aligned in order:
+    a message pairs with the next step (skipping steps with an empty observation, looking at
+    most 3 steps ahead) whose observation starts the message's content.
+    """
+    history, trajectory = obj.get("history"), obj.get("trajectory")
+    if not isinstance(history, list) or not isinstance(trajectory, list):
+        return None
+    step = 0
+    for index, message in enumerate(history):
+        if step >= len(trajectory):
+            return None
+        if not isinstance(message, dict) or message.get("is_demo") \
+                or message.get("role") not in ("tool", "user") \
+                or not isinstance(message.get("content"), str):
+            if index == history_index:
+                return None
+            continue
+        content = message["content"]
+        for ahead in range(step, min(step + 4, len(trajectory))):
+            entry = trajectory[ahead]
+            observation = entry.get("observation") if isinstance(entry, dict) else None
+            if isinstance(observation, str) and observation.strip() \
+                    and content.startswith(observation):
+                step = ahead + 1
+                if index == history_index:
+                    return ahead
+                break
+        else:
+            if index == history_index:
+                return None
+        if index >= history_index:
+            return None
+    return None
+
+
 class SweAgentReader(Reader):
     name = "swe_agent"
     layout = "document"
+    result_shapes = (chat_tool_result,)
+    input_shapes = (chat_tool_input,)
+
+    @classmethod
+    def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
+        """A ``history`` message's content is repeated in its ``trajectory`` step's observation."""
+        if isinstance(obj, dict) and len(path) == 3 and path[0] == "history" and path[2] == "content":
+            step_no = trajectory_step(obj, path[1])
+            if step_no is not None:
+                return [("trajectory", step_no, "observation")]
+        return []
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

@@ -22,8 +22,9 @@ turns each recorded model name into a few rows of a flat table, ``model_prices``
 (conditional price, tier) with the USD per million uncached-input / cache-write / cache-read /
 output tokens and the per-request fee, each *measured by calling genai-prices itself* with
 probe usages inside that tier (so its fallbacks, e.g. "no cache-read price: cached tokens
-pay the input price", are kept exactly). SQL (``sql/create_view_usage_calls.sql``) then joins
-every call to its regime's rows and computes the cost in DECIMAL, fast and exact. One
+pay the input price", are kept exactly). One SQL macro picks each call's regime, for the usage
+reports and replay alike (``sql/create_macro_price_regimes.sql``); ``sql/create_view_usage_calls.sql``
+then joins every call to its regime's rows and computes the cost in DECIMAL, fast and exact. One
 difference from genai-prices, on purpose: a tier is applied as ccusage applies LiteLLM's
 ``*_above_200k_tokens`` prices, to each token kind on its own count (its tokens up to the
 tier's ``input_above`` at the base rate, the rest at the tier's), not to the whole call by its

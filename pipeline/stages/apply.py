@@ -25,8 +25,8 @@ import pyarrow as pa
 
 from pipeline.core import sqlfiles
 from pipeline.core.config import policy_key
-from pipeline.core.errors import CtxlakeError, StoreError, UsageError
-from pipeline.formats.base import content_text
+from pipeline.core.errors import CtxlakeError, StoreError, UnknownFormatError, UsageError
+from pipeline.formats.base import Reader, content_text
 from pipeline.text.jsonspan import SpanError, find_spans, parse_pointer, resolve
 from pipeline.core.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
 from pipeline.core.store import (
@@ -81,98 +81,18 @@ def _codec_for(value: Any, raw: bytes) -> str:
 # --------------------------------------------------------------------------------------
 # locating payloads
 # --------------------------------------------------------------------------------------
-def _iter_dicts(node: Any, path: tuple = ()):
-    """(path, dict) for every object inside ``node``, depth first, in document order."""
-    stack = [(path, node)]
-    while stack:
-        here, value = stack.pop()
-        if isinstance(value, dict):
-            yield here, value
-            children = list(value.items())
-        elif isinstance(value, list):
-            children = list(enumerate(value))
-        else:
-            continue
-        for key, child in reversed(children):
-            if isinstance(child, (dict, list)):
-                stack.append((here + (key,), child))
-
-
-def _result_holders(node: Any, call_id: str | None) -> list[tuple]:
-    """Relative paths of tool-result payloads answering ``call_id`` inside ``node``."""
-    if not call_id:
-        return []
-    found: list[tuple] = []
-    for here, d in _iter_dicts(node):
-        kind = d.get("type")
-        if kind == "tool_result" and d.get("tool_use_id") == call_id and "content" in d:
-            found.append(here + ("content",))
-        elif kind in ("function_call_output", "custom_tool_call_output") \
-                and d.get("call_id") == call_id and "output" in d:
-            found.append(here + ("output",))
-        elif d.get("role") == "tool" and "content" in d and (
-                d.get("tool_call_id") == call_id
-                or (isinstance(d.get("tool_call_ids"), list) and call_id in d["tool_call_ids"])):
-            found.append(here + ("content",))
-        elif d.get("id") == call_id and isinstance(d.get("result"), list) and "name" in d:
-            # Gemini toolCalls[] entry: one functionResponse -> its output/error, else the list
-            responses = [(i, p["functionResponse"]) for i, p in enumerate(d["result"])
-                         if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
-            if len(d["result"]) == 1 and len(responses) == 1:
-                i, fr = responses[0]
-                found += _response_holders(here + ("result", i, "functionResponse", "response"),
-                                           fr.get("response"))
-            found.append(here + ("result",))
-        elif isinstance(d.get("functionResponse"), dict) and d["functionResponse"].get("id") == call_id:
-            found += _response_holders(here + ("functionResponse", "response"),
-                                       d["functionResponse"].get("response"))
-    return found
-
-
-def _response_holders(base: tuple, response: Any) -> list[tuple]:
-    """A Gemini ``functionResponse.response`` at ``base``: its ``error`` or else its
-    ``output`` first (the payload itself), then the whole response."""
-    if isinstance(response, dict):
-        for key in ("error", "output"):
-            if key in response:
-                return [base + (key,), base]
-    return [base]
-
-
-def _input_holders(node: Any, call_id: str | None) -> list[tuple]:
-    """Relative paths of a call's input (the request side) inside ``node``."""
-    if not call_id:
-        return []
-    found: list[tuple] = []
-    for here, d in _iter_dicts(node):
-        kind = d.get("type")
-        if kind == "tool_use" and d.get("id") == call_id and "input" in d:
-            found.append(here + ("input",))
-        elif kind == "function_call" and d.get("call_id") == call_id and "arguments" in d:
-            found.append(here + ("arguments",))
-        elif kind == "custom_tool_call" and d.get("call_id") == call_id and "input" in d:
-            found.append(here + ("input",))
-        elif d.get("id") == call_id and isinstance(d.get("function"), dict) \
-                and "arguments" in d["function"]:
-            found.append(here + ("function", "arguments"))
-        elif d.get("id") == call_id and "args" in d and "name" in d:
-            found.append(here + ("args",))
-        elif isinstance(d.get("functionCall"), dict) and d["functionCall"].get("id") == call_id \
-                and "args" in d["functionCall"]:
-            found.append(here + ("functionCall", "args"))
-    return found
-
-
-def _candidates(obj: Any, ev: dict) -> list[tuple]:
-    """Absolute paths where the eviction's payload may be, most specific first."""
+def _candidates(fmt: type[Reader], obj: Any, ev: dict) -> list[tuple]:
+    """Absolute paths where the eviction's payload may be, most specific first: where the
+    file's format puts the call's payload under the row's ``json_path``, then that node's own
+    payload fields, then the node itself."""
     pointer = ev.get("json_path") or ""
     try:
         node, base = resolve(obj, parse_pointer(pointer))
     except SpanError as exc:
         raise ApplyError(f"json_path {pointer!r} not found ({exc})") from None
     is_input = ev["action"] == "clear_input"
-    holders = _input_holders(node, ev.get("call_id")) if is_input \
-        else _result_holders(node, ev.get("call_id"))
+    holders = fmt.input_holders(node, ev.get("call_id")) if is_input \
+        else fmt.result_holders(node, ev.get("call_id"))
     out = [base + rel for rel in holders]
     block_no = ev.get("block_no")
     if block_no is not None and len(out) > 1:
@@ -181,7 +101,7 @@ def _candidates(obj: Any, ev: dict) -> list[tuple]:
     if pointer and not isinstance(node, dict):
         out.append(base)
     if isinstance(node, dict):
-        keys = ("input", "arguments", "args") if is_input else ("content", "observation", "output")
+        keys = fmt.input_keys if is_input else fmt.result_keys
         out.extend(base + (key,) for key in keys if key in node)
         if pointer:
             out.append(base)
@@ -206,77 +126,6 @@ def _matching_forms(value: Any, raw: bytes, wanted: set[str]) -> dict[str, bytes
             if len(found) == len(wanted):
                 break
     return found
-
-
-def _duplicate_paths(obj: Any, path: tuple) -> list[tuple]:
-    """Fields holding a copy of the payload at ``path`` (see the module docstring)."""
-    dups: list[tuple] = []
-    if isinstance(obj, dict) and len(path) >= 4 and path[:2] == ("message", "content") \
-            and "toolUseResult" in obj and isinstance(obj.get("message"), dict):
-        blocks = obj["message"].get("content")
-        if isinstance(blocks, list):
-            results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-            if len(results) == 1:
-                dups.append(("toolUseResult",))
-    if isinstance(obj, dict) and len(path) == 3 and path[0] == "history" and path[2] == "content":
-        step_no = _trajectory_step(obj, path[1])
-        if step_no is not None:
-            dups.append(("trajectory", step_no, "observation"))
-    node = obj
-    for depth, step in enumerate(path):
-        if isinstance(node, dict):
-            if step == "result" and node.get("resultDisplay") not in (None, "") \
-                    and "id" in node and "name" in node:
-                dups.append(path[:depth] + ("resultDisplay",))
-            if step == "content" and depth == len(path) - 1 and node.get("role") == "tool":
-                extra = node.get("extra")
-                if isinstance(extra, dict) and isinstance(extra.get("raw_output"), str) \
-                        and extra["raw_output"]:
-                    dups.append(path[:depth] + ("extra", "raw_output"))
-        try:
-            node = node[step]
-        except (KeyError, IndexError, TypeError):
-            break
-    return dups
-
-
-def _trajectory_step(obj: dict, history_index: int) -> int | None:
-    """SWE-agent: the ``trajectory`` step whose ``observation`` the history message repeats.
-
-    ``trajectory[k].observation`` is the raw output; the history message (role tool, or a user
-    message in 0.x) holds it plus a status suffix. History and trajectory are aligned in order:
-    a message pairs with the next step (skipping steps with an empty observation, looking at
-    most 3 steps ahead) whose observation starts the message's content.
-    """
-    history, trajectory = obj.get("history"), obj.get("trajectory")
-    if not isinstance(history, list) or not isinstance(trajectory, list):
-        return None
-    step = 0
-    for index, message in enumerate(history):
-        if step >= len(trajectory):
-            return None
-        if not isinstance(message, dict) or message.get("is_demo") \
-                or message.get("role") not in ("tool", "user") \
-                or not isinstance(message.get("content"), str):
-            if index == history_index:
-                return None
-            continue
-        content = message["content"]
-        for ahead in range(step, min(step + 4, len(trajectory))):
-            entry = trajectory[ahead]
-            observation = entry.get("observation") if isinstance(entry, dict) else None
-            if isinstance(observation, str) and observation.strip() \
-                    and content.startswith(observation):
-                step = ahead + 1
-                if index == history_index:
-                    return ahead
-                break
-        else:
-            if index == history_index:
-                return None
-        if index >= history_index:
-            return None
-    return None
 
 
 def _locator_sha(locator: str | None) -> str | None:
@@ -324,8 +173,9 @@ def _new_value(ev: dict, original: Any, ascii_only: bool) -> tuple[bytes, Any]:
     return encode_json_string(text, ascii_only=ascii_only), text
 
 
-def rewrite_json(content: bytes, evictions: list[dict]) -> tuple[bytes, list[_Edit]]:
-    """Apply ``evictions`` to one JSON text (a JSONL line without its newline, or a document).
+def rewrite_json(fmt: type[Reader], content: bytes, evictions: list[dict]) -> tuple[bytes, list[_Edit]]:
+    """Apply ``evictions`` to one JSON text (a JSONL line without its newline, or a document)
+    of format ``fmt`` (its reader class: where its payloads sit).
 
     Returns the new text and the edits (spans of ``content``, in order). Raises ApplyError.
     """
@@ -341,7 +191,7 @@ def rewrite_json(content: bytes, evictions: list[dict]) -> tuple[bytes, list[_Ed
             raise ApplyError(f"unknown eviction action {action!r} for call {ev.get('call_id')}")
         if not isinstance(ev.get("replacement"), str):
             raise ApplyError(f"eviction of call {ev.get('call_id')} has no replacement text")
-        plan_paths[id(ev)] = _candidates(obj, ev)
+        plan_paths[id(ev)] = _candidates(fmt, obj, ev)
         if not plan_paths[id(ev)]:
             raise ApplyError(f"no {'input' if action == 'clear_input' else 'tool result'} "
                              f"for call {ev.get('call_id')!r} here")
@@ -350,7 +200,7 @@ def rewrite_json(content: bytes, evictions: list[dict]) -> tuple[bytes, list[_Ed
         if ev["action"] in RESULT_ACTIONS:
             for path in plan_paths[id(ev)]:
                 if path not in dup_map:
-                    dup_map[path] = _duplicate_paths(obj, path)
+                    dup_map[path] = fmt.duplicate_paths(obj, path)
     every = sorted({p for paths in plan_paths.values() for p in paths}
                    | {d for dups in dup_map.values() for d in dups})
     try:
@@ -427,13 +277,18 @@ def rewrite_json(content: bytes, evictions: list[dict]) -> tuple[bytes, list[_Ed
 # --------------------------------------------------------------------------------------
 # one file
 # --------------------------------------------------------------------------------------
-def _layout(fmt: str | None, path: str) -> str:
+def format_of(source: dict) -> type[Reader]:
+    """The reader class of the format ingest recorded for ``source`` (its layout and where its
+    payloads sit). Raises UnknownFormatError: a format is never guessed from the bytes."""
     from pipeline.formats import READERS
 
-    cls = READERS.get(fmt or "")
-    if cls is not None:
-        return cls.layout
-    return "jsonl" if path.endswith(".jsonl") else "document"
+    cls = READERS.get(source.get("format") or "")
+    if cls is None:
+        raise UnknownFormatError(
+            f"the lake records the format {source.get('format')!r} for this file, which is not "
+            f"a known format ({', '.join(sorted(READERS))})", path=source.get("path"),
+            hint="run `ctxlake ingest` again with this version of ctxlake")
+    return cls
 
 
 @dataclasses.dataclass
@@ -442,8 +297,8 @@ class _Rewrite:
     edits: list             # (at_out, new_len, original_bytes, value, locator_sha, locator_bytes)
 
 
-def _rewrite_file(data: bytes, layout: str, evictions: list[dict]) -> _Rewrite:
-    """Output pieces and absolute edits for one file's bytes."""
+def _rewrite_file(data: bytes, fmt: type[Reader], evictions: list[dict]) -> _Rewrite:
+    """Output pieces and absolute edits for one file's bytes, in format ``fmt``."""
     view = memoryview(data)
     pieces: list = []
     edits: list = []
@@ -453,7 +308,7 @@ def _rewrite_file(data: bytes, layout: str, evictions: list[dict]) -> _Rewrite:
     def emit_unit(start: int, end: int, unit_evictions: list[dict]) -> None:
         nonlocal out_pos, cursor
         content_start = start + (len(BOM) if start == 0 and data.startswith(BOM) else 0)
-        new, unit_edits = rewrite_json(bytes(view[content_start:end]), unit_evictions)
+        new, unit_edits = rewrite_json(fmt, bytes(view[content_start:end]), unit_evictions)
         if not unit_edits:
             return
         pieces.append(view[cursor:content_start])
@@ -470,7 +325,7 @@ def _rewrite_file(data: bytes, layout: str, evictions: list[dict]) -> _Rewrite:
         pieces.append(new)
         cursor = end
 
-    if layout == "document":
+    if fmt.layout == "document":
         end = len(data)
         emit_unit(0, end, evictions)
     else:
@@ -844,20 +699,23 @@ def _prepare_one(source: dict, evictions: list[dict], store: PayloadStore, targe
         outcome.fail("missing", f"cannot read the source: {exc.strerror or exc}")
         return None
     summary.bytes_before += len(data)
-    layout = _layout(source["format"], path)
     original_sha = sha256_hex(data)
     pieces: list = [data]
     entries: list[list] = []
     if evictions:
         try:
-            if not _fresh(data, original_sha, source, layout):
+            fmt = format_of(source)
+            if not _fresh(data, original_sha, source, fmt.layout):
                 raise ApplyError("the source changed since it was ingested",
                                  hint="run `ctxlake ingest` and `ctxlake plan` again")
-            rewrite = _rewrite_file(data, layout, evictions)
+            rewrite = _rewrite_file(data, fmt, evictions)
             if rewrite.edits:
                 entries = _store_edits(store, rewrite)
                 pieces = rewrite.pieces
                 outcome.replaced = len(rewrite.edits)
+        except UnknownFormatError as exc:
+            outcome.fail("format", f"{exc.message} (output left unpruned)")
+            pieces, entries = [data], []
         except ApplyError as exc:
             outcome.fail("stale" if "changed since" in exc.message else "plan",
                          f"{exc} (output left unpruned)")

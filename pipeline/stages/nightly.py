@@ -40,12 +40,11 @@ from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
 from pipeline.stages.engine import resolve as resolve_engine
 from pipeline.core.lake import Lake
-from pipeline.core.ledger import (ItemResult, Ledger, Owed, Runner, Stage, StageReport, fingerprint,
-                             pending)
+from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Owed, Runner, Stage, StageReport,
+                                  fingerprint, pending)
+from pipeline.stages.flags import stage_settings as flags_stage_settings
 
 DEFAULT_POLICIES = ("payload_prune+microcompact",)
-# bumped when a stage's output format changes: every item is redone under the new one
-LAYOUT = 1
 
 Progress = Callable[[str], Callable[[int, int], None] | None]
 
@@ -144,7 +143,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
     new imports none of them)."""
     config = settings.config
     patterns = list(config.ignore_patterns)
-    flags_settings = {"ignore_patterns": patterns, "layout": LAYOUT}
+    flags_settings = flags_stage_settings(patterns)
     roots = config.memory_roots()
     correlate_settings = {"roots": repr(roots), "home": os.path.expanduser("~"), "layout": LAYOUT}
 

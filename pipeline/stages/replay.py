@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -154,9 +155,10 @@ PriceLookup = Callable[[str | None, int, int | None], "TokenPrices | None"]
 
 
 class PriceBook:
-    """Per-token prices from :func:`pipeline.reports.prices.model_price_table` (genai-prices), matched
-    the way ``sql/create_view_usage_calls.sql`` matches them: the tier by the call's total
-    input, the last active conditional price by its UTC time (the base price without a time).
+    """Per-token prices from :func:`pipeline.reports.prices.model_price_table` (genai-prices):
+    the regime (conditional price) of a call matched by the usage reports' own rule, the
+    ``price_regimes`` macro (``sql/create_macro_price_regimes.sql``), then the tier of that
+    regime holding the call's total input.
 
     ``price_model``: price every call as this model instead of the recorded one.
     """
@@ -171,14 +173,19 @@ class PriceBook:
         self.price_model = price_model
         self.source = PRICE_SOURCE
         self._rows: dict[str, list[tuple]] = {}
+        self._tables: dict[str, pa.Table] = {}
+        self._regimes: dict[tuple[str, int | None], int | None] = {}
+        self._cons: dict[int, Any] = {}     # per process id: its DuckDB connection
 
     def _model_rows(self, model: str) -> list[tuple]:
+        """(priority, input above, input up to, prices) of each priced tier of ``model``."""
         rows = self._rows.get(model)
         if rows is None:
             from pipeline.reports.prices import model_price_table
 
+            table = model_price_table([model])
             rows = []
-            for r in model_price_table([model]).to_pylist():
+            for r in table.to_pylist():
                 if r["input_usd_per_mtok"] is None:
                     continue
                 prices = TokenPrices(*(float(r[k] or 0) / (1 if k == "request_usd" else 1e6)
@@ -186,37 +193,71 @@ class PriceBook:
                                                  "cache_write_usd_per_mtok",
                                                  "cache_read_usd_per_mtok",
                                                  "output_usd_per_mtok")))
-                rows.append((r["priority"], r["input_above"], r["input_upto"], r["start_date"],
-                             r["time_from"], r["time_to"], prices))
+                rows.append((r["priority"], r["input_above"], r["input_upto"], prices))
             self._rows[model] = rows
+            self._tables[model] = table.filter(pc.is_valid(table.column("input_usd_per_mtok")))
         return rows
+
+    def prepare(self, calls: Iterable[tuple[str | None, int | None]]) -> None:
+        """Match the regimes of these (recorded model, time in µs) calls in one query (only
+        models with conditional prices need one)."""
+        wanted = []
+        for model, ts_us in calls:
+            model = self.price_model or model
+            if model and (model, ts_us) not in self._regimes \
+                    and len({row[0] for row in self._model_rows(model)}) > 1:
+                wanted.append((model, ts_us))
+        wanted = sorted(set(wanted), key=lambda c: (c[0], -1 if c[1] is None else c[1]))
+        if not wanted:
+            return
+        calls_table = pa.table({
+            "call_no": pa.array(range(len(wanted)), pa.int64()),
+            "model": pa.array([m for m, _ in wanted], pa.string()),
+            "timestamp": pa.array([t for _, t in wanted], pa.timestamp("us", tz="UTC"))})
+        prices_table = pa.concat_tables([self._tables[m] for m in sorted({m for m, _ in wanted})])
+        con = self._connection()
+        con.register("replay_calls", calls_table)
+        con.register("replay_prices", prices_table)
+        try:
+            found = dict(con.execute(sqlfiles.load("select_replay_price_regimes")).fetchall())
+        finally:
+            con.unregister("replay_calls")
+            con.unregister("replay_prices")
+        for call_no, call in enumerate(wanted):
+            self._regimes[call] = found.get(call_no)
+
+    def _connection(self):
+        """This process's in-memory DuckDB holding the macro (a forked worker opens its own)."""
+        con = self._cons.get(os.getpid())
+        if con is None:     # (a parent's connection is left untouched: never used after a fork)
+            import duckdb
+
+            con = duckdb.connect()
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute(sqlfiles.load("create_macro_price_regimes"))
+            self._cons[os.getpid()] = con
+        return con
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_cons": {}}
 
     def __call__(self, model: str | None, total_input: int, ts_us: int | None) -> TokenPrices | None:
         model = self.price_model or model
         if not model:
             return None
         rows = self._model_rows(model)
-        if len(rows) == 1:
-            return rows[0][6]
-        when = None if ts_us is None else datetime.fromtimestamp(ts_us / 1e6, tz=timezone.utc)
-        best = None
-        for priority, above, upto, start, t_from, t_to, prices in rows:
-            if not (total_input > above and (upto is None or total_input <= upto)):
-                continue
-            if priority != 0:
-                if when is None:
-                    continue
-                if start is not None and when.date() < start:
-                    continue
-                if t_from is not None:
-                    now = when.time()
-                    inside = (now >= t_from or now < t_to) if t_to < t_from \
-                        else (t_from <= now < t_to)
-                    if not inside:
-                        continue
-            if best is None or priority > best[0]:
-                best = (priority, prices)
-        return best[1] if best else None
+        if len(rows) <= 1:
+            return rows[0][3] if rows else None
+        if len({row[0] for row in rows}) == 1:
+            priority = rows[0][0]
+        else:
+            if (model, ts_us) not in self._regimes:
+                self.prepare([(model, ts_us)])
+            priority = self._regimes[(model, ts_us)]
+        for row_priority, above, upto, prices in rows:
+            if row_priority == priority and total_input > above and (upto is None or total_input <= upto):
+                return prices
+        return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -352,6 +393,9 @@ class _Session:
             default = self.facts.session_model
         self.model = default
         self.turn_models = [m or default for m in turn_models]
+        prepare = getattr(prices, "prepare", None)
+        if prepare is not None:     # a PriceBook matches the turns' price regimes in one query
+            prepare(zip(self.turn_models, self.turn_ts))
         # the transcript's own recorded clears: (at_seq, position, delta), under every policy
         self.recorded = [(at, bisect.bisect_left(seqs, item), delta, False)
                          for at, item, delta in view._events]

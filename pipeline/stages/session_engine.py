@@ -23,7 +23,7 @@ from pipeline.core.lake import Lake
 from pipeline.policies.base import (
     SessionInfo, SessionInput, slice_lists, table_lists,
 )
-from pipeline.stages.flags import first_prompt_matches
+from pipeline.stages.flags import session_verdicts
 
 __all__ = ["ChunkRun", "LoadedSessions", "SessionRow", "iter_session_inputs", "kept_rows",
            "list_sessions", "load_session_input", "load_sessions", "memory_classifier",
@@ -83,7 +83,7 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
                   con=None, all_sessions: bool = False) -> LoadedSessions:
     """The rows of ``rows``' sessions: one ordered scan per table, then (vectorised) inline
     sidechain rows dropped; each session's first prompt and ``ignore_patterns`` verdict are
-    the flags stage's (:func:`pipeline.stages.flags.first_prompt_matches`).
+    the flags stage's (:func:`pipeline.stages.flags.session_verdicts`).
 
     Inline sidechain rows are those with ``is_sidechain`` in a session that also has main-chain
     rows; a session made only of sidechain rows is a sub-agent's own (kept whole).
@@ -99,8 +99,9 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
         read_paths: dict[str, list[tuple]] = {}
         for row in con.execute(sqlfiles.load("select_session_read_paths"), params).fetchall():
             read_paths.setdefault(row[0], []).append(row)
-        first = first_prompt_matches(con, (config or Config()).compiled_ignore_patterns(),
-                                     params["session_ids"])
+        config = config or Config()
+        first = session_verdicts(lake, con, config.ignore_patterns,
+                                 config.compiled_ignore_patterns(), params["session_ids"])
     finally:
         if own:
             con.close()

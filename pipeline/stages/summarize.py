@@ -281,9 +281,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         # the log figures of the sessions on the days rebuilt (all of them on a full run)
         figures = {row["session_id"]: row for row in _query(con, "select_session_log_rows", {
             "sessions": None if touched is None else considered, "costs": log_details})}
-        from pipeline.stages.flags import first_prompt_matches
-        ignored = {session_id for session_id, (_text, matched)
-                   in first_prompt_matches(con, compiled, considered).items() if matched} if compiled else set()
+        from pipeline.stages.flags import ignored_sessions
+        ignored = set(ignored_sessions(lake, con, ignore_patterns, compiled, considered))
         summary.sessions_considered = len(considered)
         summary.sessions_ignored = len(ignored)
         summary.ignored_session_ids = sorted(ignored)

@@ -213,6 +213,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
             con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
             _base_prices(con, lake.root)
             _custom_prices(con, None)
+            con.execute(sqlfiles.load("create_macro_price_regimes"))
             con.execute(sqlfiles.load("create_view_usage_calls"))
             models = {row[0] for row in con.execute(sqlfiles.load("select_usage_call_models")).fetchall()}
             _ensure_prices(con, models, None)
@@ -640,6 +641,7 @@ def usage_connection(lake, *, overrides=None, need: str = "calls") -> tuple["duc
             _base_prices(con, root)
             _custom_prices(con, overrides)
             con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
+            con.execute(sqlfiles.load("create_macro_price_regimes"))
             con.execute(sqlfiles.load("create_view_usage_calls"))
             con.execute(sqlfiles.load("create_view_usage_report_rows"))
             return con, "rows"
