@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from pipeline.stages import session_engine  # noqa: E402
+from pipeline.stages import apply, session_engine  # noqa: E402
 from pipeline.cli.commands import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
@@ -116,17 +116,21 @@ def demo_lakes(tmp_path_factory):
     write_demo_archive(tmp / "demo", size_bytes=3_000_000, seed=11)
     (tmp / "ctxlake.toml").write_text(SWEEP_CONFIG)
     outputs = {}
-    for engine, run in (("local", invoke_local), ("ray", invoke)):
-        outputs[engine] = json.loads(run(
-            "--lake", str(tmp / engine), "--engine", engine, "run", str(tmp / "demo"),
-            "--tz", "UTC", "--config", str(tmp / "ctxlake.toml"), "--json"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(apply, "ENGINE_TASK_BYTES", 512 * 1024)   # apply: several Ray tasks
+        for engine, run in (("local", invoke_local), ("ray", invoke)):
+            outputs[engine] = json.loads(run(
+                "--lake", str(tmp / engine), "--engine", engine, "run", str(tmp / "demo"),
+                "--tz", "UTC", "--config", str(tmp / "ctxlake.toml"), "--json"))
     return tmp, outputs
 
 
 def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samples(
         tmp_path, monkeypatch):
-    # small session chunks, so plan runs as several Ray tasks even on these short samples
+    # small session chunks and file runs, so plan and apply run as several Ray tasks even on
+    # these short samples
     monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 64 * 1024)
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
@@ -140,6 +144,11 @@ def test_ingest_and_run_on_ray_match_local_on_a_demo_archive(demo_lakes):
     assert local["ingest"]["records"] == other["ingest"]["records"] > 1000
     # the demo's ingest is several chunks, so several Ray tasks wrote parts
     assert len(list((tmp / "ray" / "tables" / "records").glob("2*.parquet"))) >= 2
+    # apply's counts (files, bytes, payloads stored and reused) are the local engine's
+    for name, summary in local["applied"].items():
+        assert {**summary, "seconds": 0, "out": ""} == {**other["applied"][name], "seconds": 0,
+                                                        "out": ""}
+    assert local["applied"] and all(s["files_written"] > 10 for s in other["applied"].values())
 
 
 def test_replay_sweep_on_ray_gives_the_same_rows_and_summary_as_local(demo_lakes):
@@ -188,3 +197,18 @@ def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
     chosen = engines.resolve(None, config_from_dict({"engine": "ray", "ray_address": "auto"}))
     assert isinstance(chosen, engines.RayEngine)
     assert chosen.describe() == {"engine": "ray", "ray_address": "auto"}
+
+
+def test_a_killed_ray_apply_task_is_retried_and_leaves_the_same_outputs_and_store(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 64 * 1024)
+    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
+    marker = tmp_path / "killed-once"
+    monkeypatch.setenv("CTXLAKE_CRASH_AT", "engine:apply_files")
+    monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
+    invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
+    # a Ray worker died with its files' payloads and temp outputs written; its retry wrote
+    # them again and the first attempt's temp outputs are gone
+    assert marker.exists()
+    assert_same_lake(tmp_path / "local", tmp_path / "ray")
+    assert not [p for p in (tmp_path / "ray" / "out").rglob(".ctxlake-*.tmp")]
