@@ -104,8 +104,12 @@ def _run_job(fn: Callable, shared: Any, job: Any, env: dict[str, str]) -> Any:
 # Ray's start, shared by every RayEngine of this process: ray.init runs in a thread started
 # by the first stage that resolves a Ray engine, so the instance starts (about 3 s for a new
 # local one on this box) while the driver lists and loads its first jobs
+# (the thread then stays, parked, until the instance is shut down: the processes ray.init
+# starts die with the thread that started them, PR_SET_PDEATHSIG)
 _START: dict[str, Any] = {"thread": None, "error": None, "owned": False}
 _START_LOCK = threading.Lock()
+_READY = threading.Event()     # ray.init returned (or failed)
+_STOP = threading.Event()      # the instance is shut down: the start thread may end
 
 
 def _init_ray(address: str | None) -> None:
@@ -113,7 +117,8 @@ def _init_ray(address: str | None) -> None:
     try:
         import ray
 
-        if ray.is_initialized():
+        if ray.is_initialized():      # this process's own ray.init (tests, notebooks)
+            _READY.set()
             return
         # no address: a new local instance (ray.init() alone would join one found running);
         # no dashboard (its API server still starts: Ray needs it), no worker logs forwarded
@@ -128,6 +133,10 @@ def _init_ray(address: str | None) -> None:
         _START["warming"] = [warm.remote() for _ in range(max(1, min(cpus, 256)))]
     except BaseException as exc:   # re-raised in the thread that needs Ray
         _START["error"] = exc
+        _READY.set()
+        return
+    _READY.set()
+    _STOP.wait()
 
 
 def start_ray(address: str | None) -> None:
@@ -135,8 +144,10 @@ def start_ray(address: str | None) -> None:
     background, once per process; :func:`wait_for_ray` waits for it."""
     with _START_LOCK:
         thread = _START["thread"]
-        if thread is None or (not thread.is_alive() and _START["error"] is None
+        if thread is None or (_READY.is_set() and _START["error"] is None
                               and not _ray_initialized()):
+            _READY.clear()
+            _STOP.clear()
             thread = threading.Thread(target=_init_ray, args=(address,), daemon=True,
                                       name="ctxlake-ray-init")
             _START["thread"] = thread
@@ -149,15 +160,14 @@ def _ray_initialized() -> bool:
 
 
 def starting_ray() -> bool:
-    """True while the start thread runs (the process must not fork then)."""
-    thread = _START["thread"]
-    return thread is not None and thread.is_alive()
+    """True while ray.init runs in the start thread (the process must not fork then)."""
+    return _START["thread"] is not None and not _READY.is_set()
 
 
 def wait_for_ray(address: str | None):
     """The ``ray`` module, initialised (started by :func:`start_ray` if nobody did)."""
     start_ray(address)
-    _START["thread"].join()
+    _READY.wait()
     error = _START["error"]
     if error is not None:
         _START["error"] = None
@@ -186,6 +196,7 @@ def shutdown_owned_instance() -> None:
     if node is not None and isinstance(getattr(node, "all_processes", None), dict):
         node.kill_all_processes = lambda *args, **kwargs: _stop_together(node.all_processes)
     module.shutdown()
+    _STOP.set()
 
 
 def _stop_together(all_processes: dict) -> None:
