@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,44 @@ def test_a_killed_ray_apply_task_is_retried_and_leaves_the_same_outputs_and_stor
     assert marker.exists()
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
     assert not [p for p in (tmp_path / "ray" / "out").rglob(".ctxlake-*.tmp")]
+
+
+def _processes_under(folder: Path) -> list[str]:
+    """Command lines of the running processes that name ``folder`` (a Ray instance's)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(folder) in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_a_command_that_starts_its_own_ray_instance_runs_on_it_and_stops_it_at_exit(tmp_path):
+    import tempfile
+
+    invoke_local("--lake", str(tmp_path / "lake"), "run", str(REAL), "--tz", "UTC")
+    local = json.loads(invoke_local("--lake", str(tmp_path / "lake"), "replay", "--policy",
+                                    "microcompact", "--json"))
+    # a short folder of its own for the instance (Ray's socket paths must stay short), so
+    # its processes can be told from any other instance on the box
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ctxr", dir="/tmp"))
+    try:
+        other = json.loads(invoke_local(
+            "--lake", str(tmp_path / "lake"), "--engine", "ray", "replay", "--policy",
+            "microcompact", "--json", env={"RAY_TMPDIR": str(ray_tmp)}))
+        # it did start an instance there (ray.init in the start thread), and none of its
+        # processes outlived the command
+        assert list(ray_tmp.glob("ray/session_2*"))
+        for _ in range(100):          # workers notice their raylet's end within moments
+            if not _processes_under(ray_tmp):
+                break
+            time.sleep(0.1)
+        assert _processes_under(ray_tmp) == []
+    finally:
+        subprocess.run(["rm", "-rf", str(ray_tmp)], check=False)
+    assert other == local
