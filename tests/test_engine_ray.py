@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from pipeline.stages import apply, session_engine  # noqa: E402
+from pipeline.stages import apply, recover, session_engine  # noqa: E402
 from pipeline.cli.commands import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
@@ -106,6 +106,7 @@ def assert_same_lake(local: Path, other: Path) -> None:
     assert local_files == other_files
     assert any(name.startswith("out/") for name in local_files)
     assert any(name.startswith("derived/plans/") for name in local_files)
+    assert any(name.startswith("summaries/recovery/") for name in local_files)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +133,8 @@ def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samp
     # these short samples
     monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
     monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 64 * 1024)
+    # and summarize's recovery documents as Ray tasks too (12 sessions)
+    monkeypatch.setattr(recover, "PARALLEL_MIN_DOCUMENTS", 4)
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
