@@ -173,24 +173,27 @@ def test_replay_sweep_on_ray_gives_the_same_rows_and_summary_as_local(demo_lakes
         assert local == other
 
 
-def test_a_killed_ray_ingest_task_is_retried_and_leaves_the_same_lake(tmp_path, monkeypatch):
+def run_with_one_ray_task_killed(tmp_path: Path, monkeypatch, point: str) -> None:
+    """``run`` on the real samples, locally, then on Ray with the first Ray worker to pass the
+    crash point ``point`` SIGKILLed there (its task is retried by Ray)."""
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     marker = tmp_path / "killed-once"
-    monkeypatch.setenv("CTXLAKE_CRASH_AT", "ingest:chunk")
+    monkeypatch.setenv("CTXLAKE_CRASH_AT", point)
     monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
-    assert marker.exists()          # a Ray worker died after writing its parts
+    assert marker.exists()          # a Ray worker did die there
+
+
+def test_a_killed_ray_ingest_task_is_retried_and_leaves_the_same_lake(tmp_path, monkeypatch):
+    # the worker dies after writing its parts
+    run_with_one_ray_task_killed(tmp_path, monkeypatch, "ingest:chunk")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
 
 
 def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path, monkeypatch):
+    # the worker dies with a planned chunk in hand
     monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
-    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
-    marker = tmp_path / "killed-once"
-    monkeypatch.setenv("CTXLAKE_CRASH_AT", "engine:session_chunk")
-    monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
-    invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
-    assert marker.exists()          # a Ray worker died with a planned chunk in hand
+    run_with_one_ray_task_killed(tmp_path, monkeypatch, "engine:session_chunk")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
 
 
@@ -205,15 +208,10 @@ def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
 
 def test_a_killed_ray_apply_task_is_retried_and_leaves_the_same_outputs_and_store(
         tmp_path, monkeypatch):
-    monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 64 * 1024)
-    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
-    marker = tmp_path / "killed-once"
-    monkeypatch.setenv("CTXLAKE_CRASH_AT", "engine:apply_files")
-    monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
-    invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
-    # a Ray worker died with its files' payloads and temp outputs written; its retry wrote
+    # the worker dies with its files' payloads and temp outputs written; its retry writes
     # them again and the first attempt's temp outputs are gone
-    assert marker.exists()
+    monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 64 * 1024)
+    run_with_one_ray_task_killed(tmp_path, monkeypatch, "engine:apply_files")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
     assert not [p for p in (tmp_path / "ray" / "out").rglob(".ctxlake-*.tmp")]
 
