@@ -1,16 +1,20 @@
 """Where the per-unit work of a stage runs: this machine's process pool (``local``) or Ray.
 
-Two seams take an engine: ingest's file chunks (:func:`pipeline.stages.ingest.ingest`, one
-``process_chunk`` job per chunk) and the session chunks of plan and replay
-(:func:`pipeline.stages.session_engine.run_session_chunks`). Everything else (discovery, the commit of
-``sources.parquet``, the derived files, the lock) stays on the driver, so a run's tables and
-outputs are the same bytes whichever engine did the work.
+The seams that take an engine: ingest's file chunks (:func:`pipeline.stages.ingest.ingest`, one
+``process_chunk`` job per chunk), the session chunks of plan and replay
+(:func:`pipeline.stages.session_engine.run_session_chunks`), apply's runs of files
+(:func:`pipeline.stages.apply.apply_policy`: read, store, write the temp outputs) and
+summarize's recovery documents (:func:`pipeline.stages.recover.render_documents`). Everything
+else (discovery, the commit of ``sources.parquet``, claiming and renaming the outputs, the
+derived files, the lock) stays on the driver, so a run's tables and outputs are the same bytes
+whichever engine did the work.
 
 - ``local`` (the default): forked process pools, exactly as before this module existed.
 - ``ray``: each job becomes a Ray task (``max_retries``: a task whose worker dies is run
   again; every job is idempotent: ingest parts have deterministic names written by rename,
-  session chunks are pure). ``address``: None starts a local Ray instance on first use
-  (``ray.init()``), ``auto`` joins the running cluster, ``ray://host:10001`` a remote one.
+  session chunks are pure). ``address``: None starts a local Ray instance (``ray.init`` in a
+  background thread as soon as a stage resolves the engine, stopped at exit), ``auto`` joins
+  the running cluster, ``ray://host:10001`` a remote one.
   Ray workers read the archive and write parts under the lake root themselves, so on a
   cluster both paths must be the same shared filesystem on every node.
 
