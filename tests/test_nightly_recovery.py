@@ -410,3 +410,33 @@ def test_status_shows_the_lake_its_runs_and_what_each_stage_owes(tmp_path):
     later = json.loads(CliRunner().invoke(cli, ["--lake", str(lake_root), "status", "--tz",
                                                 "Asia/Tokyo", "--json"]).output)
     assert later["pending"]["summarize"]["full"] is True
+
+
+def test_a_temporary_file_a_killed_holder_left_in_the_summaries_is_collected_by_the_next_run(tmp_path):
+    archive = copy_real(tmp_path, "codex/codex_session.jsonl")
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    assert (lake_root / ".lock").read_text().endswith(" finished")
+    left = lake_root / "summaries" / "sessions" / ".2025-12-10.md.k3j2.tmp"
+    left.write_text("half a log")
+    (lake_root / ".lock").write_text("pid 4242")     # what a holder killed with -9 leaves
+    _night(lake_root, archive)
+    assert not left.exists()
+
+
+def test_after_a_clean_run_the_next_one_does_not_walk_the_summaries_for_temporary_files(tmp_path, monkeypatch):
+    archive = copy_real(tmp_path, "codex/codex_session.jsonl")
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    walked = []
+    real_walk = os.walk
+
+    def spy(top, *args, **kwargs):
+        for dirpath, dirnames, names in real_walk(top, *args, **kwargs):
+            walked.append(Path(dirpath).relative_to(lake_root).as_posix())
+            yield dirpath, dirnames, names
+
+    monkeypatch.setattr(os, "walk", spy)
+    _night(lake_root, archive)
+    assert "tables" in walked and "derived" in walked
+    assert not [d for d in walked if d.startswith(("summaries", "store", "out"))]

@@ -60,6 +60,10 @@ _VIEWS: dict[str, tuple[tuple, "duckdb.DuckDBPyConnection"]] = {}
 _HELD: dict[str, int] = {}
 # the open lock files behind _HELD (a forked worker lets go of its copies)
 _HANDLES: dict[str, object] = {}
+# the lock file's last words when its holder finished without an exception (a killed or
+# failed holder leaves "pid N" only): the next holder then knows no temporary file was left
+CLEAN_EXIT = "finished"
+_LEFT_CLEAN: dict[str, bool] = {}
 # derived tables written per session are split into this many files by session id
 DERIVED_BUCKETS = 16
 TEMP_NAME = re.compile(r"^\..+\.tmp$")
@@ -469,16 +473,26 @@ class Lake:
                     path=str(self.root),
                     hint="wait for it to finish; only one nightly run per lake at a time") from None
             handle.seek(0)
+            _LEFT_CLEAN[key] = handle.read().rstrip().endswith(CLEAN_EXIT)
+            handle.seek(0)
             handle.truncate()
             handle.write(f"pid {os.getpid()}")
             handle.flush()
             _HELD[key] = 1
             _HANDLES[key] = handle
+            finished = False
             try:
                 yield
+                finished = True
             finally:
                 _HELD.pop(key, None)
                 _HANDLES.pop(key, None)
+                if finished:   # no exception, not killed: it left no temporary file behind
+                    with contextlib.suppress(OSError):
+                        handle.seek(0)
+                        handle.truncate()
+                        handle.write(f"pid {os.getpid()} {CLEAN_EXIT}")
+                        handle.flush()
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle, fcntl.LOCK_UN)
@@ -548,11 +562,22 @@ class Lake:
                     removed += 1
         return removed
 
+    def left_clean(self) -> bool:
+        """Whether the lock's previous holder finished without an exception (called under
+        the lock). A lake made before this was recorded counts as not clean."""
+        return _LEFT_CLEAN.get(os.path.realpath(self.root), False)
+
     def remove_temps(self) -> int:
         """Delete the temporary files (``.<name>.<random>.tmp``) a killed run left anywhere in
-        the lake (the payload store and output folders collect their own). Returns the count."""
+        the lake (the payload store and output folders collect their own). Returns the count.
+
+        When the lock's previous holder finished cleanly, only the folders other processes
+        write into (tables, derived: a Ray task retried after a kill) are looked at, not the
+        thousands of summaries: a night with nothing new does not walk the whole lake."""
         removed = 0
         skip = {self.store_dir, self.root / "out"}
+        if self.left_clean():
+            skip |= {self.summaries_dir}
         for dirpath, dirnames, names in os.walk(self.root):
             dirnames[:] = [d for d in dirnames if Path(dirpath, d) not in skip]
             for name in names:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.crash import crash_point
@@ -46,8 +47,39 @@ LEDGER = pa.schema([
 ])
 
 MARKER = ""
-# rows of each ledger file version read in this process (table id -> (table, rows))
-_ROWS: dict[int, tuple[pa.Table, dict[str, dict]]] = {}
+
+
+class _LedgerFile:
+    """One version of a stage's ledger file as read in this process. The checks a night with
+    nothing new makes (the marker, whether every item is done, each item's detail) read
+    columns; the rows as dicts are made only for a stage that owes something."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self._rows: dict[str, dict] | None = None
+        self._details: dict[str, str | None] | None = None
+        markers = table.filter(pc.equal(table.column("item"), MARKER)).to_pylist()
+        self.marker: dict | None = markers[0] if markers else None
+        self.all_done = pc.sum(pc.not_equal(table.column("status"), "done")).as_py() in (None, 0)
+
+    @property
+    def rows(self) -> dict[str, dict]:
+        if self._rows is None:
+            self._rows = {row["item"]: row for row in self.table.to_pylist()}
+        return self._rows
+
+    @property
+    def details(self) -> dict[str, str | None]:
+        """Item -> its detail (JSON text), the marker left out."""
+        if self._details is None:
+            self._details = dict(zip(self.table.column("item").to_pylist(),
+                                     self.table.column("detail").to_pylist()))
+            self._details.pop(MARKER, None)
+        return self._details
+
+
+# each ledger file version read in this process (table id -> its reading)
+_FILES: dict[int, _LedgerFile] = {}
 
 
 def fingerprint(value: Any) -> str:
@@ -122,7 +154,8 @@ class Stage:
     ``inputs()``: every current item and its input fingerprint. ``work(owed, commit)`` does
     ``owed.todo`` (all items when ``owed.full``) and removes ``owed.removed``, calling
     ``commit({item: ItemResult})`` as batches finish; it returns the stage's own summary.
-    ``missing(rows)``: the recorded items whose outputs are gone (checked every run).
+    ``missing(details)``: of the recorded items (item -> detail JSON), those whose outputs
+    are gone (checked every run).
     ``upstream``: the stages whose results this one reads. Their markers fold into this
     stage's lake state, and, when ``same_items`` (both keyed by session), an item's input
     fingerprint includes its upstream rows, so an item an upstream stage redid (or that failed
@@ -132,7 +165,7 @@ class Stage:
     settings: dict
     inputs: Callable[[], dict[str, str]]
     work: Callable[[Owed, Callable[[dict[str, ItemResult]], None]], Any]
-    missing: Callable[[dict[str, dict]], set[str]] | None = None
+    missing: Callable[[dict[str, str | None]], set[str]] | None = None
     upstream: tuple[str, ...] = ()
     same_items: bool = True
 
@@ -152,13 +185,19 @@ class Ledger:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage)
         return self.root / f"{safe}-{hashlib.sha256(stage.encode()).hexdigest()[:8]}.parquet"
 
-    def read(self, stage: str) -> dict[str, dict]:
+    def file(self, stage: str) -> _LedgerFile:
         table = read_parquet_cached(self.path(stage), LEDGER)
-        cached = _ROWS.get(id(table))
-        if cached is None or cached[0] is not table:
-            rows = {row["item"]: row for row in table.to_pylist()}
-            _ROWS[id(table)] = cached = (table, rows)
-        return dict(cached[1])
+        cached = _FILES.get(id(table))
+        if cached is None or cached.table is not table:
+            _FILES[id(table)] = cached = _LedgerFile(table)
+        return cached
+
+    def read(self, stage: str) -> dict[str, dict]:
+        """Item -> ledger row (the marker under ``MARKER``); a copy the caller may change."""
+        return dict(self.file(stage).rows)
+
+    def marker(self, stage: str) -> dict | None:
+        return self.file(stage).marker
 
     def write(self, stage: str, rows: dict[str, dict]) -> None:
         ordered = [rows[item] for item in sorted(rows)]
@@ -179,7 +218,7 @@ class Ledger:
         """The lake state as ``stage`` sees it: the sources and its upstream stages' markers."""
         markers = []
         for name in stage.upstream:
-            marker = self.read(name).get(MARKER) or {}
+            marker = self.marker(name) or {}
             markers.append([marker.get("input_fp"), marker.get("settings_fp"), marker.get("run_id")])
         return fingerprint([state, markers]) if stage.upstream else state
 
@@ -190,14 +229,15 @@ class Ledger:
         """What ``stage`` owes, or None when it owes nothing (marker current, nothing failed,
         no output missing: its inputs are not even computed)."""
         state = self.stage_state(stage, state)
-        recorded = self.read(stage.name)
+        ledger_file = self.file(stage.name)
         settings_fp = stage.settings_fp
-        marker = recorded.get(MARKER)
-        items = {k: v for k, v in recorded.items() if k != MARKER}
-        missing = stage.missing(items) if (stage.missing and check_missing and items) else set()
+        marker = ledger_file.marker
+        details = ledger_file.details
+        missing = stage.missing(details) if (stage.missing and check_missing and details) else set()
         if marker and marker["input_fp"] == state and marker["settings_fp"] == settings_fp \
-                and not missing and all(r["status"] == "done" for r in items.values()):
+                and not missing and ledger_file.all_done:
             return None
+        items = {k: v for k, v in ledger_file.rows.items() if k != MARKER}
         inputs = stage.inputs()
         upstream = self.upstream_rows(stage)
         if upstream:
@@ -243,7 +283,7 @@ class Runner:
         state = self.ledger.stage_state(stage, base)
         owed = self.ledger.owed(stage, base)
         if owed is None:
-            report.skipped = len(self.ledger.read(stage.name)) - 1
+            report.skipped = self.ledger.file(stage.name).table.num_rows - 1
             report.seconds = time.perf_counter() - started
             return report
         rows = {k: v for k, v in owed.recorded.items()}

@@ -309,17 +309,21 @@ def _centred_arrays(observations: list[Observation], with_overhead: bool,
 
 
 def fit_model_factors(observations: list[Observation], model: str, direction: str = "prompt", *,
-                      with_overhead: bool, pooled: Factors | None = None) -> Factors:
+                      with_overhead: bool, pooled: Factors | None = None,
+                      own: list[Observation] | None = None) -> Factors:
     """A model's factors: its own calls, pulled towards the factors pooled over all models
-    (``pooled``: those, when the caller has them already)."""
+    (``pooled``: those, when the caller has them already; ``own``: the model's observations,
+    in order, when the caller has them grouped already)."""
     if pooled is None:
         pooled = fit_factors(observations, direction, with_overhead=with_overhead)
     if model == ALL_MODELS:
         return pooled
     # the framing of a tool call is the model's own syntax: not borrowed from other models
     prior = tuple(0.0 if f == TOOL_CALL else p for f, p in zip(FEATURES[direction], pooled))
-    return fit_factors([o for o in observations if o.model == model], direction,
-                       with_overhead=with_overhead, prior=prior, weights=_prior(direction)[2])
+    if own is None:
+        own = [o for o in observations if o.model == model]
+    return fit_factors(own, direction, with_overhead=with_overhead, prior=prior,
+                       weights=_prior(direction)[2])
 
 
 def thread_overhead(others: Iterable[Observation], factors: Factors) -> float | None:
@@ -447,10 +451,14 @@ def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict],
     pooled = {} if pooled is None else pooled
     if key not in pooled:
         observed = _observations(data, key)
-        pooled[key] = (observed, fit_factors(observed, key, with_overhead=True))
-    everything, pooled_factors = pooled[key]
-    observations = [o for o in everything if model == ALL_MODELS or o.model == model]
-    factors = fit_model_factors(everything, model, key, with_overhead=True, pooled=pooled_factors)
+        by_model: dict[str, list[Observation]] = defaultdict(list)
+        for o in observed:
+            by_model[o.model].append(o)
+        pooled[key] = (observed, fit_factors(observed, key, with_overhead=True), by_model)
+    everything, pooled_factors, by_model = pooled[key]
+    observations = everything if model == ALL_MODELS else by_model.get(model, [])
+    factors = fit_model_factors(everything, model, key, with_overhead=True, pooled=pooled_factors,
+                                own=observations)
     # fit_intercept and _centred, vectorised with the same floating-point operations
     intercept = (_intercept(_ThreadOverheads.of(observations, key), factors,
                             np.empty(0, dtype=np.int64)) if observations else None)
@@ -462,7 +470,7 @@ def _table_rows(data: Dataset, key: str, model: str, model_calls: list[dict],
         "intercept": None if intercept is None else round(intercept, 3),
         "n_calls": len(model_calls), "n_fit_calls": len(fitted),
         "n_sessions": len({c["group_id"] for c in model_calls}),
-        "class_tokens": int(sum(abs(v) for v in fitted[:, i].tolist())),
+        "class_tokens": int(sum(np.abs(fitted[:, i]).tolist())),   # summed in row order
         "data_until": until, "basis": basis or HEURISTIC,
     } for i, content_class in enumerate(FEATURES[key])]
 
@@ -472,11 +480,14 @@ def fit_table(calls: list[dict]) -> pa.Table:
     prompt and output on the heuristic basis, then output on the model's real basis if any
     (``*``: on every real basis in the data)."""
     data = build_dataset(calls)
-    models = sorted({c["model"] for c in calls})
+    calls_of: dict[str, list[dict]] = defaultdict(list)
+    for call in calls:
+        calls_of[call["model"]].append(call)
+    models = sorted(calls_of)
     rows: list[dict[str, Any]] = []
     pooled: dict = {}
     for model in models + [ALL_MODELS]:
-        model_calls = [c for c in calls if model == ALL_MODELS or c["model"] == model]
+        model_calls = calls if model == ALL_MODELS else calls_of[model]
         bases = (sorted(set(data.output_basis.values())) if model == ALL_MODELS
                  else [data.output_basis[model]] if model in data.output_basis else [])
         for key in [*DIRECTIONS, *(_fit_key("output", basis) for basis in bases)]:

@@ -995,6 +995,40 @@ def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str
         path == base or path.startswith(prefix) for base, prefix in bases))
 
 
+class KnownSources:
+    """The lake's ``sources`` by path, read column by column: discovery compares a few fields
+    of every file (``compared``), and only the files read again become whole rows (``row``).
+    A night with nothing new then costs a few columns, not a dict per file; ``updated`` makes
+    the new table from the old one's kept rows and the changed ones, ordered by path."""
+
+    COMPARED = ("size_bytes", "mtime_ns", "format", "ctime_ns", "inode", "held_back")
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        paths = table.column("path").to_pylist()
+        self.index = {path: i for i, path in enumerate(paths)}
+        columns = [table.column(name).to_pylist() for name in self.COMPARED]
+        self.compared = {path: dict(zip(self.COMPARED, values))
+                         for path, values in zip(paths, zip(*columns))}
+
+    def row(self, path: str) -> dict | None:
+        i = self.index.get(path)
+        return None if i is None else self.table.slice(i, 1).to_pylist()[0]
+
+    def updated(self, changed: dict[str, dict], dropped: set[str]) -> pa.Table:
+        """The table with ``changed`` rows (by path) replacing or joining the old ones and
+        the ``dropped`` paths gone; sorted by path (UTF-8 byte order is code point order)."""
+        import pyarrow.compute as pc
+
+        keep = [i for path, i in self.index.items() if path not in changed and path not in dropped]
+        parts = [self.table.take(pa.array(sorted(keep), type=pa.int64()))]
+        if changed:
+            parts.append(pa.Table.from_pylist(list(changed.values()), schema=SOURCES))
+        table = pa.concat_tables(parts)
+        order = pc.sort_indices(table, sort_keys=[("path", "ascending")])
+        return table.take(order).combine_chunks()
+
+
 def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) -> list[str]:
     """A file read with a forced ``--format`` whose records gave no message at all is most
     likely another format: one warning per such file, naming the format it looks like."""
@@ -1064,13 +1098,14 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     with lake.lock():
         lake.init()
         lake.gc_uncommitted()
-        previous = {row["path"]: row for row in lake.read_sources().to_pylist()}
-        found = discover(roots, format=format, known=previous)
+        previous = KnownSources(lake.read_sources())
+        found = discover(roots, format=format, known=previous.compared)
         summary.superseded = found.superseded
         summary.unrecognized.extend(found.unrecognized)
         summary.own_folders = found.own_folders
         todo: list[FileTask] = []
         results: list[FileResult] = []
+        unchanged: list[str] = []     # kept as they are in sources (not even made rows)
         for task in found.tasks:
             prev = task.prev
             # same size, mtime, format (a problem file has none, before and now), inode and
@@ -1079,8 +1114,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
                 and task.mtime_ns <= settled_before_ns
             if prev and task.same_file_as(prev) and not settling:
-                results.append(FileResult(task.path, prev, "unchanged"))
+                unchanged.append(task.path)
             else:
+                task.prev = previous.row(task.path)   # the whole row, for the reader
                 todo.append(task)
         total_bytes = sum(t.size for t in todo)
         n_workers = workers or os.cpu_count() or 1
@@ -1121,10 +1157,10 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             if pool is not None:
                 pool.shutdown()
         # commit: sources then runs (the run id listed in runs makes its parts visible for GC)
-        new_sources = dict(previous)
-        for path in removed_sources(previous, roots, {t.path for t in found.tasks}):
-            del new_sources[path]
-            summary.removed.append(path)
+        summary.files_unchanged = summary.files = len(unchanged)
+        dropped = set(removed_sources(previous.compared, roots, {t.path for t in found.tasks}))
+        summary.removed.extend(sorted(dropped))
+        new_sources: dict[str, dict] = {}
         for res in results:
             if res.mode in ("unrecognized", "superseded"):
                 getattr(summary, res.mode).append(res.path)
@@ -1141,10 +1177,12 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                     "reingested": "files_reingested", "unchanged": "files_unchanged",
                     "problem": "files_problem"}[res.mode]
             setattr(summary, attr, getattr(summary, attr) + 1)
-        rows = sorted(new_sources.values(), key=lambda r: r["path"])
         # commit: sources.parquet is the commit point (its run ids keep this run's parts);
-        # runs.parquet is the log, written after (a crash between the two loses a log line only)
-        write_parquet_atomic(pa.Table.from_pylist(rows, schema=SOURCES), lake.sources_path)
+        # runs.parquet is the log, written after (a crash between the two loses a log line only).
+        # Nothing read and nothing gone: sources stays as it is (a night with nothing new
+        # writes no table).
+        if new_sources or dropped:
+            write_parquet_atomic(previous.updated(new_sources, dropped), lake.sources_path)
         crash_point("ingest:committed")
         errors = sum(1 for p in summary.problems if p["severity"] == "error")
         run = dict(run_id=run_id, files=summary.files, files_skipped=summary.files_unchanged,

@@ -236,7 +236,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
         commit(_all_done(owed, lambda item: summary.placed.get(item)))
 
     stages.append((Stage("summarize", summarize_settings, inputs.sessions, summarize_work,
-                         missing=lambda rows: _missing_summaries(lake, rows),
+                         missing=lambda details: _missing_summaries(lake, details),
                          upstream=("flags",)), ("flags",)))
     stages.append(_usage_stage(lake, inputs, results))
     if config.report_html:
@@ -286,10 +286,15 @@ def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, resul
 
 
 def _detail(row: dict | None) -> dict:
-    if not row or not row.get("detail"):
+    return _parsed(row.get("detail") if row else None)
+
+
+def _parsed(detail: str | None) -> dict:
+    """A ledger row's detail (JSON text) as a dict ({} when it is none or not an object)."""
+    if not detail:
         return {}
     try:
-        value = orjson.loads(row["detail"])
+        value = orjson.loads(detail)
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
@@ -318,25 +323,25 @@ class _Listings:
         return name in names
 
 
-def _missing_outputs(rows: dict[str, dict]) -> set[str]:
+def _missing_outputs(details: dict[str, str | None]) -> set[str]:
     """Files whose pruned output is gone (or was never written)."""
     listings = _Listings()
     missing = set()
-    for item, row in rows.items():
-        output = _detail(row).get("output")
+    for item, detail in details.items():
+        output = _parsed(detail).get("output")
         if output and not listings.has(output):
             missing.add(item)
     return missing
 
 
-def _missing_summaries(lake: Lake, rows: dict[str, dict]) -> set[str]:
+def _missing_summaries(lake: Lake, details: dict[str, str | None]) -> set[str]:
     """Sessions whose daily log or recovery document is gone."""
     log_dir = str(lake.summaries_dir / "sessions")
     doc_dir = str(lake.summaries_dir / "recovery")
     listings = _Listings()
     missing = set()
-    for item, row in rows.items():
-        detail = _detail(row)
+    for item, text in details.items():
+        detail = _parsed(text)
         day, doc = detail.get("day"), detail.get("doc")
         if day and not listings.holds(log_dir, f"{day}.md"):
             missing.add(item)
