@@ -19,8 +19,18 @@ Replay runs a sweep of ``SWEEP`` (8 settings + the ``none`` baseline) and the si
 ``microcompact``; the difference gives the cost of one setting per session and per GB, used for
 the extrapolation printed at the end (50 settings over 50 GB on 1, 8 and 64 workers).
 
+``--compare-map-groups``: instead, plan (``payload_prune``) over the lake of the demo on one
+Ray instance (2 CPUs, started once, not timed) two ways, each from the lake (listing and
+loading the sessions included), ``--repeat`` rounds, median kept, and checks that both give the
+same plan rows: the engine's tasks over session chunks (``run_session_chunks``), and Ray Data
+``from_arrow(...).groupby("session_id").map_groups(..., batch_format="pyarrow")`` over one
+table holding the three session tables (a ``kind`` column tells them apart; Ray Data has one
+dataset per group-by, plan needs all three). Needs ``pip install 'ray[data]'`` (pandas).
+Writes ``bench/results/ray_map_groups.json``.
+
 Usage: ``.venv/bin/python bench/ray_bench.py [--size 200MB] [--seed 7] [--repeat 3]
-[--workdir DIR] [--quick]`` (``--quick``: 40 MB, 1 round). Writes ``bench/results/ray.json``.
+[--workdir DIR] [--quick] [--compare-map-groups]`` (``--quick``: 40 MB, 1 round). Writes
+``bench/results/ray.json``.
 """
 
 from __future__ import annotations
@@ -98,6 +108,123 @@ def _estimate(local: dict, size: int) -> dict:
     return out
 
 
+COMPARE_POLICY = "payload_prune"
+
+
+def _plan_rows_sorted(table) -> list:
+    return sorted(repr(row) for row in table.sort_by([("session_id", "ascending")]).to_pylist())
+
+
+def _plan_with_tasks(lake, config, engine):
+    """The engine's way: session chunks as Ray tasks (what ``--engine ray plan`` runs)."""
+    import functools
+
+    import pyarrow as pa
+
+    from pipeline.stages.plan import _plan_chunk
+    from pipeline.stages.session_engine import run_session_chunks
+
+    resolved = [config.resolve(COMPARE_POLICY)]
+    run = run_session_chunks(lake, config, functools.partial(_plan_chunk, policies=resolved),
+                             engine=engine)
+    return pa.concat_tables([r.plans[resolved[0].name] for r in run.results])
+
+
+def _plan_with_map_groups(lake, config):
+    """Ray Data: the driver loads the sessions as the engine does, puts the three tables in
+    one (``kind`` column; columns of the others null), groups it by session and plans each
+    group in ``map_groups`` (pyarrow batches)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import ray.data
+
+    from pipeline.stages.session_engine import (
+        LoadedSessions, _slices, list_sessions, load_sessions, memory_classifier,
+    )
+
+    resolved = [config.resolve(COMPARE_POLICY)]
+    rows = list_sessions(lake, config)
+    loaded = load_sessions(lake, rows, config, all_sessions=True)
+    wanted = {r.session_id: r for r in loaded.rows if r.ignored_by is None}
+    schemas = {kind: getattr(loaded, kind).schema for kind in ("messages", "calls", "results")}
+    parts = []
+    for kind, schema in schemas.items():
+        table = getattr(loaded, kind)
+        table = table.filter(pc.is_in(table.column("session_id"),
+                                      pa.array(sorted(wanted), pa.string())))
+        parts.append(table.rename_columns([c if c == "session_id" else f"{kind}.{c}"
+                                           for c in table.column_names])
+                     .append_column("kind", pa.array([kind] * table.num_rows, pa.string())))
+    combined = pa.concat_tables(parts, promote_options="default")
+    read_paths = {sid: loaded.read_paths.get(sid, []) for sid in wanted}
+
+    def plan_group(group: pa.Table) -> pa.Table:
+        from pipeline.stages.plan import PLANS_SCHEMA, _plan_chunk
+
+        sid = group.column("session_id")[0].as_py()
+        tables = {}
+        for kind, schema in schemas.items():
+            rows_of = group.filter(pc.equal(group.column("kind"), kind))
+            tables[kind] = pa.table({name: rows_of.column(name if name == "session_id"
+                                                          else f"{kind}.{name}")
+                                     for name in schema.names}).cast(schema) \
+                .sort_by([("seq", "ascending")])
+        row = wanted[sid]
+        one = LoadedSessions([row], tables["messages"], tables["calls"], tables["results"],
+                             {kind: _slices(t) for kind, t in tables.items()},
+                             {sid: read_paths[sid]} if read_paths[sid] else {})
+        result = _plan_chunk(one, [row], memory_classifier(config), None, policies=resolved)
+        return result.plans[resolved[0].name].cast(PLANS_SCHEMA)
+
+    dataset = ray.data.from_arrow(combined).groupby("session_id").map_groups(
+        plan_group, batch_format="pyarrow")
+    return pa.concat_tables(ray.get(dataset.to_arrow_refs()))
+
+
+def compare_map_groups(args, archive: Path, size: int) -> int:
+    import ray
+
+    from pipeline.core.config import load_config
+    from pipeline.core.lake import Lake
+    from pipeline.stages.engine import RayEngine
+
+    lake_root = args.workdir / "lake-compare"
+    if not (lake_root / "out").exists():
+        shutil.rmtree(lake_root, ignore_errors=True)
+        subprocess.run([*CTXLAKE, "--lake", str(lake_root), "run", str(archive), "--tz", "UTC",
+                        "--quiet"], check=True)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        lake, config = Lake(lake_root), load_config(None)
+        engine = RayEngine()
+        ways = {"tasks": lambda: _plan_with_tasks(lake, config, engine),
+                "map_groups": lambda: _plan_with_map_groups(lake, config)}
+        seconds: dict[str, list[float]] = {name: [] for name in ways}
+        rows: dict[str, list] = {}
+        for name, way in ways.items():      # one untimed round: workers started, imports done
+            rows[name] = _plan_rows_sorted(way())
+        same = rows["tasks"] == rows["map_groups"]
+        for index in range(max(args.repeat, 1)):
+            for name, way in ways.items():
+                started = time.perf_counter()
+                way()
+                seconds[name].append(round(time.perf_counter() - started, 3))
+                print(f"round {index + 1} {name:<10} {seconds[name][-1]:6.2f} s", flush=True)
+    finally:
+        ray.shutdown()
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    faster = min(medians, key=medians.get)
+    print(f"plan ({COMPARE_POLICY}, {len(rows['tasks'])} plan rows, same rows: {same}): tasks "
+          f"{medians['tasks']:.2f} s, map_groups {medians['map_groups']:.2f} s "
+          f"(x{medians['map_groups'] / medians['tasks']:.2f}); faster: {faster}")
+    write_result(RESULTS / "ray_map_groups.json", {
+        "machine": machine_info(load_average=os.getloadavg()), "archive_bytes": size,
+        "seed": args.seed, "repeat": args.repeat, "policy": COMPARE_POLICY,
+        "plan_rows": len(rows["tasks"]), "same_rows": same, "seconds": seconds,
+        "medians": medians, "faster": faster})
+    return 0 if same else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="200MB")
@@ -105,11 +232,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxlake-bench-ray"))
     parser.add_argument("--quick", action="store_true", help="40 MB, one round")
+    parser.add_argument("--compare-map-groups", action="store_true",
+                        help="plan as Ray tasks vs Ray Data map_groups (needs ray[data])")
     args = parser.parse_args()
     size = parse_size("40MB" if args.quick else args.size)
     repeat = 1 if args.quick else args.repeat
     args.workdir.mkdir(parents=True, exist_ok=True)
     archive = cached_archive(args.workdir, size, args.seed)
+    if args.compare_map_groups:
+        return compare_map_groups(args, archive, size)
     config = args.workdir / "ctxlake.toml"
     config.write_text("[sweeps]\nbench = [" + ", ".join(json.dumps(s) for s in SWEEP) + "]\n")
     # the joined mode's instance: a head in the foreground (--block), ended by its pid

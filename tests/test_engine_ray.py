@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from click.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from pipeline.stages import session_engine  # noqa: E402
+from pipeline.stages import apply, recover, session_engine  # noqa: E402
 from pipeline.cli import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
@@ -105,6 +106,7 @@ def assert_same_lake(local: Path, other: Path) -> None:
     assert local_files == other_files
     assert any(name.startswith("out/") for name in local_files)
     assert any(name.startswith("derived/plans/") for name in local_files)
+    assert any(name.startswith("summaries/recovery/") for name in local_files)
 
 
 @pytest.fixture(scope="module")
@@ -116,17 +118,23 @@ def demo_lakes(tmp_path_factory):
     write_demo_archive(tmp / "demo", size_bytes=3_000_000, seed=11)
     (tmp / "ctxlake.toml").write_text(SWEEP_CONFIG)
     outputs = {}
-    for engine, run in (("local", invoke_local), ("ray", invoke)):
-        outputs[engine] = json.loads(run(
-            "--lake", str(tmp / engine), "--engine", engine, "run", str(tmp / "demo"),
-            "--tz", "UTC", "--config", str(tmp / "ctxlake.toml"), "--json"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(apply, "ENGINE_TASK_BYTES", 512 * 1024)   # apply: several Ray tasks
+        for engine, run in (("local", invoke_local), ("ray", invoke)):
+            outputs[engine] = json.loads(run(
+                "--lake", str(tmp / engine), "--engine", engine, "run", str(tmp / "demo"),
+                "--tz", "UTC", "--config", str(tmp / "ctxlake.toml"), "--json"))
     return tmp, outputs
 
 
 def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samples(
         tmp_path, monkeypatch):
-    # small session chunks, so plan runs as several Ray tasks even on these short samples
+    # small session chunks and file runs, so plan and apply run as several Ray tasks even on
+    # these short samples
     monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 64 * 1024)
+    # and summarize's recovery documents as Ray tasks too (12 sessions)
+    monkeypatch.setattr(recover, "PARALLEL_MIN_DOCUMENTS", 4)
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
@@ -140,6 +148,11 @@ def test_ingest_and_run_on_ray_match_local_on_a_demo_archive(demo_lakes):
     assert local["ingest"]["records"] == other["ingest"]["records"] > 1000
     # the demo's ingest is several chunks, so several Ray tasks wrote parts
     assert len(list((tmp / "ray" / "tables" / "records").glob("2*.parquet"))) >= 2
+    # apply's counts (files, bytes, payloads stored and reused) are the local engine's
+    for name, summary in local["applied"].items():
+        assert {**summary, "seconds": 0, "out": ""} == {**other["applied"][name], "seconds": 0,
+                                                        "out": ""}
+    assert local["applied"] and all(s["files_written"] > 10 for s in other["applied"].values())
 
 
 def test_replay_sweep_on_ray_gives_the_same_rows_and_summary_as_local(demo_lakes):
@@ -160,24 +173,27 @@ def test_replay_sweep_on_ray_gives_the_same_rows_and_summary_as_local(demo_lakes
         assert local == other
 
 
-def test_a_killed_ray_ingest_task_is_retried_and_leaves_the_same_lake(tmp_path, monkeypatch):
+def run_with_one_ray_task_killed(tmp_path: Path, monkeypatch, point: str) -> None:
+    """``run`` on the real samples, locally, then on Ray with the first Ray worker to pass the
+    crash point ``point`` SIGKILLed there (its task is retried by Ray)."""
     invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
     marker = tmp_path / "killed-once"
-    monkeypatch.setenv("CTXLAKE_CRASH_AT", "ingest:chunk")
+    monkeypatch.setenv("CTXLAKE_CRASH_AT", point)
     monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
-    assert marker.exists()          # a Ray worker died after writing its parts
+    assert marker.exists()          # a Ray worker did die there
+
+
+def test_a_killed_ray_ingest_task_is_retried_and_leaves_the_same_lake(tmp_path, monkeypatch):
+    # the worker dies after writing its parts
+    run_with_one_ray_task_killed(tmp_path, monkeypatch, "ingest:chunk")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
 
 
 def test_a_killed_ray_session_task_is_retried_and_leaves_the_same_plans(tmp_path, monkeypatch):
+    # the worker dies with a planned chunk in hand
     monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)
-    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
-    marker = tmp_path / "killed-once"
-    monkeypatch.setenv("CTXLAKE_CRASH_AT", "engine:session_chunk")
-    monkeypatch.setenv("CTXLAKE_CRASH_ONCE", str(marker))
-    invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
-    assert marker.exists()          # a Ray worker died with a planned chunk in hand
+    run_with_one_ray_task_killed(tmp_path, monkeypatch, "engine:session_chunk")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
 
 
@@ -188,3 +204,54 @@ def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
     chosen = engines.resolve(None, config_from_dict({"engine": "ray", "ray_address": "auto"}))
     assert isinstance(chosen, engines.RayEngine)
     assert chosen.describe() == {"engine": "ray", "ray_address": "auto"}
+
+
+def test_a_killed_ray_apply_task_is_retried_and_leaves_the_same_outputs_and_store(
+        tmp_path, monkeypatch):
+    # the worker dies with its files' payloads and temp outputs written; its retry writes
+    # them again and the first attempt's temp outputs are gone
+    monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 64 * 1024)
+    run_with_one_ray_task_killed(tmp_path, monkeypatch, "engine:apply_files")
+    assert_same_lake(tmp_path / "local", tmp_path / "ray")
+    assert not [p for p in (tmp_path / "ray" / "out").rglob(".ctxlake-*.tmp")]
+
+
+def _processes_under(folder: Path) -> list[str]:
+    """Command lines of the running processes that name ``folder`` (a Ray instance's)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(folder) in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_a_command_that_starts_its_own_ray_instance_runs_on_it_and_stops_it_at_exit(tmp_path):
+    import tempfile
+
+    invoke_local("--lake", str(tmp_path / "lake"), "run", str(REAL), "--tz", "UTC")
+    local = json.loads(invoke_local("--lake", str(tmp_path / "lake"), "replay", "--policy",
+                                    "microcompact", "--json"))
+    # a short folder of its own for the instance (Ray's socket paths must stay short), so
+    # its processes can be told from any other instance on the box
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ctxr", dir="/tmp"))
+    try:
+        other = json.loads(invoke_local(
+            "--lake", str(tmp_path / "lake"), "--engine", "ray", "replay", "--policy",
+            "microcompact", "--json", env={"RAY_TMPDIR": str(ray_tmp)}))
+        # it did start an instance there (ray.init in the start thread), and none of its
+        # processes outlived the command
+        assert list(ray_tmp.glob("ray/session_2*"))
+        for _ in range(100):          # workers notice their raylet's end within moments
+            if not _processes_under(ray_tmp):
+                break
+            time.sleep(0.1)
+        assert _processes_under(ray_tmp) == []
+    finally:
+        subprocess.run(["rm", "-rf", str(ray_tmp)], check=False)
+    assert other == local

@@ -210,7 +210,8 @@ def _shared_options(group: click.Group) -> None:
                    "stderr and the exit code says what happened.")
 @click.option("--engine", "engine_name", type=click.Choice(["local", "ray"]), default=None,
               envvar="CTXLAKE_ENGINE",
-              help="Where ingest, plan and replay run their units: local process pools "
+              help="Where ingest, plan, apply, replay and the recovery documents run "
+                   "their units: local process pools "
                    "(default) or Ray tasks (the ctxlake[ray] extra; default: the config's "
                    "engine, else local).")
 @click.option("--ray-address", default=None, envvar="CTXLAKE_RAY_ADDRESS",

@@ -18,12 +18,13 @@ import re
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import pyarrow as pa
 
 from pipeline.core import sqlfiles
+from pipeline.core.batching import contiguous_runs
 from pipeline.core.config import policy_key
 from pipeline.core.errors import CtxlakeError, StoreError, UnknownFormatError, UsageError
 from pipeline.formats.base import Reader, content_text
@@ -528,7 +529,7 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
                  session_id: str | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  evictions: pa.Table | None = None,
-                 source_ids: Iterable[str] | None = None) -> ApplySummary:
+                 source_ids: Iterable[str] | None = None, engine: Any = None) -> ApplySummary:
     """Write the pruned mirror of the archive for ``policy`` under ``<out>/<policy>/``.
 
     ``out`` defaults to ``<lake>/out``. ``evictions`` (a table with the columns of
@@ -536,7 +537,15 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
     planned in memory. ``source_ids`` (the nightly job's owed files): only these files.
     ``summary.outputs`` tells, per file handled, its output and whether it failed. See the
     module docstring for the guarantees.
+
+    ``engine`` (:mod:`pipeline.stages.engine`; default: the activated one): with Ray, the
+    files' work (read, store the removed bytes, write the temp output) runs as tasks over
+    runs of files (:func:`_engine_outcomes`); the driver claims the outputs and commits them
+    batch by batch exactly as here, so the outputs and the store are the same bytes.
     """
+    from pipeline.stages import engine as engines
+
+    chosen = engines.resolve(engine)
     started = time.perf_counter()
     policy = _policy_name(policy)
     out_root = Path(out) if out is not None else lake.root / "out"
@@ -593,9 +602,15 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
                     outcome.count(summary)
                 pending.clear()
 
-            for source in files:
-                outcome = _prepare_one(source, by_source.get(source["source_id"], []), store,
-                                       target_root, taken, summary, sources_real)
+            remote = {"stored": 0, "reused": 0, "bytes_added": 0}
+            if engines.is_local(chosen):
+                prepared = ((source, _prepare_one(source, by_source.get(source["source_id"], []),
+                                                  store, target_root, taken, summary, sources_real))
+                            for source in files)
+            else:
+                prepared = _engine_outcomes(chosen, lake.root, files, by_source, target_root,
+                                            taken, summary, sources_real, remote)
+            for source, outcome in prepared:
                 summary.outputs[source["source_id"]] = {
                     "output": None if outcome is None else str(outcome.output),
                     "path": source["path"]}
@@ -611,9 +626,9 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
                 if progress:
                     progress(done, total)
             flush()
-            summary.payloads_stored = store.stored
-            summary.payloads_reused = store.reused
-            summary.store_bytes_added = store.bytes_added
+            summary.payloads_stored = store.stored + remote["stored"]
+            summary.payloads_reused = store.reused + remote["reused"]
+            summary.store_bytes_added = store.bytes_added + remote["bytes_added"]
     summary.files_failed = len({(p["path"], p["output"]) for p in summary.problems})
     failed_paths = {p["path"] for p in summary.problems}
     for entry in summary.outputs.values():
@@ -673,6 +688,16 @@ def _prepare_one(source: dict, evictions: list[dict], store: PayloadStore, targe
                  sources_real: set[str] = frozenset()) -> _Outcome | None:
     """Store what the file's plan removes, then write its output to a temp file (or find the
     output already up to date). None when the file has no output at all."""
+    outcome = _claim_output(source, evictions, target_root, taken, summary, sources_real)
+    return None if outcome is None else _write_one(source, evictions, store, outcome)
+
+
+def _claim_output(source: dict, evictions: list[dict], target_root: Path,
+                  taken: dict[Path, str], summary: ApplySummary,
+                  sources_real: set[str] = frozenset()) -> _Outcome | None:
+    """The file's output path, checked (inside the output folder, not taken by an earlier
+    file, no symlink, not a source): its outcome, or None when it gets no output. Done on the
+    driver, in file order (the first file claiming an output wins)."""
     path = source["path"]
     sessions = sorted({e["session_id"] for e in evictions if e.get("session_id")})
     rel = Path(source["rel_path"] or Path(path).name)
@@ -691,6 +716,14 @@ def _prepare_one(source: dict, evictions: list[dict], store: PayloadStore, targe
     if unsafe is not None:
         outcome.fail("unsafe", unsafe)
         return None
+    return outcome
+
+
+def _write_one(source: dict, evictions: list[dict], store: PayloadStore,
+               outcome: _Outcome) -> _Outcome | None:
+    """The claimed file's work: read it, store what its plan removes, write the output's temp
+    file (or find the output up to date). Runs on the driver or in an engine's task."""
+    path, output, summary = source["path"], outcome.output, outcome.summary
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -750,3 +783,95 @@ def _prepare_one(source: dict, evictions: list[dict], store: PayloadStore, targe
         outcome.fail("write", f"cannot write the output: {exc.strerror or exc}")
         return None
     return outcome
+
+
+# --------------------------------------------------------------------------------------
+# the files' work on an engine (Ray tasks)
+# --------------------------------------------------------------------------------------
+ENGINE_TASK_BYTES = 16 * 1024 * 1024   # source bytes per engine task
+_TEMP_OF = re.compile(r"^\.ctxlake-(.*)\.[0-9a-f]{12}\.tmp$")
+
+
+def _engine_outcomes(chosen: Any, lake_root: Path, files: list[dict],
+                     by_source: dict[str, list[dict]], target_root: Path,
+                     taken: dict[Path, str], summary: ApplySummary, sources_real: set[str],
+                     counts: dict[str, int]) -> Iterator[tuple[dict, _Outcome | None]]:
+    """``(source, outcome)`` in file order, as the local loop makes them, the files' work done
+    by ``chosen.map`` over runs of about ``ENGINE_TASK_BYTES`` of sources.
+
+    The driver claims every output first (file order decides collisions); each task writes
+    the store entries and temp outputs of its files and makes them durable on its node
+    (``syncfs``) before it returns; the caller commits them. The tasks' store counts are added
+    to ``counts``. A killed task is run again by the engine: its store writes are found
+    identical, and the temp outputs it left behind are removed here."""
+    claimed = [(source, _claim_output(source, by_source.get(source["source_id"], []),
+                                      target_root, taken, summary, sources_real))
+               for source in files]
+    work = [(source, outcome) for source, outcome in claimed if outcome is not None]
+    runs = contiguous_runs(work, lambda item: item[0]["size_bytes"] or 0, ENGINE_TASK_BYTES)
+    jobs = [[(source, by_source.get(source["source_id"], []), outcome.path, outcome.output,
+              outcome.sessions) for source, outcome in run] for run in runs]
+    parts = chosen.map(_engine_files, jobs, shared=(str(lake_root), str(target_root)))
+
+    def done() -> Iterator[_Outcome | None]:
+        for job, (outcomes, task) in zip(jobs, parts):
+            summary.problems.extend(task.problems)
+            summary.bytes_before += task.bytes_before
+            for name in counts:
+                counts[name] += task.store[name]
+            _remove_stray_temps([entry[3] for entry in job],
+                                {o.tmp for o in outcomes if o is not None and o.tmp is not None})
+            for outcome in outcomes:
+                if outcome is not None:
+                    outcome.summary = summary
+                yield outcome
+
+    results = done()
+    for source, outcome in claimed:
+        yield source, (None if outcome is None else next(results))
+
+
+@dataclasses.dataclass
+class _TaskReport:
+    problems: list[dict]
+    bytes_before: int
+    store: dict[str, int]
+
+
+def _engine_files(shared: tuple[str, str], job: list[tuple]) -> tuple[list, _TaskReport]:
+    """Body of an engine task: :func:`_write_one` for each claimed file of ``job``, with a
+    store of its own; the outcomes (temp outputs to commit) and what the task counted."""
+    from pipeline.core.crash import crash_point as named_crash_point
+
+    lake_root, target_root = shared
+    local = ApplySummary(policy="", out=target_root)
+    with PayloadStore.for_lake(lake_root, fsync_each=False) as store:
+        outcomes = [_write_one(source, evictions, store, _Outcome(path, output, sessions, local))
+                    for source, evictions, path, output, sessions in job]
+        sync_filesystems([store.root, Path(target_root)])
+        report = _TaskReport(local.problems, local.bytes_before,
+                             {"stored": store.stored, "reused": store.reused,
+                              "bytes_added": store.bytes_added})
+    named_crash_point("engine:apply_files")   # files written, not reported yet (kill tests)
+    for outcome in outcomes:
+        if outcome is not None:
+            outcome.summary = None     # the driver's summary is put back on arrival
+    return outcomes, report
+
+
+def _remove_stray_temps(outputs: list[Path], keep: set[Path]) -> None:
+    """Temp outputs of ``outputs`` other than ``keep``: left by a killed attempt of the task
+    (the lake lock is held, and each output belongs to one file, hence to one task)."""
+    names: dict[Path, set[str]] = {}
+    for output in outputs:
+        names.setdefault(output.parent, set()).add(output.name)
+    for folder, wanted in names.items():
+        try:
+            entries = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in entries:
+            match = _TEMP_OF.match(name)
+            if match and match.group(1) in wanted and folder / name not in keep:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(folder / name)

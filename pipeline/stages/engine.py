@@ -1,16 +1,20 @@
 """Where the per-unit work of a stage runs: this machine's process pool (``local``) or Ray.
 
-Two seams take an engine: ingest's file chunks (:func:`pipeline.stages.ingest.ingest`, one
-``process_chunk`` job per chunk) and the session chunks of plan and replay
-(:func:`pipeline.stages.session_engine.run_session_chunks`). Everything else (discovery, the commit of
-``sources.parquet``, the derived files, the lock) stays on the driver, so a run's tables and
-outputs are the same bytes whichever engine did the work.
+The seams that take an engine: ingest's file chunks (:func:`pipeline.stages.ingest.ingest`, one
+``process_chunk`` job per chunk), the session chunks of plan and replay
+(:func:`pipeline.stages.session_engine.run_session_chunks`), apply's runs of files
+(:func:`pipeline.stages.apply.apply_policy`: read, store, write the temp outputs) and
+summarize's recovery documents (:func:`pipeline.stages.recover.render_documents`). Everything
+else (discovery, the commit of ``sources.parquet``, claiming and renaming the outputs, the
+derived files, the lock) stays on the driver, so a run's tables and outputs are the same bytes
+whichever engine did the work.
 
 - ``local`` (the default): forked process pools, exactly as before this module existed.
 - ``ray``: each job becomes a Ray task (``max_retries``: a task whose worker dies is run
   again; every job is idempotent: ingest parts have deterministic names written by rename,
-  session chunks are pure). ``address``: None starts a local Ray instance on first use
-  (``ray.init()``), ``auto`` joins the running cluster, ``ray://host:10001`` a remote one.
+  session chunks are pure). ``address``: None starts a local Ray instance (``ray.init`` in a
+  background thread as soon as a stage resolves the engine, stopped at exit), ``auto`` joins
+  the running cluster, ``ray://host:10001`` a remote one.
   Ray workers read the archive and write parts under the lake root themselves, so on a
   cluster both paths must be the same shared filesystem on every node.
 
@@ -22,12 +26,16 @@ pass ``engine=`` or activate one themselves. Ray is the optional extra ``ctxlake
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import importlib.util
 import os
 import re
+import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -71,6 +79,7 @@ class LocalEngine(Engine):
 
 def _warm_worker() -> None:
     """Import what the jobs run (a Ray worker is a fresh interpreter, not a fork)."""
+    import pipeline.stages.apply  # noqa: F401
     import pipeline.stages.ingest  # noqa: F401
     import pipeline.stages.plan  # noqa: F401
     import pipeline.stages.session_engine  # noqa: F401
@@ -96,11 +105,126 @@ def _run_job(fn: Callable, shared: Any, job: Any, env: dict[str, str]) -> Any:
                 os.environ[name] = value
 
 
+# Ray's start, shared by every RayEngine of this process: ray.init runs in a thread started
+# by the first stage that resolves a Ray engine, so the instance starts (about 3 s for a new
+# local one on this box) while the driver lists and loads its first jobs
+# (the thread then stays, parked, until the instance is shut down: the processes ray.init
+# starts die with the thread that started them, PR_SET_PDEATHSIG)
+_START: dict[str, Any] = {"thread": None, "error": None, "owned": False}
+_START_LOCK = threading.Lock()
+_READY = threading.Event()     # ray.init returned (or failed)
+_STOP = threading.Event()      # the instance is shut down: the start thread may end
+
+
+def _init_ray(address: str | None) -> None:
+    """Body of the start thread: ``ray.init`` with what a batch job needs and no more."""
+    try:
+        import ray
+
+        if ray.is_initialized():      # this process's own ray.init (tests, notebooks)
+            _READY.set()
+            return
+        # no address: a new local instance (ray.init() alone would join one found running);
+        # no dashboard (its API server still starts: Ray needs it), no worker logs forwarded
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
+        if address in (None, "", "local"):
+            _START["owned"] = True
+            atexit.register(shutdown_owned_instance)
+        # one import task per CPU, not waited for: the workers import the stages while the
+        # driver lists and loads its first jobs
+        warm = ray.remote(num_cpus=1)(_warm_worker)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        _START["warming"] = [warm.remote() for _ in range(max(1, min(cpus, 256)))]
+    except BaseException as exc:   # re-raised in the thread that needs Ray
+        _START["error"] = exc
+        _READY.set()
+        return
+    _READY.set()
+    _STOP.wait()
+
+
+def start_ray(address: str | None) -> None:
+    """Start connecting to Ray (a new local instance when ``address`` is None) in the
+    background, once per process; :func:`wait_for_ray` waits for it."""
+    with _START_LOCK:
+        thread = _START["thread"]
+        if thread is None or (_READY.is_set() and _START["error"] is None
+                              and not _ray_initialized()):
+            _READY.clear()
+            _STOP.clear()
+            thread = threading.Thread(target=_init_ray, args=(address,), daemon=True,
+                                      name="ctxlake-ray-init")
+            _START["thread"] = thread
+            thread.start()
+
+
+def _ray_initialized() -> bool:
+    module = sys.modules.get("ray")
+    return module is not None and module.is_initialized()
+
+
+def starting_ray() -> bool:
+    """True while ray.init runs in the start thread (the process must not fork then)."""
+    return _START["thread"] is not None and not _READY.is_set()
+
+
+def wait_for_ray(address: str | None):
+    """The ``ray`` module, initialised (started by :func:`start_ray` if nobody did)."""
+    start_ray(address)
+    _READY.wait()
+    error = _START["error"]
+    if error is not None:
+        _START["error"] = None
+        _START["thread"] = None     # the next use tries again
+        if isinstance(error, ConnectionError):
+            raise UsageError(f"cannot reach the Ray cluster at '{address}': {error}",
+                             hint="start one (ray start --head) or drop --ray-address "
+                                  "to start a local instance") from None
+        raise error
+    import ray
+
+    return ray
+
+
+def shutdown_owned_instance() -> None:
+    """Stop the local Ray instance this process started (at exit; Ray's own exit hook would
+    sleep 0.5 s, then stop its processes one after the other with a second of grace each):
+    the driver disconnects, then the instance's processes get SIGTERM together, and SIGKILL
+    after a second. An instance joined (``--ray-address``) is left running."""
+    module = sys.modules.get("ray")
+    if not _START["owned"] or module is None or not module.is_initialized():
+        return
+    _START["owned"] = False
+    node = getattr(getattr(module, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    if node is not None and isinstance(getattr(node, "all_processes", None), dict):
+        node.kill_all_processes = lambda *args, **kwargs: _stop_together(node.all_processes)
+    module.shutdown()
+    _STOP.set()
+
+
+def _stop_together(all_processes: dict) -> None:
+    infos = [info for infos in all_processes.values() for info in infos]
+    for info in infos:
+        if info.process.poll() is None:
+            info.process.terminate()
+    deadline = time.monotonic() + 1.0
+    for info in infos:
+        try:
+            info.process.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            info.process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                info.process.wait(timeout=5)
+    all_processes.clear()
+
+
 class RayEngine(Engine):
     """Ray tasks, one per job, at most ``num_cpus`` of them running at once per CPU.
 
-    Ray is imported and initialised on first use (``ray.init(address=...)``; when this process
-    already called ``ray.init``, that instance is used as it is)."""
+    Ray is started in the background when a stage resolves the engine (:func:`resolve`,
+    :func:`start_ray`) and waited for on first use; when this process already called
+    ``ray.init``, that instance is used as it is."""
 
     name = "ray"
 
@@ -115,27 +239,15 @@ class RayEngine(Engine):
     def describe(self) -> dict:
         return {"engine": "ray", "ray_address": self.address or "local instance"}
 
-    def _ray(self):
-        import ray
+    def prepare(self) -> None:
+        """Start Ray in the background (no wait): the stage's first jobs wait for it."""
+        start_ray(self.address)
 
-        if not ray.is_initialized():
-            # no address: a new local instance (ray.init() alone would join one found running)
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                      "address": self.address or "local"}
-            try:
-                ray.init(**kwargs)
-            except ConnectionError as exc:
-                raise UsageError(f"cannot reach the Ray cluster at '{self.address}': {exc}",
-                                 hint="start one (ray start --head) or drop --ray-address "
-                                      "to start a local instance") from None
+    def _ray(self):
+        ray = wait_for_ray(self.address)
         if self._remote is None:
             self._remote = ray.remote(max_retries=self.max_retries,
                                       retry_exceptions=False)(_run_job)
-            # one import task per CPU, not waited for: the workers start and import the
-            # stages while the driver lists and loads its first jobs
-            warm = ray.remote(num_cpus=1)(_warm_worker)
-            cpus = int(ray.cluster_resources().get("CPU", 1))
-            self._warming = [warm.remote() for _ in range(max(1, min(cpus, 256)))]
         return ray
 
     def map(self, fn: Callable[[Any], Any], jobs: Sequence[Any], *,
@@ -185,14 +297,12 @@ def current() -> Engine | None:
 def resolve(engine: Engine | None = None, config: Any = None) -> Engine:
     """The engine to use: ``engine`` when given, else the activated one, else the config's
     ``engine`` / ``ray_address``, else local."""
-    if engine is not None:
-        return engine
-    active = _ACTIVE.get()
-    if active is not None:
-        return active
-    if config is not None and getattr(config, "engine", "local") != "local":
-        return make_engine(config.engine, getattr(config, "ray_address", None))
-    return LocalEngine()
+    chosen = engine or _ACTIVE.get()
+    if chosen is None and config is not None and getattr(config, "engine", "local") != "local":
+        chosen = make_engine(config.engine, getattr(config, "ray_address", None))
+    if isinstance(chosen, RayEngine):
+        chosen.prepare()       # Ray starts while the stage does its driver-side work
+    return chosen or LocalEngine()
 
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
@@ -218,9 +328,11 @@ def is_local(engine: Engine) -> bool:
 
 
 def fork_safe() -> bool:
-    """False when this process has a live Ray connection: forking it (the local engine's
-    process pools) would copy Ray's threads mid-call and crash the child, so the local seams
-    then work in-process instead (same results, one core)."""
+    """False when this process has a live Ray connection (or is making one): forking it (the
+    local engine's process pools) would copy Ray's threads mid-call and crash the child, so
+    the local seams then work in-process instead (same results, one core)."""
+    if starting_ray():
+        return False
     module = sys.modules.get("ray")
     return module is None or not module.is_initialized()
 

@@ -200,7 +200,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
             removed = _remove_outputs(owed, target_root)
             summary = apply_policy(lake, policy=spec, out=settings.out_dir,
                                    source_ids=None if owed.full else owed.todo,
-                                   progress=progress("apply"))
+                                   progress=progress("apply"), engine=resolve_engine(None, config))
             summary.files_removed = removed
             results.setdefault("applied", {})[spec] = summary
             commit({source_id: ItemResult("failed" if out.get("failed") else "done",

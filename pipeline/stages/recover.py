@@ -948,15 +948,27 @@ def _render_slice(shared: dict, bounds: tuple[int, int]) -> list[str]:
             for _sid, evidence in shared["items"][bounds[0]:bounds[1]]]
 
 
+def _render_items(memory_ids: dict[str, str], items: list) -> list[str]:
+    """Body of an engine task (Ray): the Markdown of its own slice of the evidence."""
+    return [build_document(evidence, memory_ids).to_markdown() for _sid, evidence in items]
+
+
 def render_documents(con, session_ids: list[str], memory_ids: dict[str, str], *,
                      workers: int | None = None) -> dict[str, str]:
     """The Markdown of :func:`build_documents`, for the summarize stage: the evidence is
     read here, the documents are built over a forked pool of ``workers`` (default: up to 2)
-    when there are many (building is pure Python, the same text whichever process made it)."""
+    when there are many (building is pure Python, the same text whichever process made it),
+    or as tasks of the activated engine (Ray; each gets its slice of the evidence)."""
     from pipeline.stages import engine as engines
 
     items = sorted(load_evidence(con, sorted(set(session_ids))).items())
     n_workers = workers or min(2, os.cpu_count() or 1)
+    chosen = engines.resolve(None)
+    if not engines.is_local(chosen) and len(items) >= PARALLEL_MIN_DOCUMENTS:
+        runs = engines.chunked(items, -(-len(items) // (4 * n_workers)))
+        texts = [text for part in chosen.map(_render_items, runs, shared=memory_ids)
+                 for text in part]
+        return {sid: text for (sid, _evidence), text in zip(items, texts)}
     if n_workers == 1 or len(items) < PARALLEL_MIN_DOCUMENTS or not engines.fork_safe():
         return {sid: build_document(evidence, memory_ids).to_markdown() for sid, evidence in items}
     step = -(-len(items) // (4 * n_workers))
