@@ -18,22 +18,38 @@ texts AS (
     SEMI JOIN wanted USING (session_id)
     WHERE kind IN ('tool_use', 'tool_result')
 ),
+after_call AS (
+    -- a call's result: the first one with its id at or after the call in the call's file
+    -- (an ASOF join: linear even where a hostile file repeats one call id thousands of times)
+    SELECT calls.source_id, calls.seq, calls.call_id, results.source_id AS result_source_id,
+           results.seq AS result_seq, results.is_error, results."timestamp" AS result_at
+    FROM calls
+    ASOF JOIN results
+        ON results.session_id = calls.session_id AND results.call_id = calls.call_id
+       AND results.source_id = calls.source_id AND calls.seq <= results.seq
+),
+first_result AS (
+    -- otherwise the first result with its id in the session (by file, then position)
+    SELECT session_id, call_id, source_id AS result_source_id, seq AS result_seq, is_error,
+           "timestamp" AS result_at
+    FROM results
+    QUALIFY row_number() OVER (PARTITION BY session_id, call_id ORDER BY source_id, seq) = 1
+),
 paired AS (
-    -- a call's result: the first one with its id at or after the call (any one otherwise)
     SELECT
         calls.*,
-        results.is_error,
-        results.source_id AS result_source_id,
-        results.seq AS result_seq,
-        results."timestamp" AS result_at
+        CASE WHEN after_call.result_seq IS NOT NULL THEN after_call.is_error
+             ELSE first_result.is_error END AS is_error,
+        coalesce(after_call.result_source_id, first_result.result_source_id) AS result_source_id,
+        coalesce(after_call.result_seq, first_result.result_seq) AS result_seq,
+        CASE WHEN after_call.result_seq IS NOT NULL THEN after_call.result_at
+             ELSE first_result.result_at END AS result_at
     FROM calls
-    LEFT JOIN results
-        ON results.session_id = calls.session_id AND results.call_id = calls.call_id
-    QUALIFY row_number() OVER (
-        PARTITION BY calls.source_id, calls.seq
-        ORDER BY (results.source_id = calls.source_id AND results.seq >= calls.seq) DESC NULLS LAST,
-                 results.source_id, results.seq
-    ) = 1
+    LEFT JOIN after_call
+        ON after_call.source_id = calls.source_id AND after_call.seq = calls.seq
+       AND after_call.call_id = calls.call_id
+    LEFT JOIN first_result
+        ON first_result.session_id = calls.session_id AND first_result.call_id = calls.call_id
 ),
 final AS (
     SELECT
