@@ -201,6 +201,14 @@ class Ledger:
     def marker(self, stage: str) -> dict | None:
         return self.file(stage).marker
 
+    def finished(self, stage: str, state: str, settings_fp: str) -> bool:
+        """Whether ``stage`` last finished completely at this lake ``state`` (as the stage
+        sees it) with these settings, and no item of it failed."""
+        ledger_file = self.file(stage)
+        marker = ledger_file.marker
+        return marker is not None and marker["input_fp"] == state \
+            and marker["settings_fp"] == settings_fp and ledger_file.all_done
+
     def write(self, stage: str, rows: dict[str, dict]) -> None:
         ordered = [rows[item] for item in sorted(rows)]
         write_parquet_atomic(pa.Table.from_pylist(ordered, schema=LEDGER), self.path(stage))
@@ -233,11 +241,9 @@ class Ledger:
         state = self.stage_state(stage, state)
         ledger_file = self.file(stage.name)
         settings_fp = stage.settings_fp
-        marker = ledger_file.marker
         details = ledger_file.details
         missing = stage.missing(details) if (stage.missing and check_missing and details) else set()
-        if marker and marker["input_fp"] == state and marker["settings_fp"] == settings_fp \
-                and not missing and ledger_file.all_done:
+        if not missing and self.finished(stage.name, state, settings_fp):
             return None
         items = {k: v for k, v in ledger_file.rows.items() if k != MARKER}
         inputs = stage.inputs()

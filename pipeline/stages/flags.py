@@ -47,11 +47,7 @@ def flags_current(lake: Lake, patterns: Iterable[str]) -> bool:
     """``session_flags`` holds the verdict of every session of the lake as it is now, for
     these patterns: the flags stage's ledger marker is of the lake's current sources and of
     these settings, and no session failed there."""
-    recorded = Ledger(lake).file(STAGE)
-    marker = recorded.marker
-    return (marker is not None and recorded.all_done
-            and marker["settings_fp"] == fingerprint(stage_settings(patterns))
-            and marker["input_fp"] == lake_state(lake))
+    return Ledger(lake).finished(STAGE, lake_state(lake), fingerprint(stage_settings(patterns)))
 
 
 def _recorded(con, session_ids) -> dict[str, str | None]:
