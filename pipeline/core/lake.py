@@ -200,7 +200,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE, fsync:
     private (0600) by default, whatever the umask.
 
     ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
-    (:func:`pipeline.core.store.sync_filesystems`) before it records them as done."""
+    (:func:`pipeline.core.store.sync_files`) before it records them as done."""
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
