@@ -37,14 +37,22 @@ def test_a_new_derived_table_is_added_to_the_views_without_making_them_all_again
     assert built == [1]
 
 
+def _write_session_flags(lake, values: dict, extra: pa.Field | None = None) -> None:
+    """One ``session_flags`` row in its placeholder's columns (plus ``extra``, if given)."""
+    with lake.connect() as con:
+        schema = con.sql("SELECT * FROM session_flags").to_arrow_table().schema
+    if extra is not None:
+        schema = schema.append(extra)
+    row = {name: None for name in schema.names} | values
+    lake.write_derived("session_flags", "all", pa.Table.from_pylist([row], schema=schema))
+
+
 def test_a_derived_table_replacing_a_placeholder_of_the_same_columns_is_read_by_the_views_above(
         tmp_path, monkeypatch):
     lake, built, sessions = _lake_counting_rebuilds(tmp_path, monkeypatch)
     with lake.connect() as con:
-        schema = con.sql("SELECT * FROM session_flags").to_arrow_table().schema
         session_id = con.execute("SELECT min(session_id) FROM sessions").fetchone()[0]
-    row = {name: None for name in schema.names} | {"session_id": session_id, "ignored": True}
-    lake.write_derived("session_flags", "all", pa.Table.from_pylist([row], schema=schema))
+    _write_session_flags(lake, {"session_id": session_id, "ignored": True})
     with lake.connect() as con:
         assert con.execute("SELECT session_id, ignored FROM session_flags").fetchall() == [
             (session_id, True)]
@@ -55,11 +63,8 @@ def test_a_derived_table_replacing_a_placeholder_of_the_same_columns_is_read_by_
 def test_a_derived_table_whose_columns_differ_from_its_placeholder_makes_every_view_again(
         tmp_path, monkeypatch):
     lake, built, sessions = _lake_counting_rebuilds(tmp_path, monkeypatch)
-    with lake.connect() as con:
-        schema = con.sql("SELECT * FROM session_flags").to_arrow_table().schema
-    schema = schema.append(pa.field("reason", pa.string()))   # a column the placeholder lacks
-    row = {name: None for name in schema.names} | {"session_id": "s1", "reason": "test"}
-    lake.write_derived("session_flags", "all", pa.Table.from_pylist([row], schema=schema))
+    # a column the placeholder lacks
+    _write_session_flags(lake, {"session_id": "s1", "reason": "test"}, pa.field("reason", pa.string()))
     with lake.connect() as con:
         assert con.execute("SELECT session_id, reason FROM session_flags").fetchall() == [
             ("s1", "test")]
