@@ -286,12 +286,12 @@ def report_blocks(obj: LakeContext, active_only, since, until, tz, project, orde
     else:
         rate, projection = active.burn_rate, active.projection
         if rate:
-            cost = "-" if rate["cost_usd_per_hour"] is None else f"${rate['cost_usd_per_hour']:,.4f}/h"
-            out.print(f"burn rate: {rate['tokens_per_minute']:,.0f} tokens/min, {cost}", markup=False)
+            cost = "-" if rate.cost_usd_per_hour is None else f"${rate.cost_usd_per_hour:,.4f}/h"
+            out.print(f"burn rate: {rate.tokens_per_minute:,.0f} tokens/min, {cost}", markup=False)
         if projection:
-            cost = "-" if projection["cost_usd"] is None else f"${projection['cost_usd']:,.4f}"
-            out.print(f"projected at block end: {projection['total_tokens']:,} tokens, {cost} "
-                      f"({projection['remaining_minutes']} min left)", markup=False)
+            cost = "-" if projection.cost_usd is None else f"${projection.cost_usd:,.4f}"
+            out.print(f"projected at block end: {projection.total_tokens:,} tokens, {cost} "
+                      f"({projection.remaining_minutes} min left)", markup=False)
     _usage_footer(out, result)
 
 
