@@ -593,8 +593,8 @@ def test_the_calibrated_estimator_meets_its_target_on_the_demo_usage(demo):
     # the recorded usage is derived from the content, so calibration against it works: every
     # model with enough scored calls is within the targets (output: small calls, some noise)
     report = estimator_report(demo[2])
-    enough = {(m["model"], m["direction"]): m["calibrated"]["median_pct"]
-              for m in report["models"] if m["n_scored"] >= 20}
+    enough = {(m.model, m.direction): m.calibrated.median_pct
+              for m in report.models if m.n_scored >= 20}
     assert {("claude-sonnet-4-5-20250929", "prompt"), ("claude-sonnet-4-5-20250929", "output"),
             ("gpt-5.1-codex-max", "prompt"), ("gpt-5.1-codex-max", "output")} <= set(enough)
     for (model, direction), median in enough.items():
