@@ -335,7 +335,7 @@ def test_an_output_path_that_resolves_into_the_archive_is_refused(tmp_path):
     summary = run_nightly([root], lake=lake, tz="UTC", workers=1, policies=(policy,),
                           out=tmp_path / "arch")
     problems = summary.applied[policy].problems
-    assert [(p["kind"], p["error"]) for p in problems] == [
+    assert [(p.kind, p.error) for p in problems] == [
         ("unsafe", f"the output {root}/claude/s.jsonl is a source file of the archive: refused, "
                    "sources are never modified")]
     after = snapshot(tmp_path, tmp_path / "lake")
@@ -355,8 +355,8 @@ def test_a_symlink_under_the_output_folder_is_refused(tmp_path):
     lake = Lake(tmp_path / "lake")
     before = snapshot(archive, lake.root)
     summary = run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(policy,), out=out)
-    assert [p["kind"] for p in summary.applied[policy].problems] == ["unsafe"]
-    assert "refusing a symlink in the output folder" in summary.applied[policy].problems[0]["error"]
+    assert [p.kind for p in summary.applied[policy].problems] == ["unsafe"]
+    assert "refusing a symlink in the output folder" in summary.applied[policy].problems[0].error
     assert snapshot(archive, lake.root) == before
     # the policy's output folder itself a symlink: its apply fails before anything is
     # written, the other stages of the night still run

@@ -46,7 +46,7 @@ def _print_nightly(summary, as_json: bool) -> None:
                   f"{applied.bytes_before:,} -> {applied.bytes_after:,} bytes, "
                   f"{len(applied.problems)} problems")
         for problem in applied.problems[:10]:
-            out.print(f"  [yellow]problem[/]: {problem['path']}: {problem['error']}")
+            out.print(f"  [yellow]problem[/]: {problem.path}: {problem.error}")
     summ = summary.summaries
     if summ:
         out.print(f"[bold]summarize[/] {summ.days_written} daily logs written, "

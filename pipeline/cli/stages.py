@@ -214,9 +214,9 @@ def _print_apply(summary, as_json: bool) -> None:
     out.print(f"store: {summary.payloads_stored:,} new payloads ({summary.store_bytes_added:,} "
               f"bytes), {summary.payloads_reused:,} already there")
     for problem in summary.problems[:20]:
-        where = problem["path"] or "(plan)"
-        sessions = f" [session {', '.join(problem['sessions'])}]" if problem["sessions"] else ""
-        out.print(f"[red]error[/]: {where}{sessions}: {problem['error']}")
+        where = problem.path or "(plan)"
+        sessions = f" [session {', '.join(problem.sessions)}]" if problem.sessions else ""
+        out.print(f"[red]error[/]: {where}{sessions}: {problem.error}")
     if len(summary.problems) > 20:
         out.print(f"... and {len(summary.problems) - 20} more (--json lists them all)")
 
@@ -312,7 +312,7 @@ def verify_command(obj: LakeContext, out_dir: Path | None, as_json: bool) -> Non
                   f"locators")
         if report.problems:
             out.print(render.table(["kind", "path", "detail"],
-                                   [(p["kind"], p["path"], p["detail"]) for p in report.problems],
+                                   [(p.kind, p.path, p.detail) for p in report.problems],
                                    max_width=80))
         else:
             out.print("ok: no problems")
