@@ -161,3 +161,20 @@ def test_typed_results_give_the_json_rows_they_replace():
                                 "started_at": "2026-12-01T03:00:00+00:00", "seconds": None,
                                 "exit_code": None, "sessions_done": None,
                                 "sessions_failed": None, "warnings": [], "stages": []}
+
+
+def test_a_quarantined_line_is_named_by_file_and_line_in_the_json_and_the_text(tmp_path):
+    archive = copy_real(tmp_path, CODEX)
+    transcript = archive / CODEX
+    n_lines = len(transcript.read_bytes().splitlines())
+    with transcript.open("ab") as handle:
+        handle.write(b"{not json\n")
+    lake = tmp_path / "lake"
+    run = json.loads(_invoke("--lake", str(lake), "run", str(archive), "--tz", "UTC",
+                             "--json").output)
+    [problem] = run["ingest"]["problems"]
+    assert set(problem) == {"byte_offset", "line_no", "path", "reason", "severity"}
+    assert (problem["path"], problem["line_no"], problem["severity"]) == (
+        str(transcript), n_lines + 1, "error")
+    text = _invoke("--lake", str(tmp_path / "lake2"), "run", str(archive), "--tz", "UTC").output
+    assert f"  warning: {transcript}:{n_lines + 1}: {problem['reason']}" in text.splitlines()

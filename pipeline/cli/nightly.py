@@ -23,9 +23,8 @@ def _print_nightly(summary, as_json: bool) -> None:
               f"{len(ing.removed)} removed); "
               f"lines {ing.lines:,} = records {ing.records:,} + quarantined "
               f"{ing.quarantined:,} + held back {ing.held_back:,}")
-    for problem in [p for p in ing.problems if p["severity"] == "error"][:10]:
-        where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
-        out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
+    for problem in [p for p in ing.problems if p.severity == "error"][:10]:
+        out.print(f"  [yellow]warning[/]: {problem.where}: {problem.reason}")
     for folder in ing.own_folders:
         out.print(f"  skipped: {folder}")
     if ing.unrecognized:

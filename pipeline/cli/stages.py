@@ -27,10 +27,9 @@ def _print_ingest(summary, as_json: bool) -> None:
                   + (" ..." if summary.files_unrecognized > 5 else ""))
     for warning in summary.warnings:
         out.print(f"[yellow]warning[/]: {warning}", highlight=False)
-    shown = [p for p in summary.problems if p["severity"] == "error"]
+    shown = [p for p in summary.problems if p.severity == "error"]
     for problem in shown[:20]:
-        where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
-        out.print(f"[yellow]warning[/]: {where}: {problem['reason']}")
+        out.print(f"[yellow]warning[/]: {problem.where}: {problem.reason}")
     if len(shown) > 20:
         out.print(f"... and {len(shown) - 20} more: ctxlake sql \"SELECT * FROM quarantine\"")
     for folder in summary.own_folders:
