@@ -116,7 +116,7 @@ def _print_demo(archive, result, lake, as_json: bool) -> None:
     out.print(f"demo archive: {archive.out} ({archive.size_bytes:,} bytes, {archive.files:,} files, "
               f"{archive.sessions:,} sessions + {archive.subagent_sessions:,} sub-agent sessions, "
               f"seed {archive.seed})")
-    out.print("formats: " + ", ".join(f"{name} {stats['files']}" for name, stats
+    out.print("formats: " + ", ".join(f"{name} {stats.files}" for name, stats
                                       in sorted(archive.formats.items())))
     if result is None:
         out.print(f"not run (--no-run): ctxlake run {archive.out}")
