@@ -369,8 +369,9 @@ def test_a_source_changed_since_ingest_is_left_unpruned_and_named(tmp_path):
     assert "changed since it was ingested" in summary.problems[0].error
     # the JSON keeps the problem's keys (apply --json, run --json)
     [problem] = summary.to_dict()["problems"]
-    assert problem == {"path": str(other), "output": str(lake.root / "out" / "p" / "b" / "s-1.jsonl"),
-                       "sessions": ["s-1"], "kind": "stale", "error": summary.problems[0].error}
+    output = str(lake.root / "out" / "p" / "b" / "s-1.jsonl")
+    assert problem == {"path": str(other), "output": output, "sessions": ["s-1"], "kind": "stale",
+                       "error": summary.problems[0].error}
     assert (lake.root / "out" / "p" / "b" / "s-1.jsonl").read_bytes() == changed
     assert CLEARED.encode() in (lake.root / "out" / "p" / "a" / "s-1.jsonl").read_bytes()
     assert (summary.files_pruned, summary.files_failed) == (1, 1)

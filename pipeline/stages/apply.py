@@ -447,7 +447,7 @@ class ApplyProblem:
     path: str | None               # the source file (None: evictions of a source not in the lake)
     output: str | None             # its output (None: none was claimed)
     sessions: list[str]
-    kind: str                      # plan | stale | collision | unsafe | missing | format | store | write
+    kind: str                      # plan stale collision unsafe missing format store write
     error: str
 
 

@@ -818,7 +818,8 @@ class EstimatorReport:
 def _summary(errors: list[float]) -> ErrorSummary:
     if not errors:
         return ErrorSummary()
-    return ErrorSummary(round(100 * _quantile(errors, 0.5), 2), round(100 * _quantile(errors, 0.9), 2))
+    return ErrorSummary(round(100 * _quantile(errors, 0.5), 2),
+                        round(100 * _quantile(errors, 0.9), 2))
 
 
 def _holdout_folds(observations: list[Observation]) -> tuple[str, list[np.ndarray]]:
