@@ -107,10 +107,10 @@ def main() -> None:
         "estimator_s": round(estimator_s, 2), "estimator_target_s": ESTIMATOR_TARGET_S,
         "estimator_within_target": estimator_s <= ESTIMATOR_TARGET_S,
         "calibrate_s": round(calibrate_s, 2), "estimator_warm_s": round(estimator_warm_s, 2),
-        "estimator_calls": estimator["n_calls"],
-        "estimator_folds": sum(r["n_sessions"] for r in estimator["models"]
-                               if r["direction"] == "prompt"
-                               and r["evaluation"] == "leave-one-session-out"),
+        "estimator_calls": estimator.n_calls,
+        "estimator_folds": sum(r.n_sessions for r in estimator.models
+                               if r.direction == "prompt"
+                               and r.evaluation == "leave-one-session-out"),
         "summarize": {k: v for k, v in summary.to_dict().items()
                       if k not in ("ignored_session_ids", "lake", "log_dir", "recovery_dir")},
         "target_s": TARGET_S, "within_target": warm_s <= TARGET_S,
@@ -135,7 +135,7 @@ def main() -> None:
     print(f"summarize (nightly stage, full): {summarize_s:.2f} s "
           f"({summary.days_written + summary.days_unchanged} days, "
           f"{summary.recovery_written + summary.recovery_unchanged} recovery documents)")
-    print(f"estimator report: {estimator_s:.2f} s for {estimator['n_calls']:,} recorded calls, "
+    print(f"estimator report: {estimator_s:.2f} s for {estimator.n_calls:,} recorded calls, "
           f"{result['estimator_folds']:,} leave-one-session-out folds (target <= "
           f"{ESTIMATOR_TARGET_S:g} s: {'OK' if result['estimator_within_target'] else 'MISSED'}); "
           f"cold (no token counts remembered)")

@@ -364,9 +364,14 @@ def test_a_source_changed_since_ingest_is_left_unpruned_and_named(tmp_path):
     changed = other.read_bytes().replace(b"block one", b"block 111")
     other.write_bytes(changed)
     summary = apply_policy(lake, policy="p", evictions=table)
-    assert [(p["path"], p["kind"], p["sessions"]) for p in summary.problems] == \
+    assert [(p.path, p.kind, p.sessions) for p in summary.problems] == \
         [(str(other), "stale", ["s-1"])]
-    assert "changed since it was ingested" in summary.problems[0]["error"]
+    assert "changed since it was ingested" in summary.problems[0].error
+    # the JSON keeps the problem's keys (apply --json, run --json)
+    [problem] = summary.to_dict()["problems"]
+    output = str(lake.root / "out" / "p" / "b" / "s-1.jsonl")
+    assert problem == {"path": str(other), "output": output, "sessions": ["s-1"], "kind": "stale",
+                       "error": summary.problems[0].error}
     assert (lake.root / "out" / "p" / "b" / "s-1.jsonl").read_bytes() == changed
     assert CLEARED.encode() in (lake.root / "out" / "p" / "a" / "s-1.jsonl").read_bytes()
     assert (summary.files_pruned, summary.files_failed) == (1, 1)
@@ -378,8 +383,8 @@ def test_a_plan_whose_payload_hash_does_not_match_is_refused(tmp_path):
     table = hand_evictions(lake, policy="p", action="clear").to_pylist()
     table[1]["payload_sha256"] = "0" * 64
     summary = apply_policy(lake, policy="p", evictions=pa.Table.from_pylist(table, schema=EVICTIONS))
-    assert [p["kind"] for p in summary.problems] == ["plan"]
-    assert "no longer matches the plan" in summary.problems[0]["error"]
+    assert [p.kind for p in summary.problems] == ["plan"]
+    assert "no longer matches the plan" in summary.problems[0].error
     output = lake.root / "out" / "p" / "proj" / "s-1.jsonl"
     assert output.read_bytes() == (tmp_path / "archive" / "proj" / "s-1.jsonl").read_bytes()
 

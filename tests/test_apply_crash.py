@@ -199,11 +199,11 @@ def test_a_full_disk_in_the_store_leaves_that_file_unpruned_and_the_rest_done(
     monkeypatch.setattr(store_module, "_write_all", full_disk_for_codex)
     summary = apply_policy(lake, policy=POLICY, out=out, evictions=crash_setup["table"])
     source = crash_setup["archive"] / "codex" / "codex_session.jsonl"
-    assert [(p["path"], p["kind"]) for p in summary.problems] == [(str(source), "store")]
+    assert [(p.path, p.kind) for p in summary.problems] == [(str(source), "store")]
     problem = summary.problems[0]
-    assert "No space left on device" in problem["error"] and "left unpruned" in problem["error"]
-    assert problem["sessions"] and problem["output"] == str(out / POLICY / "codex" /
-                                                            "codex_session.jsonl")
+    assert "No space left on device" in problem.error and "left unpruned" in problem.error
+    assert problem.sessions and problem.output == str(out / POLICY / "codex" /
+                                                      "codex_session.jsonl")
     assert (out / POLICY / "codex" / "codex_session.jsonl").read_bytes() == source.read_bytes()
     expected = crash_setup["expected"]
     for rel in SAMPLES:
@@ -231,9 +231,9 @@ def test_a_full_disk_while_writing_an_output_fails_only_that_output(crash_setup,
 
     monkeypatch.setattr(apply_module, "_write_all", full_disk_for_gemini)
     summary = apply_policy(lake, policy=POLICY, out=out, evictions=crash_setup["table"])
-    assert [(p["kind"], p["output"]) for p in summary.problems] == \
+    assert [(p.kind, p.output) for p in summary.problems] == \
         [("write", str(out / POLICY / "gemini" / "gemini_session.json"))]
-    assert "No space left" in summary.problems[0]["error"]
+    assert "No space left" in summary.problems[0].error
     assert not (out / POLICY / "gemini").exists() or \
         list((out / POLICY / "gemini").iterdir()) == []
     assert summary.files_pruned == len(SAMPLES) - 1
@@ -253,9 +253,9 @@ def test_a_read_only_output_folder_fails_only_its_files(crash_setup, monkeypatch
 
     monkeypatch.setattr(os, "open", read_only_folder)
     summary = apply_policy(lake, policy=POLICY, out=out, evictions=crash_setup["table"])
-    assert [(p["kind"], p["path"].rsplit("/", 2)[-2]) for p in summary.problems] == \
+    assert [(p.kind, p.path.rsplit("/", 2)[-2]) for p in summary.problems] == \
         [("write", "swe_agent")]
-    assert "Read-only file system" in summary.problems[0]["error"]
+    assert "Read-only file system" in summary.problems[0].error
     assert summary.files_pruned == len(SAMPLES) - 1
     assert sorted(p.name for p in (out / POLICY).iterdir()) == [".ctxlake-output", "claude_code",
                                                                 "codex", "gemini", "swe_agent"]
@@ -273,7 +273,7 @@ def test_a_chmod_read_only_output_folder_fails_only_its_files(crash_setup):
         summary = apply_policy(lake, policy=POLICY, out=out, evictions=crash_setup["table"])
     finally:
         locked.chmod(0o755)
-    assert [p["kind"] for p in summary.problems] == ["write"]
+    assert [p.kind for p in summary.problems] == ["write"]
     assert summary.files_pruned == len(SAMPLES) - 1
 
 
@@ -283,8 +283,8 @@ def test_a_symlink_planted_at_the_store_folder_leaves_every_file_unpruned(crash_
     elsewhere.mkdir()
     lake.store_dir.symlink_to(elsewhere, target_is_directory=True)
     summary = apply_policy(lake, policy=POLICY, out=out, evictions=crash_setup["table"])
-    assert sorted(p["kind"] for p in summary.problems) == ["store"] * len(SAMPLES)
-    assert all("refusing a symlink" in p["error"] for p in summary.problems)
+    assert sorted(p.kind for p in summary.problems) == ["store"] * len(SAMPLES)
+    assert all("refusing a symlink" in p.error for p in summary.problems)
     assert list(elsewhere.iterdir()) == []
     for rel in SAMPLES:   # every output is an unpruned byte copy
         assert (out / POLICY / rel).read_bytes() == (crash_setup["archive"] / rel).read_bytes()

@@ -83,9 +83,9 @@ def test_a_file_whose_recorded_format_is_unknown_is_copied_unpruned_and_named(tm
     write_parquet_atomic(sources.set_column(sources.schema.get_field_index("format"), "format",
                                             renamed), lake.sources_path)
     summary = apply_policy(Lake(lake.root), policy="p", evictions=table)
-    assert [(p["path"], p["kind"]) for p in summary.problems] == [(str(other), "format")]
-    assert "records the format 'cursor_chat'" in summary.problems[0]["error"]
-    assert "(output left unpruned)" in summary.problems[0]["error"]
+    assert [(p.path, p.kind) for p in summary.problems] == [(str(other), "format")]
+    assert "records the format 'cursor_chat'" in summary.problems[0].error
+    assert "(output left unpruned)" in summary.problems[0].error
     assert (lake.root / "out" / "p" / "b" / "s-1.jsonl").read_bytes() == other.read_bytes()
     assert CLEARED.encode() in (lake.root / "out" / "p" / "a" / "s-1.jsonl").read_bytes()
     assert (summary.files_pruned, summary.files_failed) == (1, 1)

@@ -20,9 +20,10 @@ import pyarrow.parquet as pq
 
 from pipeline.stages.calibrate import (
     TOKEN_CALIBRATION, TokenCalibration, _evaluate_output, build_dataset, calibrate,
-    class_tokens, est_tokens_calibrated, estimator_report, load_calls, visible_output,
+    ErrorSummary, class_tokens, est_tokens_calibrated, estimator_report, load_calls, visible_output,
 )
 from pipeline.cli import cli
+from pipeline.reports import render
 from pipeline.text.tokens import estimate_tokens
 
 SYSTEM = 9000          # tokens of system prompt and tools, invisible in the transcript
@@ -216,14 +217,14 @@ def test_the_stored_calibration_is_read_back_and_estimates(synthetic):
 def test_the_report_scores_held_out_sessions(synthetic):
     lake, builders = synthetic
     report = estimator_report(lake)
-    prompt = next(r for r in report["models"] if r["model"] == MODEL and r["direction"] == "prompt")
-    assert prompt["evaluation"] == "leave-one-session-out"
-    assert prompt["n_sessions"] == 3
-    assert prompt["n_scored"] == sum(len(b.expected) for b in builders)
-    assert prompt["calibrated"]["median_pct"] < 0.5
-    assert prompt["heuristic"]["median_pct"] > 5 * prompt["calibrated"]["median_pct"]
-    assert prompt["within_target"] is True
-    assert prompt["gap_pct"] == pytest.approx(prompt["calibrated"]["median_pct"] - 5.0)
+    prompt = next(r for r in report.models if r.model == MODEL and r.direction == "prompt")
+    assert prompt.evaluation == "leave-one-session-out"
+    assert prompt.n_sessions == 3
+    assert prompt.n_scored == sum(len(b.expected) for b in builders)
+    assert prompt.calibrated.median_pct < 0.5
+    assert prompt.heuristic.median_pct > 5 * prompt.calibrated.median_pct
+    assert prompt.within_target is True
+    assert prompt.gap_pct == pytest.approx(prompt.calibrated.median_pct - 5.0)
 
 
 def test_class_tokens_split_one_row():
@@ -272,23 +273,23 @@ def real_claude_lake(tmp_path_factory):
 
 def test_the_report_on_the_real_claude_samples(real_claude_lake):
     report = estimator_report(real_claude_lake)
-    prompts = {r["model"]: r for r in report["models"] if r["direction"] == "prompt"}
+    prompts = {r.model: r for r in report.models if r.direction == "prompt"}
     # counts worked out from the files: sonnet-4 27 calls (2 sessions), sonnet-4.5 7 calls
     # (1 session with its sub-agent)
-    assert {m: r["n_calls"] for m, r in prompts.items()} == _recorded_calls_in_files()
-    assert {m: r["n_calls"] for m, r in prompts.items()} == {
+    assert {m: r.n_calls for m, r in prompts.items()} == _recorded_calls_in_files()
+    assert {m: r.n_calls for m, r in prompts.items()} == {
         "claude-sonnet-4-20250514": 27, "claude-sonnet-4-5-20250929": 7}
     sonnet4 = prompts["claude-sonnet-4-20250514"]
-    assert sonnet4["evaluation"] == "leave-one-session-out" and sonnet4["n_sessions"] == 2
+    assert sonnet4.evaluation == "leave-one-session-out" and sonnet4.n_sessions == 2
     # every call is scored: its thread (the main lines of 1af7fc5e and 5c0375b4, the 2 inline
     # sidechains of 5c0375b4) has other recorded calls that give its overhead
-    assert sonnet4["n_scored"] == 27
-    assert sonnet4["calibrated"]["median_pct"] <= 5.0
-    assert sonnet4["factors"]["code"] > 1.2   # Claude's tokenizer: JSON/code is denser than chars/4
-    assert prompts["claude-sonnet-4-5-20250929"]["evaluation"].startswith("temporal hold-out")
+    assert sonnet4.n_scored == 27
+    assert sonnet4.calibrated.median_pct <= 5.0
+    assert sonnet4.factors["code"] > 1.2   # Claude's tokenizer: JSON/code is denser than chars/4
+    assert prompts["claude-sonnet-4-5-20250929"].evaluation.startswith("temporal hold-out")
     # the prompt target is met on held-out calls, and the overhead dominates these prompts
-    assert all(r["within_target"] for r in prompts.values())
-    assert sonnet4["transcript_share_pct"] < 20
+    assert all(r.within_target for r in prompts.values())
+    assert sonnet4.transcript_share_pct < 20
 
 
 def test_the_first_call_of_a_real_session_has_the_prompt_in_the_file(real_claude_lake):
@@ -326,6 +327,18 @@ def test_report_estimator_cli_prints_a_table_and_json(real_claude_lake):
     assert [(r["model"], r["direction"]) for r in parsed["models"]] == [
         ("claude-sonnet-4-20250514", "prompt"), ("claude-sonnet-4-20250514", "output"),
         ("claude-sonnet-4-5-20250929", "prompt"), ("claude-sonnet-4-5-20250929", "output")]
+    # the JSON is a contract: the keys of the report and of each direction's rows
+    assert set(parsed) == {"data_until", "method", "models", "n_calls", "target_pct"}
+    common = {"basis", "calibrated", "direction", "evaluation", "factors", "gap_pct", "heuristic",
+              "model", "n_calls", "n_scored", "n_sessions", "target_pct", "within_target"}
+    prompt, output = parsed["models"][:2]
+    assert set(prompt) == common | {"calibrated_with_model_intercept", "transcript_share_pct"}
+    assert set(output) - common == {"calibrated_with_partial", "hidden_reasoning_pct",
+                                    "n_hidden_only", "n_partial_recorded", "scored", "subsets"} | (
+        {"calibrated_heuristic_basis"} if output["basis"] != "heuristic" else set())
+    assert set(prompt["calibrated"]) == {"median_pct", "p90_pct"}
+    assert [set(s) for s in output["subsets"]] == [{"calibrated", "heuristic", "n_scored", "subset"}]
+    assert json.loads(render.to_json(estimator_report(real_claude_lake).to_dict())) == parsed
 
 
 def test_codex_calls_close_at_their_token_count_and_own_the_output_before_it(tmp_path):
@@ -398,10 +411,10 @@ def test_the_report_counts_the_calls_it_could_not_score():
     output = _evaluate_output("m", build_dataset(calls))
     # 8 calls: the second half (orders 4-7) is held out; order 6 has nothing visible, order 7
     # records 1 visible token for 100 characters
-    assert (output["n_calls"], output["n_scored"], output["n_partial_recorded"],
-            output["n_hidden_only"]) == (8, 2, 1, 1)
-    assert "1 call with no visible output counted (all hidden reasoning) not scored" in output["evaluation"]
-    assert output["hidden_reasoning_pct"] == round(100 * (6 * 10 + 64 + 30) / (sum(
+    assert (output.n_calls, output.n_scored, output.n_partial_recorded,
+            output.n_hidden_only) == (8, 2, 1, 1)
+    assert "1 call with no visible output counted (all hidden reasoning) not scored" in output.evaluation
+    assert output.hidden_reasoning_pct == round(100 * (6 * 10 + 64 + 30) / (sum(
         40 + k for k in range(6)) + 64 + 31), 1)
 
 
@@ -426,11 +439,11 @@ def test_a_partial_output_count_is_reported_apart_and_not_fitted(tmp_path):
     lake, _summary = ingest_paths(tmp_path, tmp_path / "archive")
     n_calls = sum(len(b.expected) for b in builders)
     assert builders[1].expected[2]["recorded_output"] == 1
-    output = next(r for r in estimator_report(lake)["models"] if r["direction"] == "output")
-    assert (output["n_calls"], output["n_scored"], output["n_partial_recorded"]) == (n_calls, n_calls - 1, 1)
-    assert output["evaluation"].startswith(
+    output = next(r for r in estimator_report(lake).models if r.direction == "output")
+    assert (output.n_calls, output.n_scored, output.n_partial_recorded) == (n_calls, n_calls - 1, 1)
+    assert output.evaluation.startswith(
         f"leave-one-session-out; 1 partial count not scored (all {n_calls}: ")
-    assert output["calibrated_with_partial"]["p90_pct"] > output["calibrated"]["p90_pct"]
+    assert output.calibrated_with_partial.p90_pct > output.calibrated.p90_pct
     rows = {(r["model"], r["content_class"]): r for r in calibrate(lake).to_pylist()
             if r["direction"] == "output"}
     assert rows[(MODEL, "prose")]["n_calls"] == n_calls
@@ -479,9 +492,9 @@ def test_codex_output_is_scored_without_hidden_reasoning_or_its_summary(tmp_path
         got.append({"recorded": (call["recorded_output"], call["recorded_reasoning"]),
                     "summary": call["out_thinking_prose"], "x": x, "visible": visible})
     assert got == expected
-    output = next(r for r in estimator_report(lake)["models"] if r["direction"] == "output")
-    assert output["hidden_reasoning_pct"] == round(100 * 128 / sum(e["recorded"][0] for e in expected), 1)
-    assert (output["n_partial_recorded"], output["n_hidden_only"]) == (0, 0)
+    output = next(r for r in estimator_report(lake).models if r.direction == "output")
+    assert output.hidden_reasoning_pct == round(100 * 128 / sum(e["recorded"][0] for e in expected), 1)
+    assert (output.n_partial_recorded, output.n_hidden_only) == (0, 0)
 
 
 def test_gemini_cli_output_is_its_tokens_output_without_the_thoughts(tmp_path):
@@ -553,21 +566,21 @@ def test_partial_claude_output_counts_are_reported_and_thinking_calls_scored_apa
     # for 571 to 4932 characters of tool input (the other calls: at most 5.1 characters per
     # token); none of the six carries a stop_reason
     assert partial == {"claude-sonnet-4-20250514": 5, "claude-sonnet-4-5-20250929": 1}
-    outputs = {r["model"]: r for r in estimator_report(real_claude_lake)["models"]
-               if r["direction"] == "output"}
-    assert {m: r["n_partial_recorded"] for m, r in outputs.items()} == partial
+    outputs = {r.model: r for r in estimator_report(real_claude_lake).models
+               if r.direction == "output"}
+    assert {m: r.n_partial_recorded for m, r in outputs.items()} == partial
     sonnet4 = outputs["claude-sonnet-4-20250514"]
-    assert (sonnet4["n_calls"], sonnet4["n_scored"]) == (27, 22)
-    assert [s["subset"] for s in sonnet4["subsets"]] == ["no thinking or hidden reasoning"]
+    assert (sonnet4.n_calls, sonnet4.n_scored) == (27, 22)
+    assert [s.subset for s in sonnet4.subsets] == ["no thinking or hidden reasoning"]
     # sonnet 4.5 (temporal hold-out: the last 4 of its 7 calls; one is partial): 2 of the 3
     # scored calls have thinking rows, and Claude Code records no reasoning count
     sonnet45 = outputs["claude-sonnet-4-5-20250929"]
-    assert sum(c["thinking"] for c in calls.values() if c["model"] == sonnet45["model"]) == 6
-    assert [(s["subset"], s["n_scored"]) for s in sonnet45["subsets"]] == [
+    assert sum(c["thinking"] for c in calls.values() if c["model"] == sonnet45.model) == 6
+    assert [(s.subset, s.n_scored) for s in sonnet45.subsets] == [
         ("thinking rows, no reasoning count (hidden part unknown)", 2),
         ("no thinking or hidden reasoning", 1)]
-    assert "2 with thinking but no reasoning count" in sonnet45["evaluation"]
-    assert sonnet45["hidden_reasoning_pct"] is None
+    assert "2 with thinking but no reasoning count" in sonnet45.evaluation
+    assert sonnet45.hidden_reasoning_pct is None
 
 
 # -- the evaluation's fold arithmetic against the straightforward refit ------------------------
@@ -698,16 +711,16 @@ def test_every_fold_matches_a_refit_on_the_calls_it_keeps(monkeypatch, large_thr
     for model in ("a", "b", "c", "d"):
         reference = _reference_errors(model, data, "prompt")
         prompt = _evaluate_prompt(model, data)
-        assert prompt["n_scored"] == len(reference["heuristic"])
-        assert prompt["heuristic"] == _summary(reference["heuristic"])
-        assert prompt["calibrated"] == _summary(reference["calibrated"])
-        assert prompt["calibrated_with_model_intercept"] == _summary(reference.get("no_overhead", []))
+        assert prompt.n_scored == len(reference["heuristic"])
+        assert prompt.heuristic == _summary(reference["heuristic"])
+        assert prompt.calibrated == _summary(reference["calibrated"])
+        assert prompt.calibrated_with_model_intercept == _summary(reference.get("no_overhead", []))
         reference = _reference_errors(model, data, "output")
         output = _evaluate_output(model, data)
-        assert output["n_scored"] == len(reference.get("calibrated", []))
-        assert output["heuristic"] == _summary(reference.get("heuristic", []))
-        assert output["calibrated"] == _summary(reference.get("calibrated", []))
-        assert output["calibrated_with_partial"] == _summary(reference.get("with_partial", []))
+        assert output.n_scored == len(reference.get("calibrated", []))
+        assert output.heuristic == _summary(reference.get("heuristic", []))
+        assert output.calibrated == _summary(reference.get("calibrated", []))
+        assert output.calibrated_with_partial == _summary(reference.get("with_partial", []))
 
 
 # -- output on a real tokenizer's count (OpenAI models: the tokenizers extra ships o200k_base) --
@@ -838,24 +851,24 @@ def test_codex_output_is_calibrated_on_its_real_token_count(real_mixed_report):
     errors = np.abs(intercept + x[3:] @ factors - y[3:]) / y[3:]
     plain = np.abs(np.array([e["estimate"] for e in expected[3:]]) - y[3:]) / y[3:]
     report = real_mixed_report
-    output = next(r for r in report["models"] if r["model"] == CODEX and r["direction"] == "output")
-    assert output["basis"] == "o200k_base"
-    assert output["n_scored"] == 4
-    assert output["calibrated"] == {"median_pct": round(100 * float(np.median(errors)), 2),
-                                    "p90_pct": round(100 * float(np.quantile(errors, 0.9)), 2)}
-    assert output["calibrated"]["median_pct"] <= 5.0 and output["within_target"] is True
+    output = next(r for r in report.models if r.model == CODEX and r.direction == "output")
+    assert output.basis == "o200k_base"
+    assert output.n_scored == 4
+    assert output.calibrated == ErrorSummary(round(100 * float(np.median(errors)), 2),
+                                             round(100 * float(np.quantile(errors, 0.9)), 2))
+    assert output.calibrated.median_pct <= 5.0 and output.within_target is True
     # the comparison column is still the plain heuristic (est_tokens of the same rows)
-    assert output["heuristic"] == {"median_pct": round(100 * float(np.median(plain)), 2),
-                                   "p90_pct": round(100 * float(np.quantile(plain, 0.9)), 2)}
-    assert output["evaluation"].startswith(
+    assert output.heuristic == ErrorSummary(round(100 * float(np.median(plain)), 2),
+                                            round(100 * float(np.quantile(plain, 0.9)), 2))
+    assert output.evaluation.startswith(
         "temporal hold-out (one session: fitted on its first half, scored on the second); "
         "basis: o200k_base (real token count of the visible rows; on the heuristic's classes: "
-        f"{output['calibrated_heuristic_basis']['median_pct']:g}%)")
+        f"{output.calibrated_heuristic_basis.median_pct:g}%)")
     full_factors, _intercept = _codex_fit(x, y)
-    assert output["factors"] == {"tokens": round(float(full_factors[0]), 3),
+    assert output.factors == {"tokens": round(float(full_factors[0]), 3),
                                  "tool_call": round(float(full_factors[1]), 3)}
-    assert {(r["model"], r["direction"], r["basis"]) for r in report["models"]
-            if r["basis"] != "heuristic"} == {(CODEX, "output", "o200k_base"),
+    assert {(r.model, r.direction, r.basis) for r in report.models
+            if r.basis != "heuristic"} == {(CODEX, "output", "o200k_base"),
                                               (SONNET4, "output", "claude"),
                                               (SONNET45, "output", "claude")}
 
@@ -872,25 +885,25 @@ def test_without_the_extra_every_basis_is_the_heuristic_and_nothing_else_moves(
     data = build_dataset(calls)
     assert (data.output_basis, data.real_output, data.real_partial) == ({}, {}, {})
     without = estimator_report(real_mixed_lake)
-    assert {r["basis"] for r in without["models"]} == {"heuristic"}
-    assert "output basis" not in without["method"]
+    assert {r.basis for r in without.models} == {"heuristic"}
+    assert "output basis" not in without.method
     table = calibrate(real_mixed_lake)
     assert set(table.column("basis").to_pylist()) == {"heuristic"}
     assert len(table) == 7 * (len({c["model"] for c in calls}) + 1)   # 3 prompt + 4 output rows
     # with the extra: the other rows are the same, and the class-split figures of Codex's and
     # Claude's output are the comparison their real-basis rows report
     with_extra = real_mixed_report
-    rows = {(r["model"], r["direction"]): r for r in with_extra["models"]}
+    rows = {(r.model, r.direction): r for r in with_extra.models}
     real_basis = {(CODEX, "output"), (SONNET4, "output"), (SONNET45, "output")}
-    for row in without["models"]:
-        key = (row["model"], row["direction"])
+    for row in without.models:
+        key = (row.model, row.direction)
         if key not in real_basis:
             assert rows[key] == row
             continue
-        assert set(row["factors"]) == {"prose", "code", "cjk", "tool_call"}
-        assert rows[key]["calibrated_heuristic_basis"] == row["calibrated"]
-        assert rows[key]["heuristic"] == row["heuristic"]
-    assert with_extra["method"].startswith(without["method"] + "; output basis")
+        assert set(row.factors) == {"prose", "code", "cjk", "tool_call"}
+        assert rows[key].calibrated_heuristic_basis == row.calibrated
+        assert rows[key].heuristic == row.heuristic
+    assert with_extra.method.startswith(without.method + "; output basis")
 
 
 def test_the_real_basis_rows_are_stored_and_read_back(real_mixed_lake):
@@ -969,12 +982,12 @@ def test_every_fold_on_a_real_basis_matches_a_refit_on_the_calls_it_keeps():
                     errors.setdefault("calibrated", []).append(error)
                     errors.setdefault("heuristic", []).append(abs(o.plain - o.y) / o.y)
         output = _evaluate_output(model, data)
-        assert output["basis"] == "o200k_base"
-        assert output["n_scored"] == len(errors["calibrated"])
-        assert output["heuristic"] == _summary(errors["heuristic"])
-        assert output["calibrated"] == _summary(errors["calibrated"])
-        assert output["calibrated_with_partial"] == _summary(errors["with_partial"])
-        assert output["calibrated"]["median_pct"] < output["calibrated_heuristic_basis"]["median_pct"]
+        assert output.basis == "o200k_base"
+        assert output.n_scored == len(errors["calibrated"])
+        assert output.heuristic == _summary(errors["heuristic"])
+        assert output.calibrated == _summary(errors["calibrated"])
+        assert output.calibrated_with_partial == _summary(errors["with_partial"])
+        assert output.calibrated.median_pct < output.calibrated_heuristic_basis.median_pct
 
 
 # -- Claude's output on the Claude vocabulary, its tool calls written as Claude writes them --
@@ -1085,12 +1098,12 @@ def test_claude_output_rows_are_counted_with_the_claude_vocabulary(real_claude_l
 def test_claude_output_meets_the_target_on_the_claude_vocabulary(real_claude_lake):
     expected = [e for e in _claude_written_from_files() if e["output"] * 10 >= e["chars"]]
     report = estimator_report(real_claude_lake)
-    outputs = {r["model"]: r for r in report["models"] if r["direction"] == "output"}
-    assert {m: (r["basis"], r["n_scored"]) for m, r in outputs.items()} == {
+    outputs = {r.model: r for r in report.models if r.direction == "output"}
+    assert {m: (r.basis, r.n_scored) for m, r in outputs.items()} == {
         SONNET4: ("claude", 22), SONNET45: ("claude", 3)}
-    assert all(r["within_target"] for r in outputs.values())
+    assert all(r.within_target for r in outputs.values())
     # the class split misses on the same calls: the JSON input is not what Claude writes
-    assert all(r["calibrated_heuristic_basis"]["median_pct"] > 10 for r in outputs.values())
+    assert all(r.calibrated_heuristic_basis.median_pct > 10 for r in outputs.values())
     # sonnet-4 (two sessions, left out in turn), worked out with numpy: each model's calls
     # centred on their own mean, the pooled fit over both models' training calls, then the
     # model's, both pulled towards (1.0, 0) with weights (10000**2, 1); the intercept is the
@@ -1122,10 +1135,10 @@ def test_claude_output_meets_the_target_on_the_claude_vocabulary(real_claude_lak
         intercept = np.median(y[own] - x[own] @ factors)
         scored = (model == SONNET4) & (session == held)
         errors += list(np.abs(intercept + x[scored] @ factors - y[scored]) / y[scored])
-    assert outputs[SONNET4]["calibrated"] == {
-        "median_pct": round(100 * float(np.median(errors)), 2),
-        "p90_pct": round(100 * float(np.quantile(errors, 0.9)), 2)}
-    assert outputs[SONNET4]["calibrated"]["median_pct"] <= 5.0
+    assert outputs[SONNET4].calibrated == ErrorSummary(
+        median_pct=round(100 * float(np.median(errors)), 2),
+        p90_pct=round(100 * float(np.quantile(errors, 0.9)), 2))
+    assert outputs[SONNET4].calibrated.median_pct <= 5.0
 
 
 def test_real_token_counts_are_remembered_by_calibrate_and_only_new_texts_are_counted(

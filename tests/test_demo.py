@@ -93,7 +93,11 @@ def test_the_size_target_is_met_within_five_percent(tmp_path, size):
                   if p.is_file() and p.name != MARKER)
     assert on_disk == summary.size_bytes
     assert size <= on_disk <= size * 1.05
-    assert summary.formats["claude_code"]["bytes"] > 0.7 * on_disk      # most bytes, as in real archives
+    assert summary.formats["claude_code"].bytes > 0.7 * on_disk      # most bytes, as in real archives
+    assert sum(f.bytes for f in summary.formats.values()) == on_disk
+    assert summary.to_dict()["formats"]["claude_code"] == {
+        "files": summary.formats["claude_code"].files, "bytes": summary.formats["claude_code"].bytes,
+        "sessions": summary.formats["claude_code"].sessions}
 
 
 def test_the_folder_of_a_previous_demo_is_replaced_without_stale_files(tmp_path):
@@ -593,8 +597,8 @@ def test_the_calibrated_estimator_meets_its_target_on_the_demo_usage(demo):
     # the recorded usage is derived from the content, so calibration against it works: every
     # model with enough scored calls is within the targets (output: small calls, some noise)
     report = estimator_report(demo[2])
-    enough = {(m["model"], m["direction"]): m["calibrated"]["median_pct"]
-              for m in report["models"] if m["n_scored"] >= 20}
+    enough = {(m.model, m.direction): m.calibrated.median_pct
+              for m in report.models if m.n_scored >= 20}
     assert {("claude-sonnet-4-5-20250929", "prompt"), ("claude-sonnet-4-5-20250929", "output"),
             ("gpt-5.1-codex-max", "prompt"), ("gpt-5.1-codex-max", "output")} <= set(enough)
     for (model, direction), median in enough.items():

@@ -9,7 +9,7 @@ from random import Random
 import orjson
 
 from pipeline.demo.claude_tools import ClaudeTools, todo_item
-from pipeline.demo.context import DemoContext, Draws, JsonLines
+from pipeline.demo.context import DemoContext, Draws, FormatFigures, JsonLines
 from pipeline.demo.projects import make_projects
 
 
@@ -51,7 +51,8 @@ def test_a_written_file_is_counted_in_the_manifest_the_summary_and_its_mtime(tmp
     assert path.stat().st_mtime_ns == 1_793_491_260_000 * 1_000_000
     assert ctx.manifest == [("codex/sessions/a.jsonl", 3)]
     assert ctx.done == 3
-    assert ctx.summary.formats == {"codex_cli": {"files": 1, "bytes": 3, "sessions": 1}}
+    assert ctx.summary.formats == {"codex_cli": FormatFigures(files=1, bytes=3, sessions=1)}
+    assert ctx.summary.to_dict()["formats"] == {"codex_cli": {"files": 1, "bytes": 3, "sessions": 1}}
 
 
 def test_a_todo_call_records_the_list_before_and_after_the_update():

@@ -243,4 +243,4 @@ def test_v2_text_mode_actions_are_answered_by_user_observations(tmp_path):
 def test_a_malformed_trajectory_is_quarantined(tmp_path, doc, reason):
     _, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj.json", doc))
     assert summary.quarantined == 1
-    assert reason in summary.problems[0]["reason"]
+    assert reason in summary.problems[0].reason

@@ -223,7 +223,7 @@ def test_a_malformed_openai_line_is_quarantined_and_its_neighbours_kept(tmp_path
     path = _jsonl(tmp_path, "mixed.jsonl", [good, line, good])
     lake, summary = ingest_paths(tmp_path, path)
     assert summary.records == 2 and summary.quarantined == 1
-    assert summary.problems[0]["line_no"] == 2 and reason in summary.problems[0]["reason"]
+    assert summary.problems[0].line_no == 2 and reason in summary.problems[0].reason
     assert rows(lake, "SELECT DISTINCT session_id FROM messages ORDER BY 1") == [
         ("mixed:1",), ("mixed:3",)]
 
@@ -233,4 +233,4 @@ def test_a_malformed_anthropic_block_is_quarantined(tmp_path):
              {"messages": [{"role": "assistant", "content": [{"type": "tool_use"}, "text"]}]}]
     _, summary = ingest_paths(tmp_path, _jsonl(tmp_path, "a.jsonl", lines))
     assert summary.quarantined == 1
-    assert "content block 1 is a str" in summary.problems[0]["reason"]
+    assert "content block 1 is a str" in summary.problems[0].reason

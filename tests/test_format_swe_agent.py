@@ -299,5 +299,5 @@ def test_step_by_step_demonstrations_never_become_tool_calls(tmp_path):
 def test_a_malformed_trajectory_is_quarantined_with_a_reason(tmp_path, doc, reason):
     lake, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj", doc))
     assert summary.quarantined == 1 and summary.records == 0
-    assert reason in summary.problems[0]["reason"]
+    assert reason in summary.problems[0].reason
     assert scalar(lake, "SELECT count(*) FROM messages") == 0

@@ -168,8 +168,8 @@ def test_every_field_of_every_real_sample_swapped_to_each_type_aborts_no_run(tmp
 
     # the later stages and reports run over every surviving record of the fuzz
     result = run_nightly([archive], lake=lake, workers=1, tz="UTC")
-    assert result.ingest["files_unchanged"] == built["files"] + len(read_heads)
-    assert result.ingest["lines"] == 0
+    assert result.ingest.files_unchanged == built["files"] + len(read_heads)
+    assert result.ingest.lines == 0
     for period in ("day", "session"):
         assert usage_report(lake, period=period, tz="UTC").rows
     assert replay(lake, policies=["microcompact"]).sessions > 0

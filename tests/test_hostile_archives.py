@@ -125,7 +125,7 @@ def test_lines_with_fields_of_the_wrong_json_type_cost_one_line_each(tmp_path):
     ]) + "\n"
     archive = archive_with(tmp_path, {"claude/bad.jsonl": bad})
     lake, summary = night(tmp_path, archive)
-    assert (summary.ingest["lines"], summary.ingest["records"], summary.ingest["quarantined"]) == \
+    assert (summary.ingest.lines, summary.ingest.records, summary.ingest.quarantined) == \
         (GOOD_LINES + 6, GOOD_LINES + 2, 4)
     good_is_intact(lake)
     prefix = "a value of the wrong type or range: "
@@ -153,12 +153,12 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_the_rest_is_read(tmp_path)
     shutil.copy(GOOD, folder + b"/x\xfe.jsonl")
     lake, summary = night(tmp_path, archive)
     good_is_intact(lake)
-    assert (summary.ingest["files"], summary.ingest["files_problem"]) == (2, 1)
+    assert (summary.ingest.files, summary.ingest.files_problem) == (2, 1)
     assert rows(lake, "SELECT path, line_no, reason FROM quarantine") == [
         (f"{archive}/d\\xff/x\\xfe.jsonl", 0,
          "file name is not valid UTF-8 (shown with \\x escapes): not read; rename it to read it")]
     again = run_nightly([archive], lake=lake, tz="UTC", workers=1)
-    assert (again.ingest["files_unchanged"], again.ingest["lines"]) == (2, 0)
+    assert (again.ingest.files_unchanged, again.ingest.lines) == (2, 0)
 
 
 ODD_TIMES = ["294247-01-10T04:00:54Z", "0044-03-15T12:00:00 BC", "infinity",
@@ -181,7 +181,7 @@ def test_timestamps_python_cannot_hold_are_reported_and_every_later_stage_copes(
         ("ts.jsonl", 4, prefix + '"0001-01-01T00:30:00+01:00" has a year outside 0002-9998' + tail),
         ("ts.jsonl", 5, prefix + '"9999-12-31T23:30:00-01:00" has a year outside 0002-9998' + tail),
     ]
-    assert summary.summaries["days_written"] == 2
+    assert summary.summaries.days_written == 2
     for zone in ("UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"):
         assert [r.period for r in usage_report(lake, period="day", tz=zone).rows]
         summarize(lake, tz=zone)
@@ -204,7 +204,7 @@ def test_a_session_id_longer_than_a_file_name_still_gets_its_summaries(tmp_path)
     names = sorted(p.name for p in (lake.summaries_dir / "recovery").iterdir())
     digest = hashlib.sha256(long_id.encode()).hexdigest()[:8]
     assert names == [f"{GOOD_SESSION}.md", f"{'x' * 200}-{digest}.md"]
-    assert summary.summaries["recovery_written"] == 2
+    assert summary.summaries.recovery_written == 2
 
 
 def test_a_huge_sparse_line_is_quarantined_with_memory_bounded_by_the_line_limit(tmp_path):
@@ -334,8 +334,8 @@ def test_an_output_path_that_resolves_into_the_archive_is_refused(tmp_path):
     lake = Lake(tmp_path / "lake")
     summary = run_nightly([root], lake=lake, tz="UTC", workers=1, policies=(policy,),
                           out=tmp_path / "arch")
-    problems = summary.applied[policy]["problems"]
-    assert [(p["kind"], p["error"]) for p in problems] == [
+    problems = summary.applied[policy].problems
+    assert [(p.kind, p.error) for p in problems] == [
         ("unsafe", f"the output {root}/claude/s.jsonl is a source file of the archive: refused, "
                    "sources are never modified")]
     after = snapshot(tmp_path, tmp_path / "lake")
@@ -355,8 +355,8 @@ def test_a_symlink_under_the_output_folder_is_refused(tmp_path):
     lake = Lake(tmp_path / "lake")
     before = snapshot(archive, lake.root)
     summary = run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(policy,), out=out)
-    assert [p["kind"] for p in summary.applied[policy]["problems"]] == ["unsafe"]
-    assert "refusing a symlink in the output folder" in summary.applied[policy]["problems"][0]["error"]
+    assert [p.kind for p in summary.applied[policy].problems] == ["unsafe"]
+    assert "refusing a symlink in the output folder" in summary.applied[policy].problems[0].error
     assert snapshot(archive, lake.root) == before
     # the policy's output folder itself a symlink: its apply fails before anything is
     # written, the other stages of the night still run
@@ -364,8 +364,8 @@ def test_a_symlink_under_the_output_folder_is_refused(tmp_path):
     out.mkdir()
     (out / policy_key(policy)).symlink_to(archive)
     summary = run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(policy,), out=out)
-    failed = [s for s in summary.stages if s["status"] == "failed"]
-    assert [(s["stage"], s["error"]) for s in failed] == [(
+    failed = [s for s in summary.stages if s.status == "failed"]
+    assert [(s.stage, s.error) for s in failed] == [(
         f"apply:{policy}", f"UnsafePathError: {out / policy_key(policy)}: refusing a symlink in the "
         "output folder\nhint: ctxlake never writes or deletes through a symlink; remove it")]
     assert snapshot(archive, lake.root) == before

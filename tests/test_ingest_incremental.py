@@ -248,7 +248,7 @@ def test_the_nightly_run_reads_the_quiet_period_from_the_config(tmp_path):
     config.write_text("quiet_minutes = 10\n", encoding="utf-8")
     summary = run_nightly([tmp_path / "a"], lake=Lake(tmp_path / "lake"), config_path=config,
                           tz="UTC", workers=1)
-    assert (summary.ingest["records"], summary.ingest["held_back"]) == (2, 0)
+    assert (summary.ingest.records, summary.ingest.held_back) == (2, 0)
     assert config_from_dict({}).quiet_minutes == 60.0
 
 
@@ -274,7 +274,7 @@ def test_a_settled_files_oversized_last_payload_is_pruned_and_restored_byte_exac
     lake = Lake(tmp_path / "lake")
     summary = run_nightly([tmp_path / "archive"], lake=lake, tz="UTC", workers=1,
                           policies=("payload_prune",), out=tmp_path / "out")
-    assert summary.ingest["held_back"] == 0
+    assert summary.ingest.held_back == 0
     [pruned] = list((tmp_path / "out").rglob("*.jsonl"))
     data = pruned.read_bytes()
     assert b"[ctxlake compaction]" in data and not data.endswith(b"\n")

@@ -23,18 +23,18 @@ def test_the_nightly_job_runs_every_stage_on_the_real_samples(tmp_path):
     lake = Lake(tmp_path / "lake")
     summary = run_nightly([REAL], lake=lake, workers=1, tz="UTC")
     files = sorted(p for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.md")
-    assert summary.ingest["files"] == len(files) == 10
-    assert summary.ingest["quarantined"] == 0
+    assert summary.ingest.files == len(files) == 10
+    assert summary.ingest.quarantined == 0
     # 10 files: 10 sessions, plus the two inline sidechain threads of the 1.0.108 file
     assert summary.touched_sessions == scalar(lake, "SELECT count(*) FROM sessions") == 12
-    assert summary.correlate["calls"] == scalar(lake, "SELECT count(*) FROM tool_calls")
-    assert [p["policy"] for p in summary.plans] == ["payload_prune+microcompact"]
+    assert summary.correlate.calls == scalar(lake, "SELECT count(*) FROM tool_calls")
+    assert [p.policy for p in summary.plans] == ["payload_prune+microcompact"]
     applied, = summary.applied.values()
-    assert applied["files"] == 10 and applied["problems"] == []
+    assert applied.files == 10 and applied.problems == []
     out_files = list((tmp_path / "lake" / "out").rglob("*.json*")) + \
         list((tmp_path / "lake" / "out").rglob("*.traj"))
     assert len(out_files) == 10
-    assert summary.summaries["days_written"] >= 1
+    assert summary.summaries.days_written >= 1
     assert (tmp_path / "lake" / "summaries" / "sessions").is_dir()
 
 
@@ -44,7 +44,7 @@ def test_a_second_nightly_run_touches_nothing_and_changes_no_output(tmp_path):
     run_nightly([archive], lake=lake, workers=1, tz="UTC")
     before = _tree_digest(tmp_path / "lake" / "summaries") | _tree_digest(tmp_path / "lake" / "out")
     second = run_nightly([archive], lake=lake, workers=1, tz="UTC")
-    assert (second.ingest["files_unchanged"], second.touched_sessions) == (2, 0)
+    assert (second.ingest.files_unchanged, second.touched_sessions) == (2, 0)
     after = _tree_digest(tmp_path / "lake" / "summaries") | _tree_digest(tmp_path / "lake" / "out")
     assert after == before and len(before) > 4
 
@@ -67,8 +67,8 @@ def test_sessions_matching_ignore_patterns_are_ingested_flagged_and_not_summaris
     # both sessions start with "add myapp directory ..." (case-insensitive match)
     assert summary.sessions_ignored == 2
     assert scalar(lake, "SELECT count(*) FROM sessions WHERE ignored AND ignored_by = '^ADD MYAPP'") == 2
-    assert summary.summaries["sessions_ignored"] == 2
-    assert summary.plans[0]["sessions_ignored"] == 2
+    assert summary.summaries.sessions_ignored == 2
+    assert summary.plans[0].sessions_ignored == 2
 
 
 def test_a_night_with_nothing_new_imports_no_stage_module_and_no_duckdb(tmp_path):

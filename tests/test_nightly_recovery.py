@@ -171,8 +171,8 @@ def test_a_night_with_nothing_new_does_nothing(setup):
     lake_root = setup["base"] / "reference"
     summary = _night(lake_root, setup["archive"])
     assert snapshot(lake_root) == setup["expected"]
-    assert summary.ingest["files_unchanged"] == len(SAMPLES)
-    assert [(s["stage"], s["done"], s["failed"]) for s in summary.stages] == [
+    assert summary.ingest.files_unchanged == len(SAMPLES)
+    assert [(s.stage, s.done, s.failed) for s in summary.stages] == [
         (name, 0, 0) for name in STAGES]
     assert summary.touched_sessions == 0 and summary.status == "ok"
 
@@ -185,8 +185,8 @@ def test_one_appended_line_redoes_only_its_session_and_its_file(tmp_path):
         handle.write(json.dumps({"timestamp": "2025-12-10T10:00:00.000Z", "type": "event_msg",
                                  "payload": {"type": "user_message", "message": "thanks"}}) + "\n")
     summary = _night(lake_root, archive)
-    assert summary.ingest["files_appended"] == 1
-    done = {s["stage"]: s["done"] for s in summary.stages}
+    assert summary.ingest.files_appended == 1
+    done = {s.stage: s.done for s in summary.stages}
     assert done == {name: 1 for name in STAGES}
 
 
@@ -195,10 +195,10 @@ def test_ingest_then_run_summarizes_every_session(tmp_path):
     lake = Lake(tmp_path / "lake")
     ingest([archive], lake=lake, workers=1)
     summary = run_nightly([archive], lake=lake, workers=1, tz="UTC")
-    assert summary.ingest["files_unchanged"] == len(SAMPLES)
+    assert summary.ingest.files_unchanged == len(SAMPLES)
     top_level = scalar(lake, "SELECT count(*) FROM sessions WHERE parent_session_id IS NULL")
-    assert summary.summaries["recovery_written"] == top_level == 3
-    assert len(list((lake.root / "summaries" / "sessions").glob("*.md"))) == summary.summaries["days_written"] >= 1
+    assert summary.summaries.recovery_written == top_level == 3
+    assert len(list((lake.root / "summaries" / "sessions").glob("*.md"))) == summary.summaries.days_written >= 1
 
 
 def test_a_removed_source_leaves_tables_outputs_and_summaries(tmp_path):
@@ -210,7 +210,7 @@ def test_a_removed_source_leaves_tables_outputs_and_summaries(tmp_path):
     assert len(outputs) == 2
     gone.unlink()
     summary = _night(full, archive)
-    assert summary.ingest["removed"] == [str(gone)]
+    assert summary.ingest.removed == [str(gone)]
     assert not any(p.exists() for p in outputs)
     assert scalar(Lake(full), "SELECT count(*) FROM sessions WHERE session_id LIKE 'pvlib%'") == 0
     _night(reduced, archive)
@@ -224,7 +224,7 @@ def test_a_time_zone_change_rewrites_the_day_files_under_the_new_zone(tmp_path):
     summary = run_nightly([archive], lake=Lake(changed), workers=1, tz="Pacific/Kiritimati",
                           policies=POLICIES)
     assert any("time zone changed" in w for w in summary.warnings)
-    assert {s["stage"]: s["done"] for s in summary.stages}["summarize"] == 4
+    assert {s.stage: s.done for s in summary.stages}["summarize"] == 4
     run_nightly([archive], lake=Lake(fresh), workers=1, tz="Pacific/Kiritimati", policies=POLICIES)
     logs = lambda root: {p.name: p.read_text() for p in (root / "summaries" / "sessions").glob("*.md")}
     assert logs(changed) == logs(fresh) and len(logs(fresh)) >= 1
@@ -241,7 +241,7 @@ def test_a_policy_parameter_change_replans_only_that_policy(tmp_path):
     _night(lake_root, archive, policies=policies, config_path=config)
     config.write_text('[policies.mask]\npolicy = "observation_masking"\nwindow = 5\n')
     summary = _night(lake_root, archive, policies=policies, config_path=config)
-    done = {s["stage"]: s["done"] for s in summary.stages}
+    done = {s.stage: s.done for s in summary.stages}
     assert done == {"flags": 0, "correlate": 0, "calibrate": 0,
                     "plan:payload_prune+microcompact": 0, "apply:payload_prune+microcompact": 0,
                     "plan:mask": 4, "apply:mask": 4, "summarize": 0, "usage": 0}
@@ -259,7 +259,7 @@ def test_a_deleted_output_is_written_again_by_the_next_run(tmp_path):
     pruned.unlink()
     summary = _night(lake_root, archive)
     assert (doc.read_bytes(), pruned.read_bytes()) == before
-    done = {s["stage"]: s["done"] for s in summary.stages}
+    done = {s.stage: s.done for s in summary.stages}
     assert done["summarize"] == 1 and sum(v for k, v in done.items() if k.startswith("apply:")) == 1
 
 
@@ -322,13 +322,13 @@ def test_the_nightly_job_refreshes_the_html_report_for_the_sessions_that_changed
     lake_root = tmp_path / "lake"
     first = _night(lake_root, archive, config_path=config)
     assert (lake_root / "html" / "index.html").is_file()
-    assert first.html["sessions_rendered"] == first.html["sessions"] >= 3
+    assert first.html.sessions_rendered == first.html.sessions >= 3
     with open(archive / "codex" / "codex_session.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"timestamp": "2025-12-10T10:00:00.000Z", "type": "event_msg",
                                  "payload": {"type": "user_message", "message": "thanks"}}) + "\n")
     second = _night(lake_root, archive, config_path=config)
-    assert {s["stage"]: s["done"] for s in second.stages}["html"] == 1
-    assert second.html["sessions_rendered"] == 1
+    assert {s.stage: s.done for s in second.stages}["html"] == 1
+    assert second.html.sessions_rendered == 1
 
 
 def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_path, monkeypatch):
@@ -351,7 +351,7 @@ def test_a_failing_stage_costs_that_stage_only_and_the_next_run_retries_it(tmp_p
     assert summary["status"] == "failed" and "calibrate: OSError: disk full" in summary["warnings"]
     monkeypatch.undo()
     again = run_nightly([archive], lake=Lake(tmp_path / "lake"), workers=1, tz="UTC")
-    assert {s["stage"]: s["done"] for s in again.stages}["calibrate"] == 4
+    assert {s.stage: s.done for s in again.stages}["calibrate"] == 4
     assert again.status == "ok" and again.exit_code == 0
 
 

@@ -95,7 +95,7 @@ def test_verify_reports_a_store_file_whose_bytes_were_changed(pruned):
     damaged = lake.store_dir / f"{sha}.payload"
     damaged.write_bytes(damaged.read_bytes()[:-1] + b"!")
     report = verify(lake)
-    kinds = {(p["kind"], p["path"]) for p in report.problems}
+    kinds = {(p.kind, p.path) for p in report.problems}
     assert ("hash", str(damaged)) in kinds
     assert ("locator", str(out / CODEX)) in kinds
     assert ("restore", str(out / CODEX)) in kinds
@@ -110,11 +110,11 @@ def test_verify_reports_an_output_edited_after_apply_and_a_missing_payload(prune
     sha = (out / CODEX).read_text().split("compaction://")[1][:64]
     (lake.store_dir / f"{sha}.payload").unlink()
     report = verify(lake)
-    found = {(p["kind"], p["path"].rsplit("/", 1)[-1]) for p in report.problems}
+    found = {(p.kind, p.path.rsplit("/", 1)[-1]) for p in report.problems}
     assert ("output", "gemini_session.json") in found
     assert ("locator", "codex_session.jsonl") in found
     assert ("restore", "codex_session.jsonl") in found
-    assert any(p["kind"] == "manifest" and sha in p["detail"] for p in report.problems)
+    assert any(p.kind == "manifest" and sha in p.detail for p in report.problems)
 
 
 def test_the_verify_command_exits_1_and_lists_problems(pruned):

@@ -124,7 +124,7 @@ def test_session_logging_false_turns_the_daily_logs_off(tmp_path):
     config.write_text("session_logging = false\n", encoding="utf-8")
     summary = run_nightly([tmp_path / "archive"], lake=lake, config_path=config, tz="UTC",
                           workers=1)
-    assert summary.summaries["days_written"] == 0
+    assert summary.summaries.days_written == 0
     assert not (lake.summaries_dir / "sessions").exists()
     with pytest.raises(ConfigError, match="session_logging: expected true or false"):
         config_from_dict({"session_logging": "no"})

@@ -26,7 +26,8 @@ from pipeline.stages.ingest import ingest
 from pipeline.core.locations import discover_locations
 from pipeline.reports.prices import reference_cost
 from pipeline.stages.summarize import summarize
-from pipeline.stages.usage import blocks_report, refresh_usage, table_rows, usage_report
+from pipeline.stages.usage import (BurnRate, Projection, blocks_report, refresh_usage, table_rows,
+                                   usage_report)
 from tests.helpers.lake import REAL, claude_usage_calls, ingest_paths, rows
 from tests.test_recover import ClaudeTranscript
 
@@ -265,18 +266,42 @@ def test_the_active_block_has_its_burn_rate_and_projection(tmp_path):
     assert active is not None and active.start == datetime(2025, 12, 10, 12, tzinfo=timezone.utc)
     total = 2 * 1_100
     cost = reference_cost("claude-sonnet-4-5-20250929", now, input_tokens=1_000, output_tokens=100) * 2
-    assert active.burn_rate == {"tokens_per_minute": round(total / 30, 2),
-                                "input_output_tokens_per_minute": round(total / 30, 2),
-                                "cost_usd_per_hour": float((cost * 2).quantize(Decimal("0.000001")))}
+    assert active.burn_rate == BurnRate(
+        tokens_per_minute=round(total / 30, 2), input_output_tokens_per_minute=round(total / 30, 2),
+        cost_usd_per_hour=float((cost * 2).quantize(Decimal("0.000001"))))
     # 240 minutes left at the burn rate of the last 30: 8 more times the usage so far
-    assert active.projection == {"total_tokens": total * 9,
-                                 "cost_usd": float((cost * 9).quantize(Decimal("0.000001"))),
-                                 "remaining_minutes": 240}
+    assert active.projection == Projection(
+        total_tokens=total * 9, cost_usd=float((cost * 9).quantize(Decimal("0.000001"))),
+        remaining_minutes=240)
+    [block] = report.to_dict()["blocks"]
+    assert (block["burn_rate"], block["projection"]) == (
+        {"tokens_per_minute": round(total / 30, 2),
+         "input_output_tokens_per_minute": round(total / 30, 2),
+         "cost_usd_per_hour": float((cost * 2).quantize(Decimal("0.000001")))},
+        {"total_tokens": total * 9, "cost_usd": float((cost * 9).quantize(Decimal("0.000001"))),
+         "remaining_minutes": 240})
     later = blocks_report(lake, tz="UTC", now=now + timedelta(hours=5)).to_dict()
     assert [b["is_active"] for b in later["blocks"]] == [False]
     res = CliRunner().invoke(cli, ["--lake", str(lake.root), "report", "blocks", "--active", "--json"],
                              catch_exceptions=False)
     assert res.exit_code == 0 and json.loads(res.output)["blocks"] == []   # today nothing is active
+
+
+def test_blocks_active_prints_the_burn_rate_and_the_projection_of_the_block_running_now(tmp_path):
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    first, last = now - timedelta(minutes=40), now - timedelta(minutes=10)
+    lake = _timed_lake(tmp_path, [t.strftime("%Y-%m-%dT%H:%M:%S") for t in (first, last)])
+    res = CliRunner().invoke(cli, ["--lake", str(lake.root), "report", "blocks", "--active"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    cost = reference_cost("claude-sonnet-4-5-20250929", now, input_tokens=1_000,
+                          output_tokens=100) * 2
+    # 2 x 1,100 tokens over the 30 minutes between the first and the last call
+    per_hour = float((cost * 2).quantize(Decimal("0.000001")))
+    assert f"burn rate: 73 tokens/min, ${per_hour:,.4f}/h" in lines
+    [projected] = [line for line in lines if line.startswith("projected at block end: ")]
+    assert projected.endswith(" min left)")
 
 
 def test_weeks_start_on_monday_and_order_and_limit_choose_the_rows(tmp_path):

@@ -18,43 +18,43 @@ def _print_nightly(summary, as_json: bool) -> None:
         return
     out = render.console()
     ing = summary.ingest
-    out.print(f"[bold]ingest[/]    {ing['files']} files ({ing['files_new']} new, {ing['files_appended']} "
-              f"appended, {ing['files_reingested']} re-read, {ing['files_unchanged']} unchanged, "
-              f"{len(ing.get('removed', []))} removed); "
-              f"lines {ing['lines']:,} = records {ing['records']:,} + quarantined "
-              f"{ing['quarantined']:,} + held back {ing['held_back']:,}")
-    for problem in [p for p in ing["problems"] if p["severity"] == "error"][:10]:
-        where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
-        out.print(f"  [yellow]warning[/]: {where}: {problem['reason']}")
-    for folder in ing.get("own_folders", []):
+    out.print(f"[bold]ingest[/]    {ing.files} files ({ing.files_new} new, {ing.files_appended} "
+              f"appended, {ing.files_reingested} re-read, {ing.files_unchanged} unchanged, "
+              f"{len(ing.removed)} removed); "
+              f"lines {ing.lines:,} = records {ing.records:,} + quarantined "
+              f"{ing.quarantined:,} + held back {ing.held_back:,}")
+    for problem in [p for p in ing.problems if p.severity == "error"][:10]:
+        out.print(f"  [yellow]warning[/]: {problem.where}: {problem.reason}")
+    for folder in ing.own_folders:
         out.print(f"  skipped: {folder}")
-    if ing.get("unrecognized"):
-        out.print(f"  {len(ing['unrecognized'])} files not recognised as a transcript (skipped; "
+    if ing.unrecognized:
+        out.print(f"  {len(ing.unrecognized)} files not recognised as a transcript (skipped; "
                   "force a reader with ctxlake ingest --format): "
-                  + ", ".join(ing["unrecognized"][:5]) + (" ..." if len(ing["unrecognized"]) > 5 else ""))
-    for warning in ing.get("warnings", []):
+                  + ", ".join(ing.unrecognized[:5]) + (" ..." if len(ing.unrecognized) > 5 else ""))
+    for warning in ing.warnings:
         out.print(f"  [yellow]warning[/]: {warning}", highlight=False)
     out.print(render.table(["stage", "done", "up to date", "failed", "removed", "seconds", "status"],
-                           [(s["stage"], s["done"], s["skipped"], s["failed"], s["removed"],
-                             f"{s['seconds']:.2f}", s["status"]) for s in summary.stages]))
+                           [(s.stage, s.done, s.skipped, s.failed, s.removed, f"{s.seconds:.2f}",
+                             s.status) for s in summary.stages]))
     for plan in summary.plans:
-        out.print(f"[bold]plan[/]      {plan['policy']}: {plan['sessions']:,} sessions "
-                  f"({plan['sessions_ignored']} ignored), {plan['evictions']:,} evictions, "
-                  f"{plan['tokens_saved']:,} tokens saved, {plan['preserved']:,} preserved")
+        out.print(f"[bold]plan[/]      {plan.policy}: {plan.sessions:,} sessions "
+                  f"({plan.sessions_ignored} ignored), {plan.evictions:,} evictions, "
+                  f"{plan.tokens_saved:,} tokens saved, {plan.preserved:,} preserved")
     for policy, applied in summary.applied.items():
-        out.print(f"[bold]apply[/]     {policy}: {applied.get('files_written', 0):,} files written, "
-                  f"{applied.get('bytes_before', 0):,} -> {applied.get('bytes_after', 0):,} bytes, "
-                  f"{len(applied.get('problems', []))} problems")
-        for problem in applied.get("problems", [])[:10]:
-            out.print(f"  [yellow]problem[/]: {problem['path']}: {problem['error']}")
+        out.print(f"[bold]apply[/]     {policy}: {applied.files_written:,} files written, "
+                  f"{applied.bytes_before:,} -> {applied.bytes_after:,} bytes, "
+                  f"{len(applied.problems)} problems")
+        for problem in applied.problems[:10]:
+            out.print(f"  [yellow]problem[/]: {problem.path}: {problem.error}")
     summ = summary.summaries
     if summ:
-        out.print(f"[bold]summarize[/] {summ.get('days_written', 0)} daily logs written, "
-                  f"{summ.get('recovery_written', 0)} recovery documents, "
-                  f"{summ.get('sessions_ignored', 0)} sessions ignored")
-    if summary.html:
-        out.print(f"[bold]html[/]      {summary.html['sessions_rendered']} session pages rendered, "
-                  f"{summary.html['pages_written']} pages written: {summary.html['out']}/index.html")
+        out.print(f"[bold]summarize[/] {summ.days_written} daily logs written, "
+                  f"{summ.recovery_written} recovery documents, "
+                  f"{summ.sessions_ignored} sessions ignored")
+    html = summary.html
+    if html:
+        out.print(f"[bold]html[/]      {html.sessions_rendered} session pages rendered, "
+                  f"{html.pages_written} pages written: {html.out}/index.html")
     for warning in summary.warnings:
         out.print(f"[yellow]warning[/]: {warning}")
     if summary.interrupted_runs:
@@ -101,8 +101,8 @@ def run_command(obj: LakeContext, paths, policies, config_path, tz, out_dir, str
                               tz=tz or config.time_zone, out=out_dir, progress=stage)
     if not (obj.quiet and not as_json):
         _print_nightly(summary, as_json)
-    if summary.exit_code or (strict and (summary.ingest["quarantined_errors"]
-                                         or summary.ingest.get("unrecognized_named"))):
+    if summary.exit_code or (strict and (summary.ingest.quarantined_errors
+                                         or summary.ingest.unrecognized_named)):
         sys.exit(1)
 
 
@@ -116,7 +116,7 @@ def _print_demo(archive, result, lake, as_json: bool) -> None:
     out.print(f"demo archive: {archive.out} ({archive.size_bytes:,} bytes, {archive.files:,} files, "
               f"{archive.sessions:,} sessions + {archive.subagent_sessions:,} sub-agent sessions, "
               f"seed {archive.seed})")
-    out.print("formats: " + ", ".join(f"{name} {stats['files']}" for name, stats
+    out.print("formats: " + ", ".join(f"{name} {stats.files}" for name, stats
                                       in sorted(archive.formats.items())))
     if result is None:
         out.print(f"not run (--no-run): ctxlake run {archive.out}")
@@ -200,19 +200,19 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
               f"{status.files:,} files, {status.sessions:,} sessions)")
     out.print(f"config:   {config.where() or '(none: built-in defaults)'}", markup=False,
               highlight=False)
-    out.print(f"settings: time zone {status.settings['time_zone']}, policies "
-              f"{', '.join(status.settings['policies'])}")
-    if status.last_settings and status.last_settings != status.settings:
+    out.print(f"settings: time zone {status.settings.time_zone}, policies "
+              f"{', '.join(status.settings.policies)}")
+    changed = status.settings_changed()
+    if changed is not None:
         out.print("          [yellow]differs from the last run[/]: "
-                  + ", ".join(f"{k} {status.last_settings.get(k)!r}" for k in status.settings
-                              if status.last_settings.get(k) != status.settings[k]))
+                  + ", ".join(f"{k} {before!r}" for k, before in changed.items()))
     out.print(render.table(["run", "command", "status", "started", "seconds", "done", "failed"],
-                           [(r["run_id"], r["command"], r["status"], r["started_at"],
-                             r["seconds"], r["sessions_done"], r["sessions_failed"])
-                            for r in status.runs], title="last runs"))
+                           [(r.run_id, r.command, r.status, r.started_at, r.seconds,
+                             r.sessions_done, r.sessions_failed) for r in status.runs],
+                           title="last runs"))
     out.print(render.table(["transcripts", "path", "found", "from"],
-                           [(loc["kind"], loc["path"], "yes" if loc["found"] else "no", loc["origin"])
+                           [(loc.kind, loc.path, "yes" if loc.found else "no", loc.origin)
                             for loc in status.locations], title="where a run without PATH reads"))
     out.print(render.table(["stage", "owed", "removed", "all (settings changed)"],
-                           [(name, p["todo"], p["removed"], "yes" if p["full"] else "")
+                           [(name, p.todo, p.removed, "yes" if p.full else "")
                             for name, p in status.pending.items()], title="pending"))

@@ -22,35 +22,34 @@ def report() -> None:
     """
 
 
-def _pct(summary: dict | None) -> str:
-    if not summary or summary.get("median_pct") is None:
+def _pct(summary) -> str:
+    if summary.median_pct is None:
         return "-"
-    return f"{summary['median_pct']:.1f} / {summary['p90_pct']:.1f}"
+    return f"{summary.median_pct:.1f} / {summary.p90_pct:.1f}"
 
 
-def _print_estimator(result: dict, as_json: bool) -> None:
+def _print_estimator(result, as_json: bool) -> None:
     if as_json:
-        click.echo(render.to_json(result))
+        click.echo(render.to_json(result.to_dict()))
         return
     columns = ["model", "direction", "basis", "calls", "scored", "sessions", "heuristic % med/p90",
                "calibrated % med/p90", "target", "transcript share %", "evaluation"]
     rows = []
     notes: dict[str, int] = {}  # each distinct evaluation text once, below the table
-    for row in result["models"]:
-        gap = row["gap_pct"]
+    for row in result.models:
+        gap = row.gap_pct
         target = "-" if gap is None else (f"met ({-gap:.1f} under)" if gap <= 0 else f"missed by {gap:.1f}")
-        share = row.get("transcript_share_pct")
-        note = notes.setdefault(row["evaluation"], len(notes) + 1)
-        rows.append((row["model"], row["direction"], row.get("basis", "heuristic"),
-                     row["n_calls"], row["n_scored"],
-                     row["n_sessions"], _pct(row["heuristic"]), _pct(row["calibrated"]), target,
+        share = row.transcript_share_pct
+        note = notes.setdefault(row.evaluation, len(notes) + 1)
+        rows.append((row.model, row.direction, row.basis, row.n_calls, row.n_scored,
+                     row.n_sessions, _pct(row.heuristic), _pct(row.calibrated), target,
                      "-" if share is None else f"{share:.0f}", f"({note})"))
     out = render.console()
     out.print(render.table(columns, rows, title=f"token estimator vs recorded usage "
-                                                f"(target: calibrated median <= {result['target_pct']:g}%)"))
+                                                f"(target: calibrated median <= {result.target_pct:g}%)"))
     for text, note in notes.items():
         out.print(f"({note}) {text}", markup=False, highlight=False)
-    out.print(f"method: {result['method']}", markup=False, highlight=False)
+    out.print(f"method: {result.method}", markup=False, highlight=False)
 
 
 @report.command("estimator")
@@ -286,12 +285,12 @@ def report_blocks(obj: LakeContext, active_only, since, until, tz, project, orde
     else:
         rate, projection = active.burn_rate, active.projection
         if rate:
-            cost = "-" if rate["cost_usd_per_hour"] is None else f"${rate['cost_usd_per_hour']:,.4f}/h"
-            out.print(f"burn rate: {rate['tokens_per_minute']:,.0f} tokens/min, {cost}", markup=False)
+            cost = "-" if rate.cost_usd_per_hour is None else f"${rate.cost_usd_per_hour:,.4f}/h"
+            out.print(f"burn rate: {rate.tokens_per_minute:,.0f} tokens/min, {cost}", markup=False)
         if projection:
-            cost = "-" if projection["cost_usd"] is None else f"${projection['cost_usd']:,.4f}"
-            out.print(f"projected at block end: {projection['total_tokens']:,} tokens, {cost} "
-                      f"({projection['remaining_minutes']} min left)", markup=False)
+            cost = "-" if projection.cost_usd is None else f"${projection.cost_usd:,.4f}"
+            out.print(f"projected at block end: {projection.total_tokens:,} tokens, {cost} "
+                      f"({projection.remaining_minutes} min left)", markup=False)
     _usage_footer(out, result)
 
 

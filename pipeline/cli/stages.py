@@ -27,10 +27,9 @@ def _print_ingest(summary, as_json: bool) -> None:
                   + (" ..." if summary.files_unrecognized > 5 else ""))
     for warning in summary.warnings:
         out.print(f"[yellow]warning[/]: {warning}", highlight=False)
-    shown = [p for p in summary.problems if p["severity"] == "error"]
+    shown = [p for p in summary.problems if p.severity == "error"]
     for problem in shown[:20]:
-        where = f"{problem['path']}:{problem['line_no']}" if problem["line_no"] else problem["path"]
-        out.print(f"[yellow]warning[/]: {where}: {problem['reason']}")
+        out.print(f"[yellow]warning[/]: {problem.where}: {problem.reason}")
     if len(shown) > 20:
         out.print(f"... and {len(shown) - 20} more: ctxlake sql \"SELECT * FROM quarantine\"")
     for folder in summary.own_folders:
@@ -214,9 +213,9 @@ def _print_apply(summary, as_json: bool) -> None:
     out.print(f"store: {summary.payloads_stored:,} new payloads ({summary.store_bytes_added:,} "
               f"bytes), {summary.payloads_reused:,} already there")
     for problem in summary.problems[:20]:
-        where = problem["path"] or "(plan)"
-        sessions = f" [session {', '.join(problem['sessions'])}]" if problem["sessions"] else ""
-        out.print(f"[red]error[/]: {where}{sessions}: {problem['error']}")
+        where = problem.path or "(plan)"
+        sessions = f" [session {', '.join(problem.sessions)}]" if problem.sessions else ""
+        out.print(f"[red]error[/]: {where}{sessions}: {problem.error}")
     if len(summary.problems) > 20:
         out.print(f"... and {len(summary.problems) - 20} more (--json lists them all)")
 
@@ -312,7 +311,7 @@ def verify_command(obj: LakeContext, out_dir: Path | None, as_json: bool) -> Non
                   f"locators")
         if report.problems:
             out.print(render.table(["kind", "path", "detail"],
-                                   [(p["kind"], p["path"], p["detail"]) for p in report.problems],
+                                   [(p.kind, p.path, p.detail) for p in report.problems],
                                    max_width=80))
         else:
             out.print("ok: no problems")

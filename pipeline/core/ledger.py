@@ -129,6 +129,18 @@ class Owed:
         return not self.todo and not self.removed
 
 
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    """How much one stage owes now (``ctxlake status``)."""
+
+    todo: int = 0                    # items to (re)do
+    removed: int = 0                 # items to remove
+    full: bool = False               # all of them: the settings changed
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass
 class StageReport:
     """What one stage did in a run (the ``runs`` row keeps these per stage)."""
@@ -353,13 +365,13 @@ class Runner:
         return report
 
 
-def pending(lake: Lake, stages: list[Stage]) -> dict[str, dict]:
+def pending(lake: Lake, stages: list[Stage]) -> dict[str, Pending]:
     """Per stage: how many items it owes now (for ``ctxlake status``)."""
     ledger = Ledger(lake)
     state = lake_state(lake)
     out = {}
     for stage in stages:
         owed = ledger.owed(stage, state)
-        out[stage.name] = {"todo": 0, "removed": 0, "full": False} if owed is None else {
-            "todo": len(owed.todo), "removed": len(owed.removed), "full": owed.full}
+        out[stage.name] = Pending() if owed is None else Pending(
+            len(owed.todo), len(owed.removed), owed.full)
     return out

@@ -155,7 +155,7 @@ def _write_all(ctx: DemoContext) -> DemoSummary:
     s = ctx.summary
     s.files = len(ctx.manifest)
     s.size_bytes = sum(n for _, n in ctx.manifest)
-    s.sessions = sum(v["sessions"] for v in s.formats.values())
+    s.sessions = sum(v.sessions for v in s.formats.values())
     ctx.manifest.sort()
     marker = {"generator": GENERATOR, "seed": ctx.seed, "size_target": ctx.size,
               "files": [{"path": rel, "bytes": n} for rel, n in ctx.manifest],

@@ -611,5 +611,5 @@ def _hold_back(ctx: DemoContext, clock: int, rel: str, head: dict, project: Proj
     mtime = clock + 60_000
     os.utime(path, ns=(mtime * 1_000_000, mtime * 1_000_000))
     ctx.manifest[:] = [(r, n + len(partial)) if r == rel else (r, n) for r, n in ctx.manifest]
-    ctx.summary.formats["claude_code"]["bytes"] += len(partial)
+    ctx.summary.formats["claude_code"].bytes += len(partial)
     ctx.summary.held_back_files.append(rel)

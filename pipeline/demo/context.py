@@ -96,6 +96,15 @@ def stamp(ms: int, fmt: str) -> str:
 
 
 @dataclasses.dataclass
+class FormatFigures:
+    """What the demo archive holds of one format."""
+
+    files: int = 0
+    bytes: int = 0
+    sessions: int = 0
+
+
+@dataclasses.dataclass
 class DemoSummary:
     """What :func:`write_demo_archive` wrote (all figures deterministic)."""
 
@@ -107,7 +116,7 @@ class DemoSummary:
     sessions: int = 0                 # top-level sessions / conversations / trajectories
     subagent_sessions: int = 0        # Claude sub-agent transcripts in their own files
     held_back_files: list[str] = dataclasses.field(default_factory=list)
-    formats: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    formats: dict[str, FormatFigures] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -185,10 +194,10 @@ class DemoContext:
         self.done += len(data)
         if self.progress:
             self.progress(min(self.done, self.size), self.size)
-        stats = self.summary.formats.setdefault(fmt, {"files": 0, "bytes": 0, "sessions": 0})
-        stats["files"] += 1
-        stats["bytes"] += len(data)
-        stats["sessions"] += sessions
+        stats = self.summary.formats.setdefault(fmt, FormatFigures())
+        stats.files += 1
+        stats.bytes += len(data)
+        stats.sessions += sessions
 
 
 def write_own(out: Path, path: Path, data: bytes) -> None:

@@ -12,26 +12,75 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import LakeNotFoundError
 from pipeline.core.lake import Lake
 
+if TYPE_CHECKING:
+    from pipeline.core.ledger import Pending
+    from pipeline.core.locations import Location
+    from pipeline.stages.results import RunSettings
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """One run of the ``runs`` log, as ``status`` lists it."""
+
+    run_id: str
+    command: str
+    status: str
+    started_at: str | None          # ISO time
+    seconds: float | None           # None while running (or when it was killed)
+    exit_code: int | None
+    sessions_done: int | None
+    sessions_failed: int | None
+    warnings: list[str]
+    # the run's stage table as recorded (stages_json), kept as written: a lake keeps the runs
+    # of older versions too
+    stages: list[dict]
+
+    @classmethod
+    def of(cls, row: dict) -> RunRecord:
+        """From a row of the ``runs`` table."""
+        started, finished = row["started_at"], row["finished_at"]
+        return cls(run_id=row["run_id"], command=row["command"], status=row["status"],
+                   started_at=started.isoformat() if started else None,
+                   seconds=round((finished - started).total_seconds(), 2)
+                   if started and finished else None,
+                   exit_code=row["exit_code"], sessions_done=row["sessions_done"],
+                   sessions_failed=row["sessions_failed"], warnings=row["warnings"] or [],
+                   stages=json.loads(row["stages_json"]) if row["stages_json"] else [])
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class LakeStatus:
     lake: str
     size_bytes: int
     files: int                     # archive files the lake holds
     sessions: int
     busy: bool                     # a run holds the lake's lock right now
-    runs: list[dict]               # the last runs, newest first
-    pending: dict[str, dict]       # per stage: todo, removed, full
-    settings: dict                 # the settings the next run would use
-    last_settings: dict | None     # those of the last finished run
-    locations: list[dict]          # the standard transcript folders a run without PATH reads
+    runs: list[RunRecord]          # the last runs, newest first
+    pending: dict[str, Pending]    # per stage: what it owes now
+    settings: RunSettings          # the settings the next run would use
+    last_settings: dict | None     # those of the last finished run, as recorded
+    locations: list[Location]      # the standard transcript folders a run without PATH reads
+
+    def settings_changed(self) -> dict[str, Any] | None:
+        """The last finished run's value of each setting that differs now (None: the same,
+        or no run yet): :meth:`RunSettings.changed_from`."""
+        return self.settings.changed_from(self.last_settings)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {"lake": self.lake, "size_bytes": self.size_bytes, "files": self.files,
+                "sessions": self.sessions, "busy": self.busy,
+                "runs": [run.to_dict() for run in self.runs],
+                "pending": {name: owed.to_dict() for name, owed in self.pending.items()},
+                "settings": self.settings.to_dict(), "last_settings": self.last_settings,
+                "locations": [location.to_dict() for location in self.locations]}
 
 
 def _size(root: Path) -> int:
@@ -73,22 +122,11 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
     settings = NightlySettings(load_config(config_path), tuple(policies or DEFAULT_POLICIES),
                                resolve_timezone(tz), lake.root / "out", None).describe()
     log = lake.read_runs().to_pylist()
-    recent = []
-    for row in reversed(log[-runs:] if runs else []):
-        seconds = None
-        if row["started_at"] and row["finished_at"]:
-            seconds = round((row["finished_at"] - row["started_at"]).total_seconds(), 2)
-        recent.append({"run_id": row["run_id"], "command": row["command"], "status": row["status"],
-                       "started_at": row["started_at"].isoformat() if row["started_at"] else None,
-                       "seconds": seconds, "exit_code": row["exit_code"],
-                       "sessions_done": row["sessions_done"],
-                       "sessions_failed": row["sessions_failed"],
-                       "warnings": row["warnings"] or [],
-                       "stages": json.loads(row["stages_json"]) if row["stages_json"] else []})
+    recent = [RunRecord.of(row) for row in reversed(log[-runs:] if runs else [])]
     sources = lake.read_sources()
     return LakeStatus(
         lake=str(lake.root.resolve()), size_bytes=_size(lake.root), files=sources.num_rows,
         sessions=len(LakeInputs(lake).sessions()), busy=_busy(lake), runs=recent,
         pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
         settings=settings, last_settings=_previous_settings(lake),
-        locations=[location.to_dict() for location in discover_locations()])
+        locations=discover_locations())

@@ -440,6 +440,17 @@ def _commit(tmp: Path, path: Path) -> None:
 # --------------------------------------------------------------------------------------
 # the run
 # --------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ApplyProblem:
+    """A file apply left unpruned or unwritten, or plan rows it could not place."""
+
+    path: str | None               # the source file (None: evictions of a source not in the lake)
+    output: str | None             # its output (None: none was claimed)
+    sessions: list[str]
+    kind: str                      # plan stale collision unsafe missing format store write
+    error: str
+
+
 @dataclasses.dataclass
 class ApplySummary:
     policy: str
@@ -460,7 +471,7 @@ class ApplySummary:
     payloads_reused: int = 0       # store writes that found identical bytes already there
     store_bytes_added: int = 0
     seconds: float = 0.0
-    problems: list[dict] = dataclasses.field(default_factory=list)
+    problems: list[ApplyProblem] = dataclasses.field(default_factory=list)
     # per source id handled: its output path and whether it failed (for the stage ledger)
     outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
 
@@ -570,7 +581,7 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
         known = {f["source_id"] for f in files}
         for source_id in sorted(set(by_source) - known):
             sessions = sorted({r["session_id"] or "" for r in by_source[source_id]})
-            summary.problems.append(dict(
+            summary.problems.append(ApplyProblem(
                 path=None, output=None, sessions=sessions, kind="plan",
                 error=f"{len(by_source[source_id])} evictions refer to source {source_id}, "
                       "which is not in the lake's sources"))
@@ -630,11 +641,11 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
             summary.payloads_stored = store.stored + remote["stored"]
             summary.payloads_reused = store.reused + remote["reused"]
             summary.store_bytes_added = store.bytes_added + remote["bytes_added"]
-    summary.files_failed = len({(p["path"], p["output"]) for p in summary.problems})
-    failed_paths = {p["path"] for p in summary.problems}
+    summary.files_failed = len({(p.path, p.output) for p in summary.problems})
+    failed_paths = {p.path for p in summary.problems}
     for entry in summary.outputs.values():
         entry["failed"] = entry["path"] in failed_paths or entry["output"] is None
-    summary.problems.sort(key=lambda p: (p["path"] or "", p["kind"], p["error"]))
+    summary.problems.sort(key=lambda p: (p.path or "", p.kind, p.error))
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary
 
@@ -656,8 +667,9 @@ class _Outcome:
 
     def fail(self, kind: str, error: Exception | str) -> None:
         self.failed = True
-        self.summary.problems.append(dict(path=self.path, output=str(self.output),
-                                          sessions=self.sessions, kind=kind, error=str(error)))
+        self.summary.problems.append(ApplyProblem(path=self.path, output=str(self.output),
+                                                  sessions=self.sessions, kind=kind,
+                                                  error=str(error)))
 
     def count(self, summary: ApplySummary) -> None:
         if self.tmp is None and not self.failed:
@@ -703,8 +715,9 @@ def _claim_output(source: dict, evictions: list[dict], target_root: Path,
     sessions = sorted({e["session_id"] for e in evictions if e.get("session_id")})
     rel = Path(source["rel_path"] or Path(path).name)
     if rel.is_absolute() or ".." in rel.parts:
-        summary.problems.append(dict(path=path, output=None, sessions=sessions, kind="collision",
-                                     error=f"relative path {rel} leaves the output folder"))
+        summary.problems.append(ApplyProblem(path=path, output=None, sessions=sessions,
+                                             kind="collision",
+                                             error=f"relative path {rel} leaves the output folder"))
         return None
     output = target_root / rel
     outcome = _Outcome(path, output, sessions, summary)
@@ -834,7 +847,7 @@ def _engine_outcomes(chosen: Any, lake_root: Path, files: list[dict],
 
 @dataclasses.dataclass
 class _TaskReport:
-    problems: list[dict]
+    problems: list[ApplyProblem]
     bytes_before: int
     store: dict[str, int]
 

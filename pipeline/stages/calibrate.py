@@ -723,11 +723,103 @@ def _quantile_of(values: np.ndarray, q: float) -> float:
     return low + (high - low) * (pos - lo)
 
 
-def _summary(errors: list[float]) -> dict[str, float | None]:
+@dataclass(frozen=True)
+class ErrorSummary:
+    """Median and p90 absolute % error of an estimate over some calls (None: none scored)."""
+
+    median_pct: float | None = None
+    p90_pct: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"median_pct": self.median_pct, "p90_pct": self.p90_pct}
+
+
+@dataclass(frozen=True)
+class SubsetEvaluation:
+    """The output errors of one kind of call (:data:`OUTPUT_SUBSETS`)."""
+
+    subset: str
+    n_scored: int
+    heuristic: ErrorSummary
+    calibrated: ErrorSummary
+
+    def to_dict(self) -> dict:
+        return {"subset": self.subset, "n_scored": self.n_scored,
+                "heuristic": self.heuristic.to_dict(), "calibrated": self.calibrated.to_dict()}
+
+
+@dataclass(frozen=True)
+class ModelEvaluation:
+    """One row of the estimator report: a model's heuristic and calibrated error in one
+    direction (docs/calibration.md). The last fields belong to one direction each."""
+
+    model: str
+    direction: str                  # prompt | output
+    basis: str                      # heuristic, or the tokenizer the output fit counts with
+    n_calls: int
+    n_scored: int
+    n_sessions: int
+    evaluation: str                 # how it was scored, and what the figures leave out
+    heuristic: ErrorSummary
+    calibrated: ErrorSummary
+    target_pct: float
+    within_target: bool | None
+    gap_pct: float | None           # calibrated median - target (None: nothing scored)
+    factors: dict[str, float]
+    # prompt: the median share of the recorded prompt the transcript explains, and the
+    # error with the model's intercept instead of the thread's own overhead
+    transcript_share_pct: float | None = None
+    calibrated_with_model_intercept: ErrorSummary | None = None
+    # output: on a real basis, the heuristic classes' figures on the same calls
+    calibrated_heuristic_basis: ErrorSummary | None = None
+    scored: str | None = None
+    hidden_reasoning_pct: float | None = None
+    n_partial_recorded: int | None = None
+    n_hidden_only: int | None = None
+    calibrated_with_partial: ErrorSummary | None = None
+    subsets: tuple[SubsetEvaluation, ...] = ()
+
+    def to_dict(self) -> dict:
+        out = {"model": self.model, "direction": self.direction, "basis": self.basis,
+               "n_calls": self.n_calls, "n_scored": self.n_scored, "n_sessions": self.n_sessions,
+               "evaluation": self.evaluation, "heuristic": self.heuristic.to_dict(),
+               "calibrated": self.calibrated.to_dict(), "target_pct": self.target_pct,
+               "within_target": self.within_target, "gap_pct": self.gap_pct,
+               "factors": dict(self.factors)}
+        if self.direction == "prompt":
+            out["transcript_share_pct"] = self.transcript_share_pct
+            out["calibrated_with_model_intercept"] = self.calibrated_with_model_intercept.to_dict()
+            return out
+        if self.calibrated_heuristic_basis is not None:
+            out["calibrated_heuristic_basis"] = self.calibrated_heuristic_basis.to_dict()
+        out.update(scored=self.scored, hidden_reasoning_pct=self.hidden_reasoning_pct,
+                   n_partial_recorded=self.n_partial_recorded, n_hidden_only=self.n_hidden_only,
+                   calibrated_with_partial=self.calibrated_with_partial.to_dict(),
+                   subsets=[subset.to_dict() for subset in self.subsets])
+        return out
+
+
+@dataclass(frozen=True)
+class EstimatorReport:
+    """``ctxlake report estimator``: every model's rows (:class:`ModelEvaluation`)."""
+
+    target_pct: float
+    n_calls: int                    # recorded calls the report reads
+    data_until: str | None          # the last call's time (ISO)
+    method: str
+    models: list[ModelEvaluation]
+
+    def to_dict(self) -> dict:
+        return {"target_pct": self.target_pct, "n_calls": self.n_calls,
+                "data_until": self.data_until, "method": self.method,
+                "models": [model.to_dict() for model in self.models]}
+
+
+def _summary(errors: list[float]) -> ErrorSummary:
     if not errors:
-        return {"median_pct": None, "p90_pct": None}
-    return {"median_pct": round(100 * _quantile(errors, 0.5), 2),
-            "p90_pct": round(100 * _quantile(errors, 0.9), 2)}
+        return ErrorSummary()
+    return ErrorSummary(round(100 * _quantile(errors, 0.5), 2),
+                        round(100 * _quantile(errors, 0.9), 2))
 
 
 def _holdout_folds(observations: list[Observation]) -> tuple[str, list[np.ndarray]]:
@@ -1022,29 +1114,30 @@ def _intercept(overheads: _ThreadOverheads, factors: Factors, left_out: np.ndarr
 
 
 def _result(model: str, key: str, data: Dataset, n_scored: int, method: str,
-            heuristic: list[float], calibrated: list[float]) -> dict[str, Any]:
+            heuristic: list[float], calibrated: list[float], **direction_figures
+            ) -> ModelEvaluation:
     cal = _summary(calibrated)
     factors = _fits(data, key).fit(model, np.empty(0, dtype=np.int64))   # on every call
     direction, _, basis = key.partition(":")
-    return {
-        "model": model, "direction": direction, "basis": basis or HEURISTIC,
-        "n_calls": sum(1 for c in data.calls if c["model"] == model),
-        "n_scored": n_scored,
-        "n_sessions": len({c["group_id"] for c in data.calls if c["model"] == model}),
-        "evaluation": method,
-        "heuristic": _summary(heuristic), "calibrated": cal,
-        "target_pct": TARGET_PCT,
-        "within_target": None if cal["median_pct"] is None else cal["median_pct"] <= TARGET_PCT,
-        "gap_pct": None if cal["median_pct"] is None else round(cal["median_pct"] - TARGET_PCT, 2),
-        "factors": dict(zip(FEATURES[key], (round(f, 3) for f in factors))),
-    }
+    return ModelEvaluation(
+        model=model, direction=direction, basis=basis or HEURISTIC,
+        n_calls=sum(1 for c in data.calls if c["model"] == model),
+        n_scored=n_scored,
+        n_sessions=len({c["group_id"] for c in data.calls if c["model"] == model}),
+        evaluation=method,
+        heuristic=_summary(heuristic), calibrated=cal,
+        target_pct=TARGET_PCT,
+        within_target=None if cal.median_pct is None else cal.median_pct <= TARGET_PCT,
+        gap_pct=None if cal.median_pct is None else round(cal.median_pct - TARGET_PCT, 2),
+        factors=dict(zip(FEATURES[key], (round(f, 3) for f in factors))),
+        **direction_figures)
 
 
 def _joined(parts: list[np.ndarray]) -> list[float]:
     return np.concatenate(parts).tolist() if parts else []
 
 
-def _evaluate_prompt(model: str, data: Dataset) -> dict[str, Any]:
+def _evaluate_prompt(model: str, data: Dataset) -> ModelEvaluation:
     fits = _fits(data, "prompt")
     rows = fits.rows_of(model)
     mine = [data.prompt[i] for i in rows.tolist()]
@@ -1070,15 +1163,14 @@ def _evaluate_prompt(model: str, data: Dataset) -> dict[str, Any]:
             no_overhead.append(np.abs(intercept + estimate - y) / y)
     heuristic, calibrated = _joined(heuristic), _joined(calibrated)
     no_overhead, shares = _joined(no_overhead), _joined(shares)
-    result = _result(model, "prompt", data, len(heuristic), method, heuristic, calibrated)
     # how much of the recorded prompt the transcript explains (the rest is overhead): when
     # the overhead dominates, any estimator's % error on the whole prompt is small
-    result["transcript_share_pct"] = round(100 * _quantile(shares, 0.5), 1) if shares else None
-    result["calibrated_with_model_intercept"] = _summary(no_overhead)
-    return result
+    return _result(model, "prompt", data, len(heuristic), method, heuristic, calibrated,
+                   transcript_share_pct=round(100 * _quantile(shares, 0.5), 1) if shares else None,
+                   calibrated_with_model_intercept=_summary(no_overhead))
 
 
-def _evaluate_output(model: str, data: Dataset, basis: str | None = None) -> dict[str, Any]:
+def _evaluate_output(model: str, data: Dataset, basis: str | None = None) -> ModelEvaluation:
     """Held-out error on the visible output of complete counts; partial counts are scored
     apart (with the same factors) and reported, never fitted. ``basis``: the model's own
     (``data.output_basis``, else the heuristic) unless given."""
@@ -1132,21 +1224,22 @@ def _evaluate_output(model: str, data: Dataset, basis: str | None = None) -> dic
     total = sum(c["recorded_output"] for c in counted)
     hidden_pct = (round(100 * sum(c["recorded_reasoning"] for c in counted) / total, 1)
                   if total else None)
-    subsets = [{"subset": name, "n_scored": len(by_subset_lists[name][0]),
-                "heuristic": _summary(by_subset_lists[name][0]),
-                "calibrated": _summary(by_subset_lists[name][1])}
-               for name in OUTPUT_SUBSETS if name in by_subset_lists]
+    subsets = tuple(SubsetEvaluation(name, len(by_subset_lists[name][0]),
+                                     _summary(by_subset_lists[name][0]),
+                                     _summary(by_subset_lists[name][1]))
+                    for name in OUTPUT_SUBSETS if name in by_subset_lists)
     # what the figure leaves out or cannot know, in the evaluation text the table shows
     notes = []
+    on_classes = None
     if basis != HEURISTIC:
-        on_classes = _evaluate_output(model, data, HEURISTIC)["calibrated"]
+        on_classes = _evaluate_output(model, data, HEURISTIC).calibrated
         what = ("the legacy Claude vocabulary's count of what the call wrote, tool calls in "
                 "Claude's syntax" if basis == "claude" else "real token count of the visible rows")
         notes.append(f"basis: {basis} ({what}; on the heuristic's classes: "
-                     f"{on_classes['median_pct']:g}%)")
+                     f"{on_classes.median_pct:g}%)")
     if n_partial:
         notes.append(f"{n_partial} partial count{'s' if n_partial > 1 else ''} not scored "
-                     f"(all {len(with_partial)}: {_summary(with_partial)['median_pct']:g}%)")
+                     f"(all {len(with_partial)}: {_summary(with_partial).median_pct:g}%)")
     n_hidden_only = sum(1 for order in data.hidden_only if data.calls[order]["model"] == model)
     if n_hidden_only:
         notes.append(f"{n_hidden_only} call{'s' if n_hidden_only > 1 else ''} with no visible "
@@ -1154,28 +1247,22 @@ def _evaluate_output(model: str, data: Dataset, basis: str | None = None) -> dic
     if hidden_pct:
         notes.append(f"hidden reasoning {hidden_pct:g}% of the recorded output, subtracted")
     for subset in subsets:
-        if subset["subset"] == THINKING_IN_COUNT:
-            notes.append(f"{subset['n_scored']} with thinking but no reasoning count: "
-                         f"{subset['calibrated']['median_pct']:g}%")
-    result = _result(model, key, data, len(calibrated), "; ".join([method] + notes),
-                     heuristic, calibrated)
-    if basis != HEURISTIC:   # the class split's figures on the same calls
-        result["calibrated_heuristic_basis"] = on_classes
-    result.update({
-        "scored": "visible output (recorded output minus the hidden reasoning the source "
-                  "records apart)",
+        if subset.subset == THINKING_IN_COUNT:
+            notes.append(f"{subset.n_scored} with thinking but no reasoning count: "
+                         f"{subset.calibrated.median_pct:g}%")
+    return _result(
+        model, key, data, len(calibrated), "; ".join([method] + notes), heuristic, calibrated,
+        calibrated_heuristic_basis=on_classes,   # on a real basis: the class split's figures
+        scored="visible output (recorded output minus the hidden reasoning the source records "
+               "apart)",
         # the part of the recorded output no transcript shows (where the source counts it)
-        "hidden_reasoning_pct": hidden_pct,
+        hidden_reasoning_pct=hidden_pct,
         # recorded output far below the visible output: written before the call ended
-        "n_partial_recorded": n_partial,
-        "n_hidden_only": n_hidden_only,
-        "calibrated_with_partial": _summary(with_partial),
-        "subsets": subsets,
-    })
-    return result
+        n_partial_recorded=n_partial, n_hidden_only=n_hidden_only,
+        calibrated_with_partial=_summary(with_partial), subsets=subsets)
 
 
-def estimator_report(lake: Lake) -> dict[str, Any]:
+def estimator_report(lake: Lake) -> EstimatorReport:
     """Heuristic vs calibrated error against recorded usage, per model (see module docstring)."""
     calls = load_calls(lake)
     data = build_dataset(calls)
@@ -1183,23 +1270,23 @@ def estimator_report(lake: Lake) -> dict[str, Any]:
     rows = [evaluate(model, data) for model in models
             for evaluate in (_evaluate_prompt, _evaluate_output)]
     until = max((c["timestamp"] for c in calls if c["timestamp"] is not None), default=None)
-    return {
-        "target_pct": TARGET_PCT,
-        "n_calls": len(calls),
-        "data_until": until.isoformat() if isinstance(until, datetime) else None,
-        "method": ("prompt = thread overhead (median of recorded - estimate over the thread's "
-                   "other calls) + factors x heuristic class tokens; heuristic: factors 1.0; "
-                   "error = |estimate - recorded| / recorded per call; calls alone in their "
-                   "thread are not scored; output = model intercept + factors x heuristic of "
-                   "the call's own visible rows + framing x tool calls, scored against the "
-                   "visible output (recorded output - recorded hidden reasoning; thinking rows "
-                   "count only where the source has no reasoning count); partial counts "
-                   f"(over {MAX_CHARS_PER_TOKEN} visible characters per recorded token) not scored"
-                   + ("; output basis (the row's basis): where a model's tokenizer ships "
-                      "(OpenAI models: exact; Claude: the legacy vocabulary, approximate), that "
-                      "tokenizer's count of what the call wrote (tool calls in the model's own "
-                      "syntax) x one factor replaces the heuristic classes; the heuristic "
-                      "column stays est_tokens"
-                      if data.output_basis else "")),
-        "models": rows,
-    }
+    return EstimatorReport(
+        target_pct=TARGET_PCT,
+        n_calls=len(calls),
+        data_until=until.isoformat() if isinstance(until, datetime) else None,
+        method=("prompt = thread overhead (median of recorded - estimate over the thread's "
+                "other calls) + factors x heuristic class tokens; heuristic: factors 1.0; "
+                "error = |estimate - recorded| / recorded per call; calls alone in their "
+                "thread are not scored; output = model intercept + factors x heuristic of "
+                "the call's own visible rows + framing x tool calls, scored against the "
+                "visible output (recorded output - recorded hidden reasoning; thinking rows "
+                "count only where the source has no reasoning count); partial counts "
+                f"(over {MAX_CHARS_PER_TOKEN} visible characters per recorded token) not scored"
+                + ("; output basis (the row's basis): where a model's tokenizer ships "
+                   "(OpenAI models: exact; Claude: the legacy vocabulary, approximate), that "
+                   "tokenizer's count of what the call wrote (tool calls in the model's own "
+                   "syntax) x one factor replaces the heuristic classes; the heuristic "
+                   "column stays est_tokens"
+                   if data.output_basis else "")),
+        models=rows,
+    )

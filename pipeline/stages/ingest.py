@@ -441,6 +441,23 @@ def _struct_type(schema: pa.Schema) -> pa.StructType:
     return pa.struct(list(schema))
 
 
+@dataclasses.dataclass(frozen=True)
+class IngestProblem:
+    """A quarantined line (or a file that could not be read), as its ``quarantine`` row
+    names it."""
+
+    path: str
+    line_no: int | None            # None (or 0): the file as a whole
+    byte_offset: int | None
+    severity: str                  # error | warning
+    reason: str
+
+    @property
+    def where(self) -> str:
+        """``path:line`` (the path alone for the file as a whole)."""
+        return f"{self.path}:{self.line_no}" if self.line_no else self.path
+
+
 @dataclasses.dataclass
 class FileResult:
     path: str
@@ -451,11 +468,12 @@ class FileResult:
     quarantined: int = 0
     held_back: int = 0
     bytes_read: int = 0
-    problems: list[dict] = dataclasses.field(default_factory=list)
+    problems: list[IngestProblem] = dataclasses.field(default_factory=list)
 
 
-def _problem(row: dict) -> dict:
-    return {k: row[k] for k in ("path", "line_no", "byte_offset", "severity", "reason")}
+def _problem(row: dict) -> IngestProblem:
+    return IngestProblem(row["path"], row["line_no"], row["byte_offset"], row["severity"],
+                         row["reason"])
 
 
 def _quarantine_row(ctx: SourceContext, line_no: int, offset: int, length: int, reason: str,
@@ -717,7 +735,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
         out = Emitter(ctx)
         records = RecordColumns()
         quarantine: list[dict] = []
-        problems: list[dict] = []
+        problems: list[IngestProblem] = []
         run_lines = run_records = run_quarantined = held_back = 0
         bytes_read = 0
 
@@ -958,7 +976,7 @@ class IngestSummary:
     held_back: int = 0
     bytes_read: int = 0
     seconds: float = 0.0
-    problems: list[dict] = dataclasses.field(default_factory=list)
+    problems: list[IngestProblem] = dataclasses.field(default_factory=list)
     unrecognized: list[str] = dataclasses.field(default_factory=list)
     # unrecognised files named on the command line (not found in a folder): --strict fails
     unrecognized_named: list[str] = dataclasses.field(default_factory=list)
@@ -1184,7 +1202,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         if new_sources or dropped:
             write_parquet_atomic(previous.updated(new_sources, dropped), lake.sources_path)
         crash_point("ingest:committed")
-        errors = sum(1 for p in summary.problems if p["severity"] == "error")
+        errors = sum(1 for p in summary.problems if p.severity == "error")
         run = dict(run_id=run_id, files=summary.files, files_skipped=summary.files_unchanged,
                    lines=summary.lines, records=summary.records,
                    quarantined=summary.quarantined, held_back=summary.held_back,
@@ -1194,7 +1212,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                        command="ingest", status="problems" if errors else "ok",
                        exit_code=0, pid=os.getpid())
         lake.record_run(run)
-        summary.problems.sort(key=lambda p: (p["path"], p["line_no"]))
+        summary.problems.sort(key=lambda p: (p.path, p.line_no))
         summary.unrecognized.sort()
         summary.unrecognized_named = [p for p in summary.unrecognized if p in found.named]
         summary.superseded.sort()
@@ -1202,6 +1220,6 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         if format is not None:
             summary.warnings.extend(_forced_format_warnings(
                 lake, format, [r for r in results if r.mode in ("new", "appended", "reingested")]))
-        summary.quarantined_errors = sum(1 for p in summary.problems if p["severity"] == "error")
+        summary.quarantined_errors = sum(1 for p in summary.problems if p.severity == "error")
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

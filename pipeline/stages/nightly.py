@@ -40,39 +40,14 @@ from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
 from pipeline.stages.engine import resolve as resolve_engine
 from pipeline.core.lake import Lake
-from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Owed, Runner, Stage, StageReport,
-                                  fingerprint, pending)
+from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Owed, Pending, Runner, Stage,
+                                  StageReport, fingerprint, pending)
 from pipeline.stages.flags import stage_settings as flags_stage_settings
+from pipeline.stages.results import NightlySummary, RunSettings, StageRun
 
 DEFAULT_POLICIES = ("payload_prune+microcompact",)
 
 Progress = Callable[[str], Callable[[int, int], None] | None]
-
-
-@dataclasses.dataclass
-class NightlySummary:
-    lake: str
-    run_id: str
-    status: str                     # ok | problems | failed
-    exit_code: int
-    ingest: dict
-    stages: list[dict]              # per stage: name, seconds, done, skipped, failed, removed
-    correlate: dict
-    calibration_rows: int
-    plans: list
-    applied: dict
-    summaries: dict
-    html: dict                      # the HTML report's refresh ([report] html = true)
-    touched_sessions: int
-    sessions_ignored: int
-    out_dir: str
-    seconds: float
-    warnings: list[str]
-    interrupted_runs: list[str]
-    settings: dict
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 # ---------------------------------------------------------------------------------------
@@ -130,10 +105,9 @@ class NightlySettings:
     out_dir: Path
     workers: int | None
 
-    def describe(self) -> dict:
-        return {"time_zone": self.tz, "policies": list(self.policies),
-                "out": str(self.out_dir), "ignore_patterns": list(self.config.ignore_patterns),
-                "version": __version__}
+    def describe(self) -> RunSettings:
+        return RunSettings(self.tz, tuple(self.policies), str(self.out_dir),
+                           tuple(self.config.ignore_patterns), __version__)
 
 
 def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
@@ -369,23 +343,16 @@ def _remove_outputs(owed: Owed, target_root: Path) -> int:
 # ---------------------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------------------
-def _as_dict(value) -> dict:
-    if value is None:
-        return {}
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    return dataclasses.asdict(value)
-
-
 def _previous_settings(lake: Lake) -> dict | None:
     runs = [r for r in lake.read_runs().to_pylist() if r["command"] == "run" and r["settings_json"]
             and r["status"] in ("ok", "problems")]
     return json.loads(runs[-1]["settings_json"]) if runs else None
 
 
-def _settings_changes(before: dict | None, now: dict) -> list[str]:
+def _settings_changes(before: dict | None, settings: RunSettings) -> list[str]:
     if before is None:
         return []
+    now = settings.to_dict()
     names = {"time_zone": "time zone", "policies": "policies", "out": "output folder",
              "ignore_patterns": "ignore patterns", "version": "ctxlake version"}
     return [f"{label} changed since the last run: {before.get(key)!r} -> {now.get(key)!r}"
@@ -419,7 +386,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
         warnings = _settings_changes(_previous_settings(lake), described)
         lake.record_run({"run_id": run_id, "started_at": started_at, "command": "run",
                          "status": "running", "pid": os.getpid(), "ingest_committed": False,
-                         "settings_json": json.dumps(described, sort_keys=True)})
+                         "settings_json": json.dumps(described.to_dict(), sort_keys=True)})
         try:
             ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
                               run_id=run_id, quiet_minutes=config.quiet_minutes,
@@ -448,8 +415,8 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
             raise
         reports: list[StageReport] = runner.reports
         failed = [r for r in reports if r.status in ("failed", "problems", "skipped")]
-        applied = {spec: _as_dict(s) for spec, s in results.get("applied", {}).items()}
-        apply_problems = sum(len(a.get("problems", [])) for a in applied.values())
+        applied = results.get("applied", {})
+        apply_problems = sum(len(a.problems) for a in applied.values())
         status = "failed" if any(r.status == "failed" for r in reports) else \
             "problems" if failed or apply_problems else "ok"
         exit_code = 0 if status == "ok" else 1
@@ -457,12 +424,11 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
         calibration = results.get("calibration")
         summary = NightlySummary(
             lake=str(lake.root), run_id=run_id, status=status, exit_code=exit_code,
-            ingest=ingested.to_dict(),
-            stages=[{"stage": r.stage, **r.figures()} for r in reports],
-            correlate=_as_dict(results.get("correlate")),
+            ingest=ingested, stages=[StageRun.of(r) for r in reports],
+            correlate=results.get("correlate"),
             calibration_rows=calibration.num_rows if calibration is not None else 0,
-            plans=[_as_dict(p) for p in results.get("plans", [])], applied=applied,
-            summaries=_as_dict(results.get("summaries")), html=_as_dict(results.get("html")),
+            plans=results.get("plans", []), applied=applied,
+            summaries=results.get("summaries"), html=results.get("html"),
             touched_sessions=max((r.done for r in reports if not r.stage.startswith("apply:")),
                                  default=0),
             sessions_ignored=_ignored_count(lake), out_dir=str(settings.out_dir),
@@ -474,7 +440,8 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                          "sessions_skipped": sum(r.skipped for r in reports),
                          "sessions_failed": sum(r.failed for r in reports),
                          "warnings": warnings,
-                         "stages_json": json.dumps(summary.stages, sort_keys=True)})
+                         "stages_json": json.dumps([s.to_dict() for s in summary.stages],
+                                                  sort_keys=True)})
     return summary
 
 
@@ -487,7 +454,7 @@ def _ignored_count(lake: Lake) -> int:
 
 def pending_work(lake: Lake, *, config_path: Path | None = None,
                  policies: tuple[str, ...] | None = None, tz: str | None = None,
-                 out: Path | None = None) -> dict[str, dict]:
+                 out: Path | None = None) -> dict[str, Pending]:
     """What each stage owes now, without doing it (``ctxlake status``)."""
     from pipeline.stages.usage import resolve_timezone
 

@@ -131,6 +131,15 @@ def restore(pruned_file: Path | str, *, store: PayloadStore | Path | str,
 # --------------------------------------------------------------------------------------
 # verify
 # --------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class VerifyProblem:
+    """A store file, manifest, output or locator that does not check."""
+
+    kind: str
+    path: str
+    detail: str
+
+
 @dataclasses.dataclass
 class VerifyReport:
     store: str
@@ -140,7 +149,7 @@ class VerifyReport:
     outputs: int = 0               # output files checked
     outputs_restorable: int = 0    # of which rebuild to their recorded original
     locators: int = 0              # compaction:// locators found in outputs
-    problems: list[dict] = dataclasses.field(default_factory=list)
+    problems: list[VerifyProblem] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -162,7 +171,7 @@ def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
     report = VerifyReport(store=str(lake.store_dir), out=str(out_root))
 
     def problem(kind: str, path: Path | str, detail: str) -> None:
-        report.problems.append(dict(kind=kind, path=str(path), detail=detail))
+        report.problems.append(VerifyProblem(kind=kind, path=str(path), detail=detail))
 
     sound: set[str] = set()
     with PayloadStore.for_lake(lake.root) as store:
@@ -234,7 +243,7 @@ def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
                         continue
                     _verify_output(Path(dirpath) / name, store, manifests, sound, report,
                                    problem)
-    report.problems.sort(key=lambda p: (p["path"], p["kind"], p["detail"]))
+    report.problems.sort(key=lambda p: (p.path, p.kind, p.detail))
     return report
 
 

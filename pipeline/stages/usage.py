@@ -1019,6 +1019,33 @@ def _extreme(pick, a: str | None, b: str | None) -> str | None:
 # ---------------------------------------------------------------------------------------
 # 5-hour billing blocks
 # ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BurnRate:
+    """Tokens per minute and USD per hour between a block's first and last call (ccusage)."""
+
+    tokens_per_minute: float
+    input_output_tokens_per_minute: float
+    cost_usd_per_hour: float | None       # None: nothing in the block is priced
+
+    def to_dict(self) -> dict:
+        return {"tokens_per_minute": self.tokens_per_minute,
+                "input_output_tokens_per_minute": self.input_output_tokens_per_minute,
+                "cost_usd_per_hour": self.cost_usd_per_hour}
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A block's usage at its end if its burn rate holds (ccusage's projection)."""
+
+    total_tokens: int
+    cost_usd: float | None
+    remaining_minutes: int
+
+    def to_dict(self) -> dict:
+        return {"total_tokens": self.total_tokens, "cost_usd": self.cost_usd,
+                "remaining_minutes": self.remaining_minutes}
+
+
 @dataclass
 class UsageBlock:
     """A billing window as ccusage shows it: it starts at the hour of its first call (UTC) and
@@ -1033,8 +1060,8 @@ class UsageBlock:
     entries: int = 0
     figures: UsageFigures = field(default_factory=UsageFigures)
     is_active: bool = False
-    burn_rate: dict | None = None
-    projection: dict | None = None
+    burn_rate: BurnRate | None = None       # the active block's (None: one call so far)
+    projection: Projection | None = None
     session_ids: set[str] = field(default_factory=set, repr=False)
 
     def to_dict(self, zone: ZoneInfo) -> dict:
@@ -1044,7 +1071,8 @@ class UsageBlock:
                 "start": local(self.start), "end": local(self.end),
                 "first_at": local(self.first_at), "last_at": local(self.last_at),
                 "is_gap": self.is_gap, "is_active": self.is_active, "entries": self.entries,
-                **figures, "burn_rate": self.burn_rate, "projection": self.projection}
+                **figures, "burn_rate": None if self.burn_rate is None else self.burn_rate.to_dict(),
+                "projection": None if self.projection is None else self.projection.to_dict()}
 
 
 @dataclass
@@ -1153,20 +1181,21 @@ def _blocks(calls: list[dict], now: datetime) -> list[UsageBlock]:
     return blocks
 
 
-def _burn_rate(block: UsageBlock) -> dict | None:
+def _burn_rate(block: UsageBlock) -> BurnRate | None:
     """Tokens per minute and USD per hour between the block's first and last call (ccusage)."""
     minutes = Decimal((block.last_at - block.first_at).total_seconds()) / 60
     if minutes <= 0:
         return None
     figures = block.figures
     cost_per_hour = None if figures.cost_usd is None else figures.cost_usd / minutes * 60
-    return {"tokens_per_minute": float((Decimal(figures.total_tokens) / minutes).quantize(Decimal("0.01"))),
-            "input_output_tokens_per_minute": float(
-                (Decimal(figures.input_tokens + figures.output_tokens) / minutes).quantize(Decimal("0.01"))),
-            "cost_usd_per_hour": usd(cost_per_hour)}
+    return BurnRate(
+        tokens_per_minute=float((Decimal(figures.total_tokens) / minutes).quantize(Decimal("0.01"))),
+        input_output_tokens_per_minute=float(
+            (Decimal(figures.input_tokens + figures.output_tokens) / minutes).quantize(Decimal("0.01"))),
+        cost_usd_per_hour=usd(cost_per_hour))
 
 
-def _projection(block: UsageBlock, now: datetime) -> dict | None:
+def _projection(block: UsageBlock, now: datetime) -> Projection | None:
     """The block's usage at its end if the burn rate holds (ccusage's projection)."""
     seconds = Decimal((block.last_at - block.first_at).total_seconds())
     if seconds <= 0:
@@ -1175,8 +1204,8 @@ def _projection(block: UsageBlock, now: datetime) -> dict | None:
     figures = block.figures
     tokens = Decimal(figures.total_tokens) + Decimal(figures.total_tokens) / seconds * remaining
     cost = None if figures.cost_usd is None else figures.cost_usd + figures.cost_usd / seconds * remaining
-    return {"total_tokens": int(tokens.quantize(Decimal(1))), "cost_usd": usd(cost),
-            "remaining_minutes": int((remaining / 60).quantize(Decimal(1)))}
+    return Projection(total_tokens=int(tokens.quantize(Decimal(1))), cost_usd=usd(cost),
+                      remaining_minutes=int((remaining / 60).quantize(Decimal(1))))
 
 
 # ---------------------------------------------------------------------------------------
