@@ -205,8 +205,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
         path = lake.write_derived(CALL_ROWS, "all", table)
         lake.write_derived(CALL_SOURCES, "all", covered)
         # dedup, price and sum the rows just computed, in memory (no second pass over the lake)
-        con = duckdb.connect()
-        try:
+        with duckdb.connect() as con:
             con.execute("SET enable_progress_bar = false")
             con.execute("SET TimeZone = 'UTC'")
             con.register(CALL_ROWS, table)
@@ -228,8 +227,6 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
             lake.write_derived(BUCKETS, "all", buckets)
             con.register(BUCKETS, buckets)
             write_summary(lake.root, con, commit)
-        finally:
-            con.close()
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
 
 
@@ -915,7 +912,7 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
                          source="stored",
                          sessions_of=lambda periods: _summary_sessions(summary, summary_params, periods))
     con, source = usage_connection(lake, overrides=overrides, need="rows")
-    try:
+    with con:
         records = _report_records(con, params)
         if source != "stored" and _ensure_prices(con, {r["model"] for r in records}, overrides):
             records = _report_records(con, params)
@@ -928,8 +925,6 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
         return _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
                          project=project, breakdown=group, price_source=_price_label(overrides),
                          order=order, limit=limit, source=source, sessions_of=sessions_of)
-    finally:
-        con.close()
 
 
 def _report_records(con, params: dict, name: str = "select_usage_report") -> list[dict]:
@@ -1116,13 +1111,11 @@ def blocks_report(lake, *, tz: str | None = None, since=None, until=None, projec
     if now.tzinfo is None:
         raise UsageError("'now' must carry a time zone")
     con, source = usage_connection(lake, overrides=overrides)
-    try:
+    with con:
         params = {"project": project}
         calls = _report_records(con, params, "select_usage_block_calls")
         if source != "stored" and _ensure_prices(con, {c["model"] for c in calls}, overrides):
             calls = _report_records(con, params, "select_usage_block_calls")
-    finally:
-        con.close()
     blocks = _blocks(calls, now)
     local = ZoneInfo(zone)
     if since_day or until_day:
