@@ -25,6 +25,7 @@ from pipeline.cli import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
 from tests.helpers.lake import REAL, assert_same_lake, view_rows  # noqa: E402
+from tests.helpers.s3 import bucket, s3_endpoint  # noqa: E402, F401 (fixtures)
 
 SWEEP_CONFIG = """\
 [sweeps]
@@ -88,6 +89,20 @@ def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samp
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
     assert len(view_rows(tmp_path / "ray")["sessions"]) == 12
+
+
+def test_run_on_ray_into_an_s3_lake_writes_the_driver_hosts_mirror_and_pushes_it_like_local(
+        tmp_path, bucket, monkeypatch):
+    # Ray's tasks write parts into the driver's mirror by absolute path (tasks on the driver's
+    # host; a multi-node cluster puts the mirror on the shared filesystem with --mirror)
+    name, _ = bucket
+    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
+    monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)   # several Ray tasks
+    invoke("--lake", f"s3://{name}/lake", "--mirror", str(tmp_path / "m1"), "--engine", "ray",
+           "run", str(REAL), "--tz", "UTC")
+    assert_same_lake(tmp_path / "local", tmp_path / "m1" / "lake")
+    invoke("--lake", f"s3://{name}/lake", "--mirror", str(tmp_path / "m2"), "status")
+    assert_same_lake(tmp_path / "local", tmp_path / "m2" / "lake")
 
 
 def test_ingest_and_run_on_ray_match_local_on_a_demo_archive(demo_lakes):

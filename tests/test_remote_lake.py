@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import socket
 import stat
@@ -24,43 +23,9 @@ from pipeline.cli import cli
 from pipeline.core import remote
 from pipeline.core.errors import UnsafePathError, UsageError
 from tests.helpers.lake import REAL, assert_same_lake, file_hashes, view_rows
+from tests.helpers.s3 import bucket, s3_endpoint  # noqa: F401 (fixtures)
 
-moto_server = pytest.importorskip("moto.server")
 pafs = pytest.importorskip("pyarrow.fs")
-
-KEY, SECRET, REGION = "testing-key", "testing-secret", "us-east-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3_endpoint, monkeypatch, request) -> tuple[str, object]:
-    """A fresh bucket on the moto server, the AWS_* environment pointing at it, and a
-    pyarrow filesystem on it for the test's own looks."""
-    fs = pafs.S3FileSystem(endpoint_override=s3_endpoint, scheme="http", access_key=KEY,
-                           secret_key=SECRET, region=REGION, allow_bucket_creation=True)
-    name = "lake-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
-    fs.create_dir(name)
-    for var, value in (("AWS_ACCESS_KEY_ID", KEY), ("AWS_SECRET_ACCESS_KEY", SECRET),
-                       ("AWS_REGION", REGION), ("AWS_ENDPOINT_URL", f"http://{s3_endpoint}")):
-        monkeypatch.setenv(var, value)
-    monkeypatch.setattr(remote, "LEASE_SETTLE_S", 0.01)
-    return name, fs
-
 
 def invoke(*args: str, code: int = 0) -> str:
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
@@ -218,6 +183,17 @@ def test_a_push_killed_midway_leaves_the_bucket_at_the_previous_commit_and_the_n
     # the second machine's next pull moves it to the new commit
     invoke("--lake", url, "--mirror", str(tmp_path / "m2"), "status")
     assert synced_files(tmp_path / "m2" / "lake") == synced_files(tmp_path / "m1" / "lake")
+
+
+def test_the_python_api_opens_an_s3_lake_through_its_own_mirror(tmp_path, bucket):
+    from pipeline import open_lake
+
+    name, _ = bucket
+    invoke("--lake", f"s3://{name}/lake", "--mirror", str(tmp_path / "m1"), "run",
+           str(REAL / "codex"), str(REAL / "gemini"), "--tz", "UTC")
+    frames = open_lake(f"s3://{name}/lake", mirror=tmp_path / "m2")
+    assert frames.root == tmp_path / "m2" / "lake"
+    assert sorted(frames.read_sessions()["format"].to_list()) == ["codex_cli", "gemini_cli"]
 
 
 def write_lease(fs, bucket_name: str, **fields) -> None:

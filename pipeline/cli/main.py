@@ -64,7 +64,7 @@ class LakeContext:
                     configured = self.config().lake
                 where = os.environ.get("CTXLAKE_HOME") or configured
             if where and remote.is_url(where):
-                self.remote, _ = remote.open_mirror(where, self.mirror)
+                self.remote = remote.open_mirror(where, self.mirror)
                 ctx = click.get_current_context(silent=True)
                 if ctx is not None:
                     ctx.find_root().call_on_close(self.remote.close)

@@ -67,7 +67,7 @@ from pipeline.core.lake import (FILE_MODE, LOCK_HOOKS, TEMP_NAME, Lake, atomic_w
                                 private_dirs, refuse_symlinks)
 
 __all__ = ["RemoteLocation", "Mirror", "parse_url", "is_url", "filesystem", "default_mirror",
-           "open_mirror", "PullResult", "PushResult"]
+           "open_mirror", "pull_mirror", "PullResult", "PushResult"]
 
 SCHEMES = {"s3": "s3", "gs": "gs", "gcs": "gs"}
 # a URL (also as pathlib prints it: pathlib folds "s3://b" to "s3:/b")
@@ -260,6 +260,7 @@ class Mirror:
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
         self._pid = os.getpid()
+        self.last_pull: PullResult | None = None
 
     # -- local state ------------------------------------------------------------------
     @property
@@ -644,16 +645,23 @@ def _hash_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def open_mirror(url: str | os.PathLike, mirror: str | os.PathLike | None = None,
-                fs=None) -> tuple[Mirror, PullResult]:
-    """The mirror of an object-store lake, pulled, with its lock hooks registered (a command
-    that takes the lake lock takes the lease and pushes when it lets go). ``mirror``: the
-    folder (default :func:`default_mirror`; ``$CTXLAKE_MIRROR``)."""
+def pull_mirror(url: str | os.PathLike, mirror: str | os.PathLike | None = None,
+                fs=None) -> Mirror:
+    """The mirror of an object-store lake, pulled (for reading: nothing is registered).
+    ``mirror``: its folder (default ``$CTXLAKE_MIRROR``, else :func:`default_mirror`)."""
     location = parse_url(url)
     folder = mirror or os.environ.get("CTXLAKE_MIRROR") or default_mirror(location)
     if is_url(folder):
         raise UsageError(f"the mirror '{folder}' must be a local folder")
     remote = Mirror(location, folder, fs=fs)
-    result = remote.pull()
+    remote.last_pull = remote.pull()
+    return remote
+
+
+def open_mirror(url: str | os.PathLike, mirror: str | os.PathLike | None = None,
+                fs=None) -> Mirror:
+    """:func:`pull_mirror`, with the mirror's lock hooks registered: a command that takes the
+    lake lock takes the lease and pushes when it lets go (:meth:`Mirror.close` unregisters)."""
+    remote = pull_mirror(url, mirror, fs)
     LOCK_HOOKS.append(remote)
-    return remote, result
+    return remote
