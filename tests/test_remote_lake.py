@@ -149,7 +149,7 @@ def ctxlake_process(*args: str, env: dict | None = None) -> subprocess.Completed
 
 
 def test_a_push_killed_midway_leaves_the_bucket_at_the_previous_commit_and_the_next_run_finishes_it(
-        tmp_path, bucket):
+        tmp_path, bucket, monkeypatch):
     name, fs = bucket
     url = f"s3://{name}/lake"
     first = tmp_path / "first"
@@ -172,7 +172,9 @@ def test_a_push_killed_midway_leaves_the_bucket_at_the_previous_commit_and_the_n
     assert synced_files(tmp_path / "m2" / "lake") == committed_files
     assert view_rows(tmp_path / "m2" / "lake") == committed_rows
 
-    # the next run on the first machine (its lease's process is dead: taken over) pushes it
+    # the next run on the first machine (its lease's process is dead: taken over) pushes it;
+    # the killed push's leftovers count as old (they are collected after GC_GRACE_S)
+    monkeypatch.setattr(remote, "GC_GRACE_S", 0.0)
     invoke("--lake", url, "--mirror", str(tmp_path / "m1"), "run", str(REAL), "--tz", "UTC")
     assert manifest(fs, name)["commit"] == 2
     invoke("--lake", url, "--mirror", str(tmp_path / "m3"), "status")

@@ -18,8 +18,9 @@ one of those rules applies exactly as on a local lake, and the bucket holds *com
   mirror equals the commit. Content objects never change, so most of a lake is fetched once.
 - **Push** (when the outermost lake lock of a command that finished is let go): the objects of
   the new contents are uploaded first, then ``manifest.json`` is written (one PUT: atomic, and
-  read-after-write consistent on S3 and GCS), and only then are objects no commit names any
-  more deleted. A reader, or a push killed midway, therefore always sees a whole commit: the
+  read-after-write consistent on S3 and GCS), and only then are objects deleted: those the
+  previous commit named and the new one does not, and unnamed leftovers older than
+  :data:`GC_GRACE_S` (a killed push's). A reader, or a push killed midway, therefore always sees a whole commit: the
   previous one until the manifest is written. A mirror whose push was interrupted still holds
   the new state, so the next writing command there pushes it (objects already up are not sent
   again). A command that changed nothing uploads nothing.
@@ -31,7 +32,11 @@ one of those rules applies exactly as on a local lake, and the bucket holds *com
   more than the settle time apart in the wrong order (A reads back before B's PUT arrives) can
   both believe they won. The push narrows what that can break: it re-reads the lease and the
   manifest before committing and refuses when either moved, so the loser's changes stay in its
-  mirror instead of overwriting the winner's commit. A lease is renewed while the command runs
+  mirror instead of overwriting the winner's commit. What remains: the lease check and the
+  manifest PUT are two requests, so two pushes interleaving within those milliseconds while the
+  lease flips could both commit: the later manifest wins, the earlier commit's changes are
+  lost, and in the worst case the later one names an object the other push collected (its
+  previous commit's), which a pull then reports as missing. A lease is renewed while the command runs
   and expires :data:`LEASE_TTL_S` after its last renewal (a killed run's lease blocks others
   until then; on its own host a lease whose pid is dead is taken over at once).
 
@@ -79,6 +84,7 @@ LEASE_TTL_S = 300.0          # a lease not renewed for this long is free
 LEASE_RENEW_S = 60.0         # how often a running command renews its lease
 LEASE_SETTLE_S = 0.5         # wait between writing the lease and reading it back
 TRANSFER_THREADS = 8         # objects moved at once
+GC_GRACE_S = 3600.0          # an object no commit names is collected once this old
 CHUNK = 1 << 20
 # files of the mirror that stay on this machine: the local lock, the DuckDB file for
 # external clients (its views name the mirror's absolute paths) and its stamp
@@ -382,13 +388,14 @@ class Mirror:
     def _object_key(self, sha: str) -> str:
         return self.location.key(f"objects/{sha[:2]}/{sha}")
 
-    def _present_objects(self) -> set[str]:
+    def _present_objects(self) -> dict[str, float]:
+        """The content objects in the bucket: sha256 -> last modified (epoch seconds)."""
         import pyarrow.fs as pafs
 
         selector = pafs.FileSelector(self.location.key("objects"), recursive=True,
                                      allow_not_found=True)
-        return {info.base_name for info in self.fs.get_file_info(selector)
-                if info.type == pafs.FileType.File}
+        return {info.base_name: info.mtime.timestamp() if info.mtime else 0.0
+                for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.File}
 
     def _download(self, rel: str, entry: dict) -> int:
         """One file of the commit into the mirror: temp name (O_EXCL, O_NOFOLLOW), hash and size
@@ -449,8 +456,10 @@ class Mirror:
                     return self._pull_once()
                 except _Missing:
                     continue      # a newer commit collected an object: pull that one
-            raise UsageError(f"{self.location.url}: objects of the commit kept vanishing "
-                             "while pulling", hint="the lake is being rewritten fast; retry")
+            raise RemoteError("objects the bucket's commit names are missing (5 reads of "
+                              "its manifest)", path=self.location.url,
+                              hint="the bucket was edited by hand, or two writers raced past "
+                                   "the lease (README, 'Object stores'); restore the objects")
 
     def _pull_once(self) -> PullResult:
         manifest = self.read_manifest()
@@ -521,7 +530,13 @@ class Mirror:
             self._save_state(commit, local, stats)
             crash_point("remote:push:committed")
             referenced = {entry["sha256"] for entry in local.values()}
-            garbage = sorted((present | set(needed)) - referenced)
+            # collected: what the previous commit named and this one does not, and objects no
+            # commit names that are older than GC_GRACE_S (a killed push's leftovers; a younger
+            # one may belong to a push under way that raced this one's lease)
+            dropped = {e["sha256"] for e in state["files"].values()} - referenced
+            stale = {sha for sha, mtime in present.items()
+                     if mtime < time.time() - GC_GRACE_S}
+            garbage = sorted((dropped | stale) - referenced)
             for sha in garbage:
                 with contextlib.suppress(FileNotFoundError):
                     self.fs.delete_file(self._object_key(sha))
