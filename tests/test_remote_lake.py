@@ -284,6 +284,20 @@ def test_a_manifest_naming_a_path_outside_the_lake_is_refused_and_nothing_is_wri
     assert list((tmp_path / "m" / "lake").iterdir()) == []
 
 
+def test_a_commit_whose_object_is_gone_is_a_clear_error_naming_the_lake(tmp_path, bucket):
+    name, fs = bucket
+    url = f"s3://{name}/lake"
+    invoke("--lake", url, "--mirror", str(tmp_path / "m1"), "ingest", str(REAL / "codex"))
+    sha = manifest(fs, name)["files"]["sources.parquet"]["sha256"]
+    fs.delete_file(f"{name}/lake/objects/{sha[:2]}/{sha}")
+    result = CliRunner().invoke(cli, ["--lake", url, "--mirror", str(tmp_path / "m2"), "status"],
+                                catch_exceptions=False)
+    assert result.exit_code == 1
+    assert f"{url}: objects the bucket's commit names are missing" in result.output
+    assert "restore the objects" in result.output
+    assert not (tmp_path / "m2" / "lake" / "sources.parquet").exists()
+
+
 def test_the_mirror_refuses_to_push_a_symlink(tmp_path, bucket):
     name, fs = bucket
     url = f"s3://{name}/lake"
