@@ -298,6 +298,24 @@ def test_a_commit_whose_object_is_gone_is_a_clear_error_naming_the_lake(tmp_path
     assert not (tmp_path / "m2" / "lake" / "sources.parquet").exists()
 
 
+def test_a_pull_leaves_the_mirror_alone_while_a_run_on_this_machine_writes_it(tmp_path, bucket):
+    import fcntl
+
+    name, fs = bucket
+    url = f"s3://{name}/lake"
+    invoke("--lake", url, "--mirror", str(tmp_path / "m1"), "ingest", str(REAL / "codex"))
+    invoke("--lake", url, "--mirror", str(tmp_path / "m2"), "ingest", str(REAL / "gemini"))
+    assert manifest(fs, name)["commit"] == 2
+    before = synced_files(tmp_path / "m1" / "lake")
+    with open(tmp_path / "m1" / "lake" / ".lock", "r+") as held:   # another process's run
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = remote.pull_mirror(url, tmp_path / "m1").last_pull
+    assert result.skipped == "a ctxlake run on this machine is writing the mirror"
+    assert synced_files(tmp_path / "m1" / "lake") == before
+    assert remote.pull_mirror(url, tmp_path / "m1").last_pull.downloaded > 0
+    assert synced_files(tmp_path / "m1" / "lake") == synced_files(tmp_path / "m2" / "lake")
+
+
 def test_the_mirror_refuses_to_push_a_symlink(tmp_path, bucket):
     name, fs = bucket
     url = f"s3://{name}/lake"
