@@ -5,9 +5,7 @@ WITH kept AS (
       AND NOT list_contains(CAST($sessions AS VARCHAR[]), session_id)
 ),
 fresh AS (
-    SELECT * FROM usage_call_rows_live
-    WHERE CAST($sessions AS VARCHAR[]) IS NULL
-       OR list_contains(CAST($sessions AS VARCHAR[]), session_id)
+    SELECT * FROM usage_call_rows_of(CAST($sessions AS VARCHAR[]))
 ),
 final AS (
     SELECT * FROM kept

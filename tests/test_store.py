@@ -163,3 +163,43 @@ def test_a_store_can_be_opened_from_its_folder_alone(tmp_path):
     os.rename(tmp_path / "lake" / "store", moved)
     with PayloadStore.at(moved) as store:
         assert store.get(digest) == b"portable"
+
+
+def _count_durability(monkeypatch) -> dict:
+    calls = {"fsync": [], "syncfs": 0}
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        calls["fsync"].append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def syncfs(paths):
+        calls["syncfs"] += 1
+
+    monkeypatch.setattr(store_module.os, "fsync", fsync)
+    monkeypatch.setattr(store_module, "sync_filesystems", syncfs)
+    return calls
+
+
+def test_a_few_files_stored_without_fsync_are_made_durable_one_by_one_with_their_folders(
+        tmp_path, monkeypatch):
+    with PayloadStore.for_lake(tmp_path, fsync_each=False) as store:
+        digests = [store.put(f"payload {i}".encode()) for i in range(3)]
+        store.put_manifest(digests[0], b"{}")
+        unsynced = store.take_unsynced()
+    assert sorted(unsynced) == sorted([str(store.payload_path(d)) for d in digests]
+                                      + [str(store.manifest_path(digests[0]))])
+    calls = _count_durability(monkeypatch)
+    store_module.sync_files(unsynced, [tmp_path])
+    assert calls["syncfs"] == 0
+    assert sorted(calls["fsync"]) == sorted(unsynced + [str(tmp_path / "store"),
+                                                        str(tmp_path / "store" / "manifests")])
+
+
+def test_many_files_are_made_durable_by_one_flush_of_the_filesystem(tmp_path, monkeypatch):
+    calls = _count_durability(monkeypatch)
+    files = [str(tmp_path / f"f{i}") for i in range(store_module.FEW_FILES + 1)]
+    store_module.sync_files(files, [tmp_path])     # never opened: the flush covers them
+    assert calls == {"fsync": [], "syncfs": 1}
+    store_module.sync_files([], [tmp_path])        # nothing written: nothing to flush
+    assert calls == {"fsync": [], "syncfs": 1}

@@ -47,7 +47,8 @@ MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_e
 # file each). A stage that adds a view appends its file name here (one line).
 EXTRA_VIEWS: list[str] = [
     "create_view_tool_paths_empty", "create_view_tool_links",  # correlate (pipeline/stages/correlate.py)
-    "create_view_model_prices_empty", "create_view_usage_call_rows_live",
+    "create_view_model_prices_empty", "create_macro_usage_call_rows_of",
+    "create_view_usage_call_rows_live",
     "create_view_usage_call_rows_fallback", "create_view_usage_call_sources_empty",
     "create_view_usage_call_rows_current", "create_macro_price_regimes", "create_view_usage_calls", "create_view_daily_usage",
     "create_macro_session_summary_of", "create_view_session_summary",  # summaries and usage reports (pipeline/stages/summarize.py, usage.py)
@@ -203,7 +204,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE, fsync:
     private (0600) by default, whatever the umask.
 
     ``fsync=False``: the caller flushes the filesystem once for a whole batch of files
-    (:func:`pipeline.core.store.sync_filesystems`) before it records them as done."""
+    (:func:`pipeline.core.store.sync_files`) before it records them as done."""
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -15,7 +15,7 @@ Safety rules, all enforced here:
   lake root itself is the user's choice and may be a symlink (e.g. to a bigger disk).
 - Exclusive create: bytes are written to a fresh temporary name (``O_CREAT | O_EXCL |
   O_NOFOLLOW``), fsynced (or, with ``fsync_each=False``, flushed later in a batch by
-  :func:`sync_filesystems`), then hard-linked to the final name (``link`` fails if the name
+  :func:`sync_files`), then hard-linked to the final name (``link`` fails if the name
   exists, so nothing is ever overwritten) and the temporary name removed. A process killed
   mid-write leaves only a ``.tmp-*`` file (removed by :meth:`PayloadStore.remove_temps` at the
   next apply), never a half-written payload under its final name.
@@ -45,7 +45,7 @@ from typing import Iterator
 from pipeline.core.errors import StoreError
 
 __all__ = ["PayloadStore", "StoreError", "crash_point", "arm_crash_points", "crash_points_passed",
-           "SHA256_NAME", "sync_filesystems"]
+           "SHA256_NAME", "sync_files", "sync_filesystems"]
 
 SHA256_NAME = re.compile(r"^[0-9a-f]{64}$")
 PAYLOAD_SUFFIX = ".payload"
@@ -130,6 +130,35 @@ def sync_filesystems(paths: list[Path]) -> None:
             os.close(fd)
 
 
+# Up to this many files, a batch is made durable file by file (an fsync of each and of its
+# folder: the cost of what was written); above it, one syncfs per filesystem (whose cost is
+# every dirty page of the filesystem, whoever wrote it: a fixed price worth paying for
+# thousands of files, not for a night's handful).
+FEW_FILES = 64
+
+
+def sync_files(files: list[Path], roots: list[Path]) -> None:
+    """Make ``files``, written without their own fsync, durable: each and its folder when
+    they are few (:data:`FEW_FILES`), else the filesystems holding ``roots`` at once
+    (:func:`sync_filesystems`). Nothing to do when nothing was written."""
+    if len(files) > FEW_FILES:
+        sync_filesystems(roots)
+        return
+    folders: set[str] = set()
+    for path in files:
+        for target, flags in ((path, os.O_RDONLY | os.O_NOFOLLOW),
+                              (os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)):
+            if flags & os.O_DIRECTORY:
+                if target in folders:
+                    continue
+                folders.add(target)
+            fd = os.open(target, flags)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
 def sha256_hex(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -154,11 +183,12 @@ class PayloadStore:
         self.stored = 0          # payload files created by this object
         self.reused = 0          # payload writes that found identical bytes already there
         self.bytes_added = 0
+        self.unsynced: list[str] = []   # files created without fsync_each (see sync_files)
 
     @classmethod
     def for_lake(cls, lake_root: Path | str, *, fsync_each: bool = True) -> "PayloadStore":
         """``<lake>/store``. ``fsync_each=False`` leaves durability to the caller, which must
-        call :meth:`sync` (or :func:`sync_filesystems`) before relying on what it stored."""
+        call :meth:`sync` (or :func:`sync_files` with :meth:`take_unsynced`) before relying on what it stored."""
         return cls(Path(lake_root), ("store",), fsync_each=fsync_each)
 
     @classmethod
@@ -352,6 +382,8 @@ class PayloadStore:
                 os.unlink(tmp, dir_fd=dir_fd)
         self.stored += 1
         self.bytes_added += len(data)
+        if not self.fsync_each:
+            self.unsynced.append(str(shown))
         if not sub:
             self._known.add(name)
         return True
@@ -402,6 +434,12 @@ class PayloadStore:
     def sync(self) -> None:
         """Make everything stored so far durable (file data and folder entries)."""
         sync_filesystems([self.root])
+
+    def take_unsynced(self) -> list[str]:
+        """The files created since the last call without their own fsync (the caller makes
+        them durable with :func:`sync_files`)."""
+        taken, self.unsynced = self.unsynced, []
+        return taken
 
     def remove_temps(self) -> int:
         """Delete ``.tmp-*`` files left by a killed run (call under the lake lock)."""

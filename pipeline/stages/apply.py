@@ -31,7 +31,7 @@ from pipeline.formats.base import Reader, content_text
 from pipeline.text.jsonspan import SpanError, find_spans, parse_pointer, resolve
 from pipeline.core.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
 from pipeline.core.store import (
-    PayloadStore, _write_all, arm_crash_points, crash_point, sha256_hex, sync_filesystems,
+    PayloadStore, _write_all, arm_crash_points, crash_point, sha256_hex, sync_files,
 )
 
 __all__ = ["apply_policy", "ApplySummary", "ApplyError", "encode_json_string",
@@ -591,7 +591,8 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
             def flush() -> None:
                 # durability barrier: every payload, manifest and temp output of the batch is
                 # on disk before any output of the batch is renamed into place
-                sync_filesystems([store.root, target_root])
+                sync_files(store.take_unsynced() + [str(o.tmp) for o in pending],
+                           [store.root, Path(target_root)])
                 for outcome in pending:
                     try:
                         _commit(outcome.tmp, outcome.output)
@@ -848,7 +849,9 @@ def _engine_files(shared: tuple[str, str], job: list[tuple]) -> tuple[list, _Tas
     with PayloadStore.for_lake(lake_root, fsync_each=False) as store:
         outcomes = [_write_one(source, evictions, store, _Outcome(path, output, sessions, local))
                     for source, evictions, path, output, sessions in job]
-        sync_filesystems([store.root, Path(target_root)])
+        sync_files(store.take_unsynced() + [str(o.tmp) for o in outcomes
+                                            if o is not None and o.tmp is not None],
+                   [store.root, Path(target_root)])
         report = _TaskReport(local.problems, local.bytes_before,
                              {"stored": store.stored, "reused": store.reused,
                               "bytes_added": store.bytes_added})

@@ -79,7 +79,7 @@ from pipeline.core.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse
 from pipeline.stages.recover import (
     lake_memory_ids, meaningful_text, recovery_file_name, render_documents,
 )
-from pipeline.core.store import sync_filesystems
+from pipeline.core.store import sync_files
 from pipeline.stages.usage import resolve_timezone, use_model_prices
 
 TOPIC_CHARS = 120
@@ -246,6 +246,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                                recovery_dir=str(recovery_dir))
     for folder in (log_dir, recovery_dir):
         refuse_symlinks(lake.root, folder, what="summaries folder")
+    written: list[str] = []   # files written without their own fsync
     with lake.connect() as con:
         summary.prices_written = _write_model_prices(lake, con, reuse=sessions is not None)
         rows = _query(con, "select_session_times", {})
@@ -311,6 +312,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                 continue
             summary.sessions_listed += len(entries)
             if write_if_changed(path, render_day(day, entries, details=log_details)):
+                written.append(str(path))
                 summary.days_written += 1
             else:
                 summary.days_unchanged += 1
@@ -331,6 +333,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                 name = recovery_file_name(session_id)
                 expected_names.add(name)
                 if write_if_changed(recovery_dir / name, text):
+                    written.append(str(recovery_dir / name))
                     summary.recovery_written += 1
                 else:
                     summary.recovery_unchanged += 1
@@ -349,9 +352,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                 gone = path.name not in expected_names if stale is None else path.name in stale
                 if gone and remove_own_file(path, RECOVERY_PREFIX):
                     summary.recovery_removed += 1
-    if summary.days_written or summary.recovery_written:
-        # durability barrier for every file written above (one flush instead of one per file)
-        sync_filesystems([lake.summaries_dir])
+    # durability barrier for every file written above (per file for a few, else one flush)
+    sync_files(written, [lake.summaries_dir])
     summary.seconds = time.perf_counter() - started
     return summary
 
