@@ -316,6 +316,21 @@ def test_a_pull_leaves_the_mirror_alone_while_a_run_on_this_machine_writes_it(tm
     assert synced_files(tmp_path / "m1" / "lake") == synced_files(tmp_path / "m2" / "lake")
 
 
+def test_unpushed_changes_of_a_mirror_give_way_to_a_newer_commit_with_a_warning(tmp_path, bucket):
+    name, fs = bucket
+    url = f"s3://{name}/lake"
+    invoke("--lake", url, "--mirror", str(tmp_path / "m1"), "ingest", str(REAL / "codex"))
+    (tmp_path / "m1" / "lake" / "derived").mkdir(exist_ok=True)
+    (tmp_path / "m1" / "lake" / "derived" / "unpushed.parquet").write_bytes(b"never pushed")
+    invoke("--lake", url, "--mirror", str(tmp_path / "m2"), "ingest", str(REAL / "gemini"))
+    result = CliRunner().invoke(cli, ["--lake", url, "--mirror", str(tmp_path / "m1"), "status"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0
+    assert f"warning: 1 unpushed change(s) in the mirror {tmp_path / 'm1'} were replaced by " \
+        f"{url}'s newer commit 2" in result.stderr
+    assert synced_files(tmp_path / "m1" / "lake") == synced_files(tmp_path / "m2" / "lake")
+
+
 def test_the_mirror_refuses_to_push_a_symlink(tmp_path, bucket):
     name, fs = bucket
     url = f"s3://{name}/lake"

@@ -65,6 +65,11 @@ class LakeContext:
                 where = os.environ.get("CTXLAKE_HOME") or configured
             if where and remote.is_url(where):
                 self.remote = remote.open_mirror(where, self.mirror)
+                dropped = self.remote.last_pull.discarded
+                if dropped and not self.quiet:
+                    click.echo(f"warning: {dropped} unpushed change(s) in the mirror "
+                               f"{self.remote.folder} were replaced by {where}'s newer commit "
+                               f"{self.remote.last_pull.commit}", err=True)
                 ctx = click.get_current_context(silent=True)
                 if ctx is not None:
                     ctx.find_root().call_on_close(self.remote.close)
