@@ -54,8 +54,7 @@ class LakeContext:
         URL (``s3://``, ``gs://``): the folder of its local mirror, pulled
         (:func:`pipeline.core.remote.open_mirror`)."""
         if self._root is None:
-            from pipeline.core import remote
-            from pipeline.core.locations import default_config_path, default_lake
+            from pipeline.core.locations import default_config_path, default_lake, is_url
 
             where = self.lake_dir
             if where is None:
@@ -63,7 +62,9 @@ class LakeContext:
                 if not os.environ.get("CTXLAKE_HOME") and default_config_path() is not None:
                     configured = self.config().lake
                 where = os.environ.get("CTXLAKE_HOME") or configured
-            if where and remote.is_url(where):
+            if where and is_url(where):
+                from pipeline.core import remote     # pyarrow: only for an object-store lake
+
                 self.remote = remote.open_mirror(where, self.mirror)
                 dropped = self.remote.last_pull.discarded
                 if dropped and not self.quiet:

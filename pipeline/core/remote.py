@@ -55,7 +55,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import secrets
 import socket
 import stat
@@ -68,6 +67,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pipeline.core.crash import crash_point
 from pipeline.core.errors import LakeLockedError, RemoteError, UnsafePathError, UsageError
+from pipeline.core.locations import URL, is_url
 from pipeline.core.lake import (FILE_MODE, LOCK_HOOKS, TEMP_NAME, Lake, atomic_write_bytes,
                                 private_dirs, refuse_symlinks)
 
@@ -75,8 +75,6 @@ __all__ = ["RemoteLocation", "Mirror", "parse_url", "is_url", "filesystem", "def
            "open_mirror", "pull_mirror", "PullResult", "PushResult"]
 
 SCHEMES = {"s3": "s3", "gs": "gs", "gcs": "gs"}
-# a URL (also as pathlib prints it: pathlib folds "s3://b" to "s3:/b")
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
 # query options a lake URL may carry (never a secret: credentials come from the environment)
 URL_OPTIONS = {"endpoint_override", "scheme", "region"}
 MANIFEST_FORMAT = "ctxlake-remote-lake/1"
@@ -107,16 +105,12 @@ class RemoteLocation:
         return "/".join(p for p in (self.bucket, self.prefix, name) if p)
 
 
-def is_url(text: str | os.PathLike) -> bool:
-    return bool(_URL.match(os.fspath(text)))
-
-
 def parse_url(text: str | os.PathLike) -> RemoteLocation:
     """``s3://bucket/prefix`` or ``gs://bucket/prefix`` (``gcs://`` too), with optional
     ``?endpoint_override=HOST:PORT&scheme=http&region=R``. Any other scheme, a missing bucket,
     a secret or an unknown option in the URL is a :class:`UsageError`."""
     raw = os.fspath(text)
-    match = _URL.match(raw)
+    match = URL.match(raw)
     if not match:
         raise UsageError(f"the lake '{raw}' is not an object-store URL")
     name = match.group(1).lower()
