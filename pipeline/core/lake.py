@@ -615,6 +615,9 @@ class Lake:
         self._migrate_runs()
         key = self._views_key()
         cached = _VIEWS.get(str(self.root))
+        if cached is not None and cached[0] != key \
+                and self._add_derived_views(cached[1], cached[0], key):
+            _VIEWS[str(self.root)] = cached = (key, cached[1])
         if cached is None or cached[0] != key:
             base = new_connection()
             self.create_views(base)
@@ -643,6 +646,25 @@ class Lake:
             derived = tuple(sorted(p.name for p in self.derived_dir.iterdir()
                                    if p.is_dir() and any(p.glob("*.parquet"))))
         return (os.getpid(), derived)
+
+    def _add_derived_views(self, con: duckdb.DuckDBPyConnection, old: tuple, new: tuple) -> bool:
+        """Extend views made for key ``old`` to key ``new`` when ``new`` only adds derived
+        tables: a view over each new table's files, replacing its typed placeholder, and
+        nothing else. The views above it find it by name at each query, so they are not
+        bound again (binding them is most of :meth:`create_views`, ~0.3 s, paid once per
+        stage of a first run otherwise). False (make them all again) when the key changed
+        otherwise or a new table's columns differ from its placeholder's."""
+        if old[0] != new[0] or not set(old[1]) <= set(new[1]):
+            return False
+        columns = sqlfiles.load("select_view_columns")
+        for name in sorted(set(new[1]) - set(old[1])):
+            before = con.execute(columns, {"name": name}).fetchall()
+            con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
+                                        glob=sqlfiles.glob_literal(self.derived_dir / name,
+                                                                   "*.parquet")))
+            if before and con.execute(columns, {"name": name}).fetchall() != before:
+                return False
+        return True
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sqlfiles.render("create_view_sources",
