@@ -15,6 +15,8 @@ collected in any order and joined with each other.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 import polars as pl
@@ -80,10 +82,17 @@ class LakeFrames:
             return con.sql(query, params=params or None).pl()
 
 
-def open_lake(path: str | Path | None = None) -> LakeFrames:
+def open_lake(path: str | Path | None = None, *, mirror: str | Path | None = None) -> LakeFrames:
     """Open the lake at ``path`` for reading; default: ``$CTXLAKE_HOME``, else the ``make demo``
-    lake of the checkout holding the current folder, else the per-user lake."""
-    lake = Lake(path if path is not None else notebook_lake())
+    lake of the checkout holding the current folder, else the per-user lake. An ``s3://`` or
+    ``gs://`` URL is pulled into its local mirror first (``mirror``: its folder; default
+    ``$CTXLAKE_MIRROR``, else one per URL under the user's cache folder)."""
+    from pipeline.core import remote
+
+    path = path if path is not None else os.environ.get("CTXLAKE_HOME") or notebook_lake()
+    if remote.is_url(path):
+        path = remote.pull_mirror(path, mirror).lake_root
+    lake = Lake(path)
     with lake.connect():            # a clear LakeNotFoundError where there is no lake
         pass
     return LakeFrames(lake)

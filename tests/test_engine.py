@@ -69,13 +69,3 @@ def test_the_help_names_the_engine_options_with_an_example():
     assert "ctxlake --engine ray --ray-address auto run ~/.claude/projects" in result.output
 
 
-@pytest.mark.parametrize("url", ["s3://bucket/lake", "gs://bucket/team/lake"])
-def test_an_object_store_lake_is_refused_with_a_hint_to_mount_it(tmp_path, monkeypatch, url):
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["--lake", url, "sql", "SELECT 1"], catch_exceptions=False)
-    assert result.exit_code == 2
-    scheme = url.split(":")[0]
-    assert f"is an object-store URL ({scheme}://), and a lake needs a POSIX filesystem" \
-        in result.output
-    assert "mount the bucket" in result.output
-    assert list(tmp_path.iterdir()) == []

@@ -8,7 +8,6 @@ and is shut down after it."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -25,15 +24,9 @@ from pipeline.stages import apply, recover, session_engine  # noqa: E402
 from pipeline.cli import cli  # noqa: E402
 from pipeline.core.lake import Lake  # noqa: E402
 
-from tests.helpers.lake import REAL  # noqa: E402
+from tests.helpers.lake import REAL, assert_same_lake, view_rows  # noqa: E402
+from tests.helpers.s3 import bucket, s3_endpoint  # noqa: E402, F401 (fixtures)
 
-# run-specific columns: the run's id and clock, nothing the engine decides
-VOLATILE = {"run_id", "ingested_at", "started_at", "finished_at", "pid", "seconds"}
-# the run log, the stage ledger and the usage store's source list record the run itself (its
-# id, times), not its results (two local runs differ there too); their rows are compared as
-# views, without those columns
-RUN_FILES = ("runs.parquet", "sources.parquet", "ledger/", "ctxlake.duckdb",
-             ".ctxlake.duckdb.views", ".lock", "tables/", "derived/usage_call_sources/")
 SWEEP_CONFIG = """\
 [sweeps]
 masking = ["observation_masking(window=3)", "observation_masking(window=10)"]
@@ -66,49 +59,6 @@ def invoke_local(*args: str, env: dict | None = None) -> str:
     return done.stdout
 
 
-def view_rows(root: Path) -> dict[str, list[str]]:
-    """Every view of the lake: its rows (run-specific columns left out), sorted."""
-    con = Lake(root).connect()
-    try:
-        views = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()]
-        out = {}
-        for view in views:
-            if view in ("runs", "committed_runs"):
-                continue
-            cols = [r[0] for r in con.execute(f'DESCRIBE "{view}"').fetchall()
-                    if r[0] not in VOLATILE]
-            select = ", ".join(f'"{c}"' for c in cols)
-            out[view] = sorted(repr(row) for row in con.execute(
-                f'SELECT {select} FROM "{view}"').fetchall())
-        return out
-    finally:
-        con.close()
-
-
-def file_hashes(root: Path) -> dict[str, str]:
-    """sha256 of every file the run wrote for its results (derived tables, pruned outputs,
-    the payload store, summaries), by path relative to the lake."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and not rel.startswith(RUN_FILES):
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
-def assert_same_lake(local: Path, other: Path) -> None:
-    local_rows, other_rows = view_rows(local), view_rows(other)
-    assert sorted(local_rows) == sorted(other_rows)
-    for view in local_rows:
-        assert local_rows[view] == other_rows[view], view
-    local_files, other_files = file_hashes(local), file_hashes(other)
-    assert local_files == other_files
-    assert any(name.startswith("out/") for name in local_files)
-    assert any(name.startswith("derived/plans/") for name in local_files)
-    assert any(name.startswith("summaries/recovery/") for name in local_files)
-
-
 @pytest.fixture(scope="module")
 def demo_lakes(tmp_path_factory):
     """A 3 MB demo archive run by the nightly job twice: local engine and Ray."""
@@ -139,6 +89,20 @@ def test_run_on_ray_writes_the_same_tables_and_outputs_as_local_on_the_real_samp
     invoke("--lake", str(tmp_path / "ray"), "--engine", "ray", "run", str(REAL), "--tz", "UTC")
     assert_same_lake(tmp_path / "local", tmp_path / "ray")
     assert len(view_rows(tmp_path / "ray")["sessions"]) == 12
+
+
+def test_run_on_ray_into_an_s3_lake_writes_the_driver_hosts_mirror_and_pushes_it_like_local(
+        tmp_path, bucket, monkeypatch):
+    # Ray's tasks write parts into the driver's mirror by absolute path (tasks on the driver's
+    # host; a multi-node cluster puts the mirror on the shared filesystem with --mirror)
+    name, _ = bucket
+    invoke_local("--lake", str(tmp_path / "local"), "run", str(REAL), "--tz", "UTC")
+    monkeypatch.setattr(session_engine, "CHUNK_BYTES", 64 * 1024)   # several Ray tasks
+    invoke("--lake", f"s3://{name}/lake", "--mirror", str(tmp_path / "m1"), "--engine", "ray",
+           "run", str(REAL), "--tz", "UTC")
+    assert_same_lake(tmp_path / "local", tmp_path / "m1" / "lake")
+    invoke("--lake", f"s3://{name}/lake", "--mirror", str(tmp_path / "m2"), "status")
+    assert_same_lake(tmp_path / "local", tmp_path / "m2" / "lake")
 
 
 def test_ingest_and_run_on_ray_match_local_on_a_demo_archive(demo_lakes):

@@ -38,31 +38,47 @@ class LakeContext:
     """What every command shares: the lake (resolved on first use, so ``--help`` never reads
     a config, and imported on first use), ``--quiet`` and the config that holds the defaults."""
 
-    def __init__(self, lake_dir: Path | None = None, quiet: bool = False):
+    def __init__(self, lake_dir: str | None = None, quiet: bool = False,
+                 mirror: str | None = None):
         self.lake_dir = lake_dir
         self.quiet = quiet
+        self.mirror = mirror
+        self.remote = None          # the Mirror of an s3:// or gs:// lake
         self._root: Path | None = None
         self._lake = None
 
     @property
     def root(self) -> Path:
         """The lake's folder: --lake, else $CTXLAKE_HOME, else the config's ``lake``, else the
-        per-user data folder (:func:`pipeline.core.locations.default_lake`)."""
+        per-user data folder (:func:`pipeline.core.locations.default_lake`). An object-store
+        URL (``s3://``, ``gs://``): the folder of its local mirror, pulled
+        (:func:`pipeline.core.remote.open_mirror`)."""
         if self._root is None:
-            from pipeline.stages.engine import check_lake_location
-            from pipeline.core.locations import default_config_path, default_lake
+            from pipeline.core.locations import default_config_path, default_lake, is_url
 
-            if self.lake_dir is not None:
-                check_lake_location(self.lake_dir)      # an s3:// lake: a clear error
-                self._root = Path(os.path.abspath(os.path.expanduser(str(self.lake_dir))))
-            else:
+            where = self.lake_dir
+            if where is None:
                 configured = None
                 if not os.environ.get("CTXLAKE_HOME") and default_config_path() is not None:
                     configured = self.config().lake
-                for where in (os.environ.get("CTXLAKE_HOME"), configured):
-                    if where:
-                        check_lake_location(where)
-                self._root = default_lake(configured)
+                where = os.environ.get("CTXLAKE_HOME") or configured
+            if where and is_url(where):
+                from pipeline.core import remote     # pyarrow: only for an object-store lake
+
+                self.remote = remote.open_mirror(where, self.mirror)
+                dropped = self.remote.last_pull.discarded
+                if dropped and not self.quiet:
+                    click.echo(f"warning: {dropped} unpushed change(s) in the mirror "
+                               f"{self.remote.folder} were replaced by {where}'s newer commit "
+                               f"{self.remote.last_pull.commit}", err=True)
+                ctx = click.get_current_context(silent=True)
+                if ctx is not None:
+                    ctx.find_root().call_on_close(self.remote.close)
+                self._root = self.remote.lake_root
+            elif self.lake_dir is not None:
+                self._root = Path(os.path.abspath(os.path.expanduser(str(self.lake_dir))))
+            else:
+                self._root = default_lake(where)
         return self._root
 
     @property
@@ -192,9 +208,9 @@ def _shared_options(group: click.Group) -> None:
         names = {opt for p in command.params for opt in getattr(p, "opts", [])}
         if "--lake" not in names:
             command.params.append(click.Option(
-                ["--lake"], type=click.Path(file_okay=False, path_type=Path), default=None,
+                ["--lake"], type=click.Path(file_okay=False), default=None,
                 expose_value=False, callback=_set_lake, is_eager=True,
-                help="Lake directory (same as ctxlake --lake DIR)."))
+                help="Lake directory or s3:// / gs:// URL (same as ctxlake --lake)."))
         if "--quiet" not in names:
             command.params.append(click.Option(
                 ["--quiet", "-q"], is_flag=True, expose_value=False, callback=_set_quiet,
@@ -202,9 +218,16 @@ def _shared_options(group: click.Group) -> None:
 
 
 @click.group(cls=CtxlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--lake", "lake_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Lake directory (default: $CTXLAKE_HOME, else the config's "
-                                 "lake, else ~/.local/share/ctxlake).")
+@click.option("--lake", "lake_dir", type=click.Path(file_okay=False), default=None,
+              help="Lake directory, or an object-store lake s3://BUCKET/PREFIX or "
+                   "gs://BUCKET/PREFIX worked on through a local mirror (credentials from the "
+                   "environment: AWS_*, AWS_ENDPOINT_URL, Google's default credentials). "
+                   "Default: $CTXLAKE_HOME, else the config's lake, else "
+                   "~/.local/share/ctxlake.")
+@click.option("--mirror", default=None, envvar="CTXLAKE_MIRROR",
+              type=click.Path(file_okay=False),
+              help="With an s3:// or gs:// lake: the local mirror folder (default: "
+                   "~/.cache/ctxlake/mirrors/<hash of the URL>).")
 @click.option("--quiet", "-q", is_flag=True,
               help="No progress bars, warnings or run summaries (for cron): errors still go to "
                    "stderr and the exit code says what happened.")
@@ -219,8 +242,8 @@ def _shared_options(group: click.Group) -> None:
                    "'ray://HOST:10001'); default: start a local Ray instance.")
 @click.version_option(version=__version__, package_name="ctxlake")  # no metadata scan
 @click.pass_context
-def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool, engine_name: str | None,
-        ray_address: str | None) -> None:
+def cli(ctx: click.Context, lake_dir: str | None, mirror: str | None, quiet: bool,
+        engine_name: str | None, ray_address: str | None) -> None:
     """ctxlake: ingest, analyse, compact and replay AI coding-agent transcripts.
 
     \b
@@ -229,10 +252,11 @@ def cli(ctx: click.Context, lake_dir: Path | None, quiet: bool, engine_name: str
       ctxlake sql "SELECT format, count(*) FROM sessions GROUP BY ALL"
       ctxlake status            # where the lake is
       ctxlake --engine ray --ray-address auto run ~/.claude/projects
+      ctxlake --lake s3://team-bucket/agents run ~/.claude/projects
     """
     from pipeline.stages import engine as engines   # stdlib only: no cost for the other commands
 
-    ctx.obj = LakeContext(lake_dir, quiet)
+    ctx.obj = LakeContext(lake_dir, quiet, mirror)
     if engine_name is not None or ray_address is not None:
         if ctx.resilient_parsing:
             return

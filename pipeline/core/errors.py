@@ -50,6 +50,11 @@ class LakeNotFoundError(CtxlakeError):
     """The lake directory has no tables yet."""
 
 
+class RemoteError(CtxlakeError):
+    """The object store of an ``s3://`` or ``gs://`` lake refused a request or cannot be
+    reached (credentials, endpoint, bucket, network)."""
+
+
 class RecordError(CtxlakeError):
     """One source line/object cannot be read; it goes to the quarantine with this reason."""
 

@@ -68,6 +68,10 @@ _LEFT_CLEAN: dict[str, bool] = {}
 # derived tables written per session are split into this many files by session id
 DERIVED_BUCKETS = 16
 TEMP_NAME = re.compile(r"^\..+\.tmp$")
+# objects told when a process first takes a lake's lock (``acquired(lake)``) and finally lets
+# it go (``released(lake, finished)``): an object-store lake's lease and push
+# (pipeline/core/remote.py)
+LOCK_HOOKS: list = []
 
 
 def detach_forked_worker() -> None:
@@ -482,18 +486,29 @@ class Lake:
             _HELD[key] = 1
             _HANDLES[key] = handle
             finished = False
+            hooked = []
             try:
+                for hook in list(LOCK_HOOKS):
+                    hook.acquired(self)
+                    hooked.append(hook)
                 yield
                 finished = True
             finally:
                 _HELD.pop(key, None)
                 _HANDLES.pop(key, None)
-                if finished:   # no exception, not killed: it left no temporary file behind
-                    with contextlib.suppress(OSError):
-                        handle.seek(0)
-                        handle.truncate()
-                        handle.write(f"pid {os.getpid()} {CLEAN_EXIT}")
-                        handle.flush()
+                try:
+                    for hook in reversed(hooked):
+                        hook.released(self, finished)
+                except BaseException:
+                    finished = False
+                    raise
+                finally:
+                    if finished:   # no exception, not killed: it left no temporary file behind
+                        with contextlib.suppress(OSError):
+                            handle.seek(0)
+                            handle.truncate()
+                            handle.write(f"pid {os.getpid()} {CLEAN_EXIT}")
+                            handle.flush()
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle, fcntl.LOCK_UN)

@@ -17,15 +17,23 @@ decides what it follows).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 __all__ = ["Location", "discover_locations", "found_locations", "user_data_dir", "default_lake",
-           "user_config_path", "default_config_path"]
+           "user_config_path", "default_config_path", "is_url"]
 
 CONFIG_NAME = "ctxlake.toml"
+# an object-store lake URL (also as pathlib prints it: pathlib folds "s3://b" to "s3:/b")
+URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
+
+
+def is_url(text: str | os.PathLike) -> bool:
+    """Whether a lake location is a URL (``s3://...``): pipeline.core.remote handles it."""
+    return bool(URL.match(os.fspath(text)))
 
 
 @dataclass(frozen=True)

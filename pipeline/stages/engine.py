@@ -31,7 +31,6 @@ import contextlib
 import contextvars
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -303,24 +302,6 @@ def resolve(engine: Engine | None = None, config: Any = None) -> Engine:
     if isinstance(chosen, RayEngine):
         chosen.prepare()       # Ray starts while the stage does its driver-side work
     return chosen or LocalEngine()
-
-
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
-
-
-def check_lake_location(path: str | os.PathLike) -> None:
-    """Refuse an object-store lake (``s3://``, ``gs://``, any ``scheme://``) with a clear error.
-
-    The lake needs a POSIX filesystem: the payload store's exclusive create (``O_EXCL`` then
-    ``link``) and its refusal of symlinks (``O_NOFOLLOW`` on every segment), the lake lock
-    (``flock``), and the atomic rename of every part, derived file and output. Object stores
-    have none of these, so a bucket is used through a POSIX mount (or a shared filesystem)."""
-    match = _URL.match(os.fspath(path))
-    if match:
-        raise UsageError(f"the lake '{os.fspath(path)}' is an object-store URL "
-                         f"({match.group(1)}://), and a lake needs a POSIX filesystem",
-                         hint="use a shared filesystem (NFS, EFS, Filestore, Lustre) or mount the "
-                              "bucket (s3fs, mountpoint-s3, gcsfuse) and pass the mount path")
 
 
 def is_local(engine: Engine) -> bool:
