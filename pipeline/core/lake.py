@@ -659,12 +659,16 @@ class Lake:
         columns = sqlfiles.load("select_view_columns")
         for name in sorted(set(new[1]) - set(old[1])):
             before = con.execute(columns, {"name": name}).fetchall()
-            con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
-                                        glob=sqlfiles.glob_literal(self.derived_dir / name,
-                                                                   "*.parquet")))
+            self._create_derived_view(con, name)
             if before and con.execute(columns, {"name": name}).fetchall() != before:
                 return False
         return True
+
+    def _create_derived_view(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
+        """The view ``name`` over every Parquet file of ``derived/<name>/``."""
+        con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
+                                    glob=sqlfiles.glob_literal(self.derived_dir / name,
+                                                               "*.parquet")))
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sqlfiles.render("create_view_sources",
@@ -680,9 +684,7 @@ class Lake:
         if self.derived_dir.exists():
             for folder in sorted(self.derived_dir.iterdir()):
                 if folder.is_dir() and any(folder.glob("*.parquet")):
-                    con.execute(sqlfiles.render(
-                        "create_view_derived", name=sqlfiles.ident(folder.name),
-                        glob=sqlfiles.glob_literal(folder, "*.parquet")))
+                    self._create_derived_view(con, folder.name)
         con.execute(sqlfiles.load("create_view_messages"))
         con.execute(sqlfiles.load("create_view_session_flags_empty"))
         con.execute(sqlfiles.load("create_view_sessions"))

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["Location", "discover_locations", "found_locations", "user_data_dir", "default_lake",
+__all__ = ["Location", "discover_locations", "found_locations", "user_data_dir", "user_cache_dir",
+           "default_lake",
            "user_config_path", "default_config_path", "is_url"]
 
 CONFIG_NAME = "ctxlake.toml"
@@ -85,16 +86,25 @@ def found_locations(env: Mapping[str, str] | None = None,
     return [Path(loc.path) for loc in discover_locations(env, home) if loc.found]
 
 
+def _per_user(xdg_variable: str, macos: tuple[str, ...], other: tuple[str, ...]) -> Path:
+    """``$<xdg_variable>/ctxlake`` when set to an absolute path, else ``~/<macos>/ctxlake`` on
+    macOS, else ``~/<other>/ctxlake``."""
+    xdg = os.environ.get(xdg_variable)
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "ctxlake"
+    return Path.home().joinpath(*(macos if sys.platform == "darwin" else other), "ctxlake")
+
+
 def user_data_dir() -> Path:
     """The platform's per-user data folder for ctxlake: ``$XDG_DATA_HOME/ctxlake``, else
     ``~/Library/Application Support/ctxlake`` on macOS, else ``~/.local/share/ctxlake``."""
-    xdg = os.environ.get("XDG_DATA_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "ctxlake"
-    home = Path.home()
-    if sys.platform == "darwin":
-        return home / "Library" / "Application Support" / "ctxlake"
-    return home / ".local" / "share" / "ctxlake"
+    return _per_user("XDG_DATA_HOME", ("Library", "Application Support"), (".local", "share"))
+
+
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/ctxlake``, else ``~/Library/Caches/ctxlake`` on macOS, else
+    ``~/.cache/ctxlake`` (object-store lakes' mirrors)."""
+    return _per_user("XDG_CACHE_HOME", ("Library", "Caches"), (".cache",))
 
 
 def default_lake(configured: str | Path | None = None) -> Path:

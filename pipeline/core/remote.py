@@ -67,7 +67,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pipeline.core.crash import crash_point
 from pipeline.core.errors import LakeLockedError, RemoteError, UnsafePathError, UsageError
-from pipeline.core.locations import URL, is_url
+from pipeline.core.locations import URL, is_url, user_cache_dir
+from pipeline.core.store import file_sha256
 from pipeline.core.lake import (FILE_MODE, LOCK_HOOKS, TEMP_NAME, Lake, atomic_write_bytes,
                                 private_dirs, refuse_symlinks)
 
@@ -170,19 +171,6 @@ def filesystem(location: RemoteLocation, env: dict | None = None):
     if options.get("scheme"):
         kwargs["scheme"] = options["scheme"]
     return factory(**kwargs)
-
-
-def user_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/ctxlake``, else ``~/Library/Caches/ctxlake`` on macOS, else
-    ``~/.cache/ctxlake``."""
-    import sys
-
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "ctxlake"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "ctxlake"
-    return Path.home() / ".cache" / "ctxlake"
 
 
 def default_mirror(location: RemoteLocation) -> Path:
@@ -343,7 +331,7 @@ class Mirror:
                     continue
                 key = [st.st_size, st.st_mtime_ns, st.st_ino]
                 cached = stats.get(rel)
-                sha = cached[3] if cached and cached[:3] == key else _hash_file(
+                sha = cached[3] if cached and cached[:3] == key else file_sha256(
                     os.path.join(dirpath, name))
                 files[rel] = {"sha256": sha, "size": st.st_size, "mode": st.st_mode & 0o777}
                 new_stats[rel] = [*key, sha]
@@ -643,15 +631,6 @@ class Mirror:
         with contextlib.suppress(ValueError):
             LOCK_HOOKS.remove(self)
         self.release_lease()
-
-
-def _hash_file(path: str) -> str:
-    digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def pull_mirror(url: str | os.PathLike, mirror: str | os.PathLike | None = None,

@@ -163,6 +163,16 @@ def sha256_hex(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def file_sha256(path: str | Path) -> str:
+    """The sha256 (hex) of a file's bytes, read in blocks, never through a symlink."""
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        while block := handle.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class PayloadStore:
     """The store folder ``<anchor>/<segments...>``, opened without following any symlink.
 

@@ -31,7 +31,7 @@ from pipeline.formats.base import Reader, content_text
 from pipeline.text.jsonspan import SpanError, find_spans, parse_pointer, resolve
 from pipeline.core.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
 from pipeline.core.store import (
-    PayloadStore, _write_all, arm_crash_points, crash_point, sha256_hex, sync_files,
+    PayloadStore, _write_all, arm_crash_points, crash_point, file_sha256, sha256_hex, sync_files,
 )
 
 __all__ = ["apply_policy", "ApplySummary", "ApplyError", "encode_json_string",
@@ -396,11 +396,7 @@ def _same_file(path: Path, sha: str, size: int) -> bool:
         return False
     if not path.is_file() or path.is_symlink() or st.st_size != size:
         return False
-    hasher = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 22):
-            hasher.update(block)
-    return hasher.hexdigest() == sha
+    return file_sha256(path) == sha
 
 
 def _write_temp(path: Path, pieces: list, mode: int) -> Path:
