@@ -350,13 +350,13 @@ def _previous_settings(lake: Lake) -> dict | None:
 
 
 def _settings_changes(before: dict | None, settings: RunSettings) -> list[str]:
-    if before is None:
-        return []
+    """A warning per setting that differs from the last run's (:meth:`RunSettings.changed_from`)."""
+    changed = settings.changed_from(before) or {}
     now = settings.to_dict()
     names = {"time_zone": "time zone", "policies": "policies", "out": "output folder",
              "ignore_patterns": "ignore patterns", "version": "ctxlake version"}
-    return [f"{label} changed since the last run: {before.get(key)!r} -> {now.get(key)!r}"
-            for key, label in names.items() if before.get(key) != now.get(key)]
+    return [f"{label} changed since the last run: {changed[key]!r} -> {now[key]!r}"
+            for key, label in names.items() if key in changed]
 
 
 def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
