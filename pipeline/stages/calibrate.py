@@ -380,19 +380,10 @@ def _ridge(x: np.ndarray, y: np.ndarray, threads: list, direction: str, *, with_
     return tuple(min(high, max(low, float(f))) for f, (low, high) in zip(solved, bounds))
 
 
-def _centred_arrays(observations: list[Observation], with_overhead: bool,
-                    width: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_centred` as arrays (rows in the same order), for the least squares."""
-    if not observations:
-        return np.zeros((0, width)), np.zeros(0)
-    x = np.asarray([o.x for o in observations], dtype=float).reshape(len(observations), width)
-    y = np.asarray([o.y for o in observations], dtype=float)
-    return _centred_columns(x, y, [o.thread_id for o in observations], with_overhead)
-
-
 def _centred_columns(x: np.ndarray, y: np.ndarray, threads: list,
                      with_overhead: bool) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_centred_arrays` of observations given as columns."""
+    """:func:`_centred` of observations given as columns, as arrays (rows in the same order),
+    for the least squares."""
     if not with_overhead or not len(y):
         return x, y
     width = x.shape[1]
