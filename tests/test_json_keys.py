@@ -42,7 +42,7 @@ SUMMARIZE_KEYS = {"days_removed", "days_unchanged", "days_written", "ignored_ses
 HTML_KEYS = {"out", "pages_removed", "pages_unchanged", "pages_written", "payload_pages",
              "seconds", "sessions", "sessions_rendered"}
 SETTINGS_KEYS = {"ignore_patterns", "out", "policies", "time_zone", "version"}
-STATUS_KEYS = {"busy", "files", "lake", "last_settings", "locations", "pending", "runs",
+STATUS_KEYS = {"busy", "files", "lake", "last_settings", "locations", "mirror", "pending", "runs",
                "sessions", "settings", "size_bytes"}
 RUN_RECORD_KEYS = {"command", "exit_code", "run_id", "seconds", "sessions_done",
                    "sessions_failed", "stages", "started_at", "status", "warnings"}
@@ -105,6 +105,7 @@ def test_status_json_keeps_its_keys_and_the_runs_stage_table_as_recorded(tmp_pat
     status = json.loads(_invoke("--lake", str(lake), "status", "--tz", "UTC",
                                 "--policy", "microcompact", "--json").output)
     assert set(status) == STATUS_KEYS
+    assert (status["lake"], status["mirror"]) == (str(lake.resolve()), None)
     [record] = status["runs"]
     assert set(record) == RUN_RECORD_KEYS
     assert (record["run_id"], record["command"], record["status"], record["exit_code"]) == (
@@ -124,6 +125,9 @@ def test_status_text_names_the_settings_that_differ_from_the_last_run(tmp_path):
     _invoke("--lake", str(lake), "run", str(archive), "--tz", "UTC", "--config", str(config))
     same = _invoke("--lake", str(lake), "status", "--tz", "UTC").output
     assert "differs from the last run" not in same
+    # a local lake: its folder, and no mirror line
+    assert [line.split(":")[0] for line in same.splitlines()[:3]] == ["lake", "config", "settings"]
+    assert same.startswith(f"lake:     {lake.resolve()} (")
     changed = _invoke("--lake", str(lake), "status", "--tz", "Asia/Tokyo",
                       "--policy", "microcompact").output
     assert ("          differs from the last run: time_zone 'UTC', policies "

@@ -198,6 +198,31 @@ def test_the_python_api_opens_an_s3_lake_through_its_own_mirror(tmp_path, bucket
     assert sorted(frames.read_sessions()["format"].to_list()) == ["codex_cli", "gemini_cli"]
 
 
+def test_status_of_an_s3_lake_shows_its_url_as_the_lake_and_the_mirror_folder_apart(
+        tmp_path, bucket, monkeypatch):
+    from pipeline.reports.render import human_bytes
+
+    name, _ = bucket
+    url = f"s3://{name}/lake"
+    mirror = ("--lake", url, "--mirror", str(tmp_path / "m1"))
+    invoke(*mirror, "ingest", str(REAL / "codex"), str(REAL / "gemini"))
+    status = json.loads(invoke(*mirror, "status", "--tz", "UTC", "--json"))
+    assert (status["lake"], status["mirror"]) == (url, str(tmp_path / "m1"))
+    assert (status["files"], status["sessions"], status["busy"]) == (2, 2, False)
+    lines = invoke(*mirror, "status", "--tz", "UTC").splitlines()
+    assert lines[:2] == [f"lake:     {url} ({human_bytes(status['size_bytes'])}, 2 files, "
+                         "2 sessions)",
+                         f"mirror:   {tmp_path / 'm1'}"]
+    assert lines[2].startswith("config:   ")
+    # a second machine's default mirror (under the cache folder) is the one it names
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    other = json.loads(invoke("--lake", url, "status", "--tz", "UTC", "--json"))
+    assert (other["lake"], other["mirror"]) == (
+        url, str(remote.default_mirror(remote.parse_url(url))))
+    assert Path(other["mirror"]).parent == tmp_path / "cache" / "ctxlake" / "mirrors"
+    assert (other["files"], other["sessions"]) == (2, 2)
+
+
 def write_lease(fs, bucket_name: str, **fields) -> None:
     lease = {"token": "someone-else", "host": "build-7", "pid": 4242,
              "expires_at": time.time() + 600, **fields}
@@ -342,3 +367,41 @@ def test_the_mirror_refuses_to_push_a_symlink(tmp_path, bucket):
     assert result.exit_code == 1
     assert "refusing a symlink in the mirror" in result.output
     assert manifest(fs, name)["commit"] == 1
+
+
+def test_a_long_writer_renews_its_lease_so_another_host_stays_busy_past_the_ttl_and_gets_in_after(
+        tmp_path, bucket, monkeypatch):
+    from pipeline.core.lake import Lake
+
+    name, fs = bucket
+    url = f"s3://{name}/lake"
+    invoke("--lake", url, "--mirror", str(tmp_path / "m1"), "ingest", str(REAL / "codex"))
+    monkeypatch.setattr(remote, "LEASE_TTL_S", 2.0)
+    monkeypatch.setattr(remote, "LEASE_RENEW_S", 0.1)
+    second = ("--lake", url, "--mirror", str(tmp_path / "m2"), "ingest", str(REAL / "gemini"))
+    first = remote.open_mirror(url, tmp_path / "m1")
+    first.host = "build-a"          # another host: its lease is free only once it expires
+    try:
+        with Lake(first.lake_root).lock():             # a long command of the first host
+            taken = first.read_lease()
+            assert (taken["token"], taken["host"], taken["pid"]) == (first.token, "build-a",
+                                                                     os.getpid())
+            while time.time() < taken["expires_at"] + 0.5:     # past the TTL of its first write
+                time.sleep(0.1)
+            renewed = first.read_lease()
+            assert renewed["token"] == first.token
+            assert renewed["expires_at"] > taken["expires_at"] + 0.5
+            assert renewed["expires_at"] > time.time()
+            result = CliRunner().invoke(cli, list(second), catch_exceptions=False)
+            assert result.exit_code == 75
+            assert f"another ctxlake run holds the lease of {url} (host build-a, pid " \
+                   f"{os.getpid()}, until " in result.output
+            assert first.read_lease()["token"] == first.token
+    finally:
+        first.close()
+    assert fs.get_file_info(f"{name}/lake/lease.json").type == pafs.FileType.NotFound
+    assert manifest(fs, name)["commit"] == 1         # the first command changed nothing
+    invoke(*second)
+    assert manifest(fs, name)["commit"] == 2
+    assert len(view_rows(tmp_path / "m2" / "lake")["sessions"]) == 2   # codex and gemini
+    assert fs.get_file_info(f"{name}/lake/lease.json").type == pafs.FileType.NotFound

@@ -185,19 +185,23 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
     Example:
       ctxlake status
       ctxlake --lake /srv/lake status --json
+      ctxlake --lake s3://team-bucket/agents status   # the URL, and the mirror folder
     """
     from pipeline.reports.status import lake_status
 
     config = obj.config(config_path)
-    status = lake_status(obj.lake, config_path=config_path,
+    lake = obj.lake              # resolved first: an object-store lake's mirror is pulled here
+    status = lake_status(lake, config_path=config_path,
                          policies=tuple(policies) or config.default_policies or None,
-                         tz=tz or config.time_zone, runs=n_runs)
+                         tz=tz or config.time_zone, runs=n_runs, remote=obj.remote)
     if as_json:
         click.echo(render.to_json(status.to_dict()))
         return
     out = render.console()
     out.print(f"lake:     {status.lake} ({render.human_bytes(status.size_bytes)}, "
               f"{status.files:,} files, {status.sessions:,} sessions)")
+    if status.mirror is not None:
+        out.print(f"mirror:   {status.mirror}", markup=False, highlight=False)
     out.print(f"config:   {config.where() or '(none: built-in defaults)'}", markup=False,
               highlight=False)
     out.print(f"settings: time zone {status.settings.time_zone}, policies "

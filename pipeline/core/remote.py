@@ -244,6 +244,7 @@ class Mirror:
         self.folder = Path(os.path.abspath(os.path.expanduser(str(folder))))
         self.fs = fs if fs is not None else filesystem(location)
         self.token = secrets.token_hex(16)
+        self.host = socket.gethostname()     # the host its lease names
         self._lease_held = False
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
@@ -533,7 +534,7 @@ class Mirror:
             return False
         if lease.get("expires_at", 0) <= time.time():
             return False
-        same_host = lease.get("host") == socket.gethostname()
+        same_host = lease.get("host") == self.host
         return not (same_host and not _pid_alive(int(lease.get("pid", 0))))
 
     def _busy(self, lease: dict) -> LakeLockedError:
@@ -547,7 +548,7 @@ class Mirror:
 
     def _write_lease(self) -> None:
         now = time.time()
-        self._write_json("lease.json", {"token": self.token, "host": socket.gethostname(),
+        self._write_json("lease.json", {"token": self.token, "host": self.host,
                                         "pid": os.getpid(), "renewed_at": now,
                                         "expires_at": now + LEASE_TTL_S})
 

@@ -1,5 +1,9 @@
 """``ctxlake status``: where the lake is, what it holds, the last runs and what each stage owes.
 
+Where the lake is: its folder, or for an object-store lake its URL (``s3://...``) and, apart,
+the local mirror folder the command read (size and counts are the mirror's, as the pull before
+the command left it).
+
 Nothing is written: the pending work is what the stage ledger says the next ``run`` would do
 with the same settings (:func:`pipeline.stages.nightly.pending_work`).
 """
@@ -20,6 +24,7 @@ from pipeline.core.lake import Lake
 if TYPE_CHECKING:
     from pipeline.core.ledger import Pending
     from pipeline.core.locations import Location
+    from pipeline.core.remote import Mirror
     from pipeline.stages.results import RunSettings
 
 
@@ -58,7 +63,8 @@ class RunRecord:
 
 @dataclasses.dataclass(frozen=True)
 class LakeStatus:
-    lake: str
+    lake: str                      # the lake's folder, or its object-store URL
+    mirror: str | None             # an object-store lake's local mirror folder (else None)
     size_bytes: int
     files: int                     # archive files the lake holds
     sessions: int
@@ -75,8 +81,8 @@ class LakeStatus:
         return self.settings.changed_from(self.last_settings)
 
     def to_dict(self) -> dict:
-        return {"lake": self.lake, "size_bytes": self.size_bytes, "files": self.files,
-                "sessions": self.sessions, "busy": self.busy,
+        return {"lake": self.lake, "mirror": self.mirror, "size_bytes": self.size_bytes,
+                "files": self.files, "sessions": self.sessions, "busy": self.busy,
                 "runs": [run.to_dict() for run in self.runs],
                 "pending": {name: owed.to_dict() for name, owed in self.pending.items()},
                 "settings": self.settings.to_dict(), "last_settings": self.last_settings,
@@ -107,8 +113,9 @@ def _busy(lake: Lake) -> bool:
 
 def lake_status(lake: Lake, *, config_path: Path | None = None,
                 policies: tuple[str, ...] | None = None, tz: str | None = None,
-                runs: int = 5) -> LakeStatus:
-    """The status of ``lake`` (see the module docstring)."""
+                runs: int = 5, remote: Mirror | None = None) -> LakeStatus:
+    """The status of ``lake`` (see the module docstring); ``remote``: the mirror ``lake`` is
+    the lake folder of, when the lake lives on an object store."""
     from pipeline.stages.nightly import LakeInputs, NightlySettings, _previous_settings, pending_work
     from pipeline.core.config import load_config
     from pipeline.stages.nightly import DEFAULT_POLICIES
@@ -125,8 +132,9 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
     recent = [RunRecord.of(row) for row in reversed(log[-runs:] if runs else [])]
     sources = lake.read_sources()
     return LakeStatus(
-        lake=str(lake.root.resolve()), size_bytes=_size(lake.root), files=sources.num_rows,
-        sessions=len(LakeInputs(lake).sessions()), busy=_busy(lake), runs=recent,
-        pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
+        lake=remote.location.url if remote else str(lake.root.resolve()),
+        mirror=str(remote.folder) if remote else None, size_bytes=_size(lake.root),
+        files=sources.num_rows, sessions=len(LakeInputs(lake).sessions()), busy=_busy(lake),
+        runs=recent, pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
         settings=settings, last_settings=_previous_settings(lake),
         locations=discover_locations())
