@@ -1,5 +1,6 @@
-"""The lake's views are made once per process and extended, not made again, when a stage
-adds a derived table (pipeline.core.lake.Lake.connect)."""
+"""The lake's views (pipeline.core.lake.Lake.connect): the persisted ``ctxlake.duckdb``
+attached read-only when its stamp says it is current, else made once per process in memory and
+extended, not made again, when a stage adds a derived table."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ from tests.helpers.lake import copy_real, ingest_paths
 SAMPLE = "claude_code/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 
 
-def _lake_counting_rebuilds(tmp_path, monkeypatch):
+def _lake_counting_rebuilds(tmp_path, monkeypatch, *, persisted: bool = False):
+    """A lake of one real session and a record of each in-memory build of its views; without
+    ``persisted``, the stamp of its ``ctxlake.duckdb`` is removed (the views are made in
+    memory)."""
     lake, _ = ingest_paths(tmp_path, copy_real(tmp_path, SAMPLE))
+    if not persisted:
+        (lake.root / lake_module.VIEWS_STAMP).unlink()
     built = []
     original = lake_module.Lake.create_views
 
@@ -21,9 +27,9 @@ def _lake_counting_rebuilds(tmp_path, monkeypatch):
         original(self, con)
 
     monkeypatch.setattr(lake_module.Lake, "create_views", create_views)
-    with lake.connect() as con:   # the views of this process, made once
+    with lake.connect() as con:   # the views of this process, made once (or attached)
         sessions = con.execute("SELECT count(*) FROM sessions").fetchone()[0]
-    assert built == [1]
+    assert built == ([] if persisted else [1])
     return lake, built, sessions
 
 
@@ -70,3 +76,71 @@ def test_a_derived_table_whose_columns_differ_from_its_placeholder_makes_every_v
             ("s1", "test")]
         assert con.execute("SELECT count(*) FROM sessions").fetchone() == (sessions,)
     assert built == [1, 1]
+
+
+def _every_view(con) -> dict:
+    names = [row[0] for row in con.execute(
+        "SELECT DISTINCT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
+    return {name: sorted(map(repr, con.execute(f'SELECT * FROM "{name}"').fetchall()))
+            for name in names}
+
+
+def test_a_current_persisted_file_is_attached_and_answers_as_the_views_made_in_memory(
+        tmp_path, monkeypatch):
+    lake, built, _ = _lake_counting_rebuilds(tmp_path, monkeypatch, persisted=True)
+    with lake.connect() as con:
+        attached = _every_view(con)
+        catalogs = {row[0] for row in con.execute(
+            "SELECT DISTINCT database_name FROM duckdb_views() WHERE view_name = 'sessions'")
+            .fetchall()}
+    assert built == [] and catalogs == {lake_module.PERSISTED_CATALOG}
+    assert {"sessions", "messages", "session_summary", "daily_usage"} <= set(attached)
+    lake_module._VIEWS.pop(str(lake.root)).__getitem__(1).close()
+    (lake.root / lake_module.VIEWS_STAMP).unlink()
+    with lake.connect() as con:
+        assert _every_view(con) == attached
+    assert built == [1]
+
+
+def test_a_temp_view_overrides_a_name_the_attached_views_use(tmp_path, monkeypatch):
+    lake, built, sessions = _lake_counting_rebuilds(tmp_path, monkeypatch, persisted=True)
+    with lake.connect() as con:
+        con.execute(f"CREATE TEMP VIEW session_info AS SELECT * FROM "
+                    f"{lake_module.PERSISTED_CATALOG}.session_info WHERE false")
+        assert con.execute("SELECT count(*) FROM sessions").fetchone() == (0,)
+    with lake.connect() as con:    # another cursor: its own temp views
+        assert con.execute("SELECT count(*) FROM sessions").fetchone() == (sessions,)
+    assert built == []
+
+
+def test_a_stale_stamp_makes_the_views_in_memory(tmp_path, monkeypatch):
+    lake, _ = ingest_paths(tmp_path, copy_real(tmp_path, SAMPLE))
+    stamp = lake.root / lake_module.VIEWS_STAMP
+    fingerprint, _, version = stamp.read_text().partition("\n")
+    assert lake.duckdb_file_current()
+    for stale in (f"{'0' * 64}\n{version}", f"{fingerprint}\n0.0.1", ""):
+        stamp.write_text(stale)
+        assert not lake.duckdb_file_current()
+    built = []
+    original = lake_module.Lake.create_views
+    monkeypatch.setattr(lake_module.Lake, "create_views",
+                        lambda self, con: (built.append(1), original(self, con)))
+    with lake.connect() as con:
+        assert con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?",
+                           [lake_module.PERSISTED_CATALOG]).fetchone() == (0,)
+    assert built == [1]
+
+
+def test_a_derived_table_appearing_while_the_file_is_attached_is_read_by_the_views_above(
+        tmp_path, monkeypatch):
+    lake, built, sessions = _lake_counting_rebuilds(tmp_path, monkeypatch, persisted=True)
+    with lake.connect() as con:
+        session_id = con.execute("SELECT min(session_id) FROM sessions").fetchone()[0]
+        assert con.execute("SELECT count(*) FROM sessions WHERE ignored").fetchone() == (0,)
+    _write_session_flags(lake, {"session_id": session_id, "ignored": True})
+    with lake.connect() as con:   # the file holds the placeholder: the views are made again
+        assert con.execute("SELECT session_id FROM sessions WHERE ignored").fetchall() == [
+            (session_id,)]
+    assert built == [1]
+    lake.write_duckdb_file()
+    assert lake.duckdb_file_current()

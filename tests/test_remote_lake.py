@@ -392,6 +392,9 @@ def test_a_long_writer_renews_its_lease_so_another_host_stays_busy_past_the_ttl_
             assert renewed["token"] == first.token
             assert renewed["expires_at"] > taken["expires_at"] + 0.5
             assert renewed["expires_at"] > time.time()
+            status = CliRunner().invoke(cli, ["--lake", url, "--mirror", str(tmp_path / "m3"),
+                                              "status", "--json"], catch_exceptions=False)
+            assert json.loads(status.stdout)["busy"] is True    # held on another host
             result = CliRunner().invoke(cli, list(second), catch_exceptions=False)
             assert result.exit_code == 75
             assert f"another ctxlake run holds the lease of {url} (host build-a, pid " \
@@ -401,6 +404,9 @@ def test_a_long_writer_renews_its_lease_so_another_host_stays_busy_past_the_ttl_
         first.close()
     assert fs.get_file_info(f"{name}/lake/lease.json").type == pafs.FileType.NotFound
     assert manifest(fs, name)["commit"] == 1         # the first command changed nothing
+    status = CliRunner().invoke(cli, ["--lake", url, "--mirror", str(tmp_path / "m3"), "status",
+                                      "--json"], catch_exceptions=False)
+    assert json.loads(status.stdout)["busy"] is False
     invoke(*second)
     assert manifest(fs, name)["commit"] == 2
     assert len(view_rows(tmp_path / "m2" / "lake")["sessions"]) == 2   # codex and gemini

@@ -202,10 +202,14 @@ def test_the_est_tokens_check_reports_a_row_whose_value_was_altered(real_lake):
     con = real_lake.connect()
     try:
         n_messages = con.execute("SELECT count(*) FROM messages").fetchone()[0]
-        con.execute("ALTER VIEW messages RENAME TO messages_stored")
-        con.execute("CREATE VIEW messages AS SELECT * REPLACE ("
-                    "CASE WHEN seq = (SELECT min(seq) FROM messages_stored) THEN est_tokens + 1 "
-                    "ELSE est_tokens END AS est_tokens) FROM messages_stored")
+        # a temp view of this cursor over the lake's (whose database may be the attached,
+        # read-only ctxlake.duckdb): the other connections keep the lake's messages
+        stored, = con.execute("SELECT database_name FROM duckdb_views() "
+                              "WHERE view_name = 'messages' AND NOT temporary").fetchone()
+        con.execute(f"CREATE TEMP VIEW messages AS SELECT * REPLACE ("
+                    f"CASE WHEN seq = (SELECT min(seq) FROM {stored}.main.messages) "
+                    f"THEN est_tokens + 1 ELSE est_tokens END AS est_tokens) "
+                    f"FROM {stored}.main.messages")
         bad = con.execute(check).fetchall()
     finally:
         con.close()

@@ -529,6 +529,11 @@ class Mirror:
     def read_lease(self) -> dict | None:
         return self._read_json("lease.json")
 
+    def leased_elsewhere(self) -> bool:
+        """Whether another command (on this host or another) holds the lake's lease now."""
+        with _store_errors(self.location):
+            return self._live_other(self.read_lease())
+
     def _live_other(self, lease: dict | None) -> bool:
         if not lease or lease.get("token") == self.token:
             return False

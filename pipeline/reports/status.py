@@ -68,7 +68,7 @@ class LakeStatus:
     size_bytes: int
     files: int                     # archive files the lake holds
     sessions: int
-    busy: bool                     # a run holds the lake's lock right now
+    busy: bool                     # a run holds the lake's lock (or object-store lease) now
     runs: list[RunRecord]          # the last runs, newest first
     pending: dict[str, Pending]    # per stage: what it owes now
     settings: RunSettings          # the settings the next run would use
@@ -134,7 +134,8 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
     return LakeStatus(
         lake=remote.location.url if remote else str(lake.root.resolve()),
         mirror=str(remote.folder) if remote else None, size_bytes=_size(lake.root),
-        files=sources.num_rows, sessions=len(LakeInputs(lake).sessions()), busy=_busy(lake),
+        files=sources.num_rows, sessions=len(LakeInputs(lake).sessions()),
+        busy=_busy(lake) or (remote is not None and remote.leased_elsewhere()),
         runs=recent, pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
         settings=settings, last_settings=_previous_settings(lake),
         locations=discover_locations())
