@@ -28,8 +28,8 @@ import os
 import re
 import shutil
 import signal
-import sys
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -764,10 +764,10 @@ class Lake:
         """Persist the views into ``ctxlake.duckdb`` for external DuckDB clients and for the
         next processes' :meth:`connect` (its stamp ``.ctxlake.duckdb.views`` goes first and
         comes back last: a run killed in between leaves no stamp, so no file is trusted)."""
-        target = self.root / "ctxlake.duckdb"
-        tmp = self.root / ".ctxlake.duckdb.tmp"
         import duckdb
 
+        target = self.root / "ctxlake.duckdb"
+        tmp = self.root / ".ctxlake.duckdb.tmp"
         stamp = self.root / VIEWS_STAMP
         names = self._derived_names()
         for stale in (tmp, stamp):
