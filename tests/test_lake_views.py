@@ -95,7 +95,7 @@ def test_a_current_persisted_file_is_attached_and_answers_as_the_views_made_in_m
             .fetchall()}
     assert built == [] and catalogs == {lake_module.PERSISTED_CATALOG}
     assert {"sessions", "messages", "session_summary", "daily_usage"} <= set(attached)
-    lake_module._VIEWS.pop(str(lake.root)).__getitem__(1).close()
+    lake_module._VIEWS.pop(str(lake.root)).con.close()
     (lake.root / lake_module.VIEWS_STAMP).unlink()
     with lake.connect() as con:
         assert _every_view(con) == attached

@@ -32,7 +32,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,9 +57,17 @@ EXTRA_VIEWS: list[str] = [
 ]
 
 
-# per lake root: (views key, the in-memory database holding the lake's views, whether those
-# views are the persisted ``ctxlake.duckdb`` attached read-only rather than made in memory)
-_VIEWS: dict[str, tuple[tuple, "duckdb.DuckDBPyConnection", bool]] = {}
+class _Views(NamedTuple):
+    """A lake's views in this process: what they were made for (:meth:`Lake._views_key`), the
+    in-memory database holding them, and whether they are the persisted ``ctxlake.duckdb``
+    attached read-only rather than made in memory."""
+    key: tuple
+    con: "duckdb.DuckDBPyConnection"
+    attached: bool
+
+
+# per lake root
+_VIEWS: dict[str, _Views] = {}
 # the catalog name of the attached ``ctxlake.duckdb`` (searched after the in-memory one)
 PERSISTED_CATALOG = "ctxlake_views"
 # the stamp of ``ctxlake.duckdb``: the fingerprint of its views and the DuckDB version
@@ -637,21 +645,21 @@ class Lake:
         self._migrate_runs()
         key = self._views_key()
         cached = _VIEWS.get(str(self.root))
-        if cached is not None and cached[0] != key and not cached[2] \
-                and self._add_derived_views(cached[1], cached[0], key):
-            _VIEWS[str(self.root)] = cached = (key, cached[1], False)
-        if cached is None or cached[0] != key:
+        if cached is not None and cached.key != key and not cached.attached \
+                and self._add_derived_views(cached.con, cached.key, key):
+            _VIEWS[str(self.root)] = cached = cached._replace(key=key)
+        if cached is None or cached.key != key:
             base = self._attach_persisted_views(key)
             attached = base is not None
             if base is None:
                 base = new_connection()
                 self.create_views(base)
             if cached is not None:
-                cached[1].close()
-            _VIEWS[str(self.root)] = cached = (key, base, attached)
-        con = cached[1].cursor()
+                cached.con.close()
+            _VIEWS[str(self.root)] = cached = _Views(key, base, attached)
+        con = cached.con.cursor()
         con.execute("SET TimeZone = 'UTC'")
-        if cached[2]:
+        if cached.attached:
             con.execute(f"SET search_path = 'memory.main,{PERSISTED_CATALOG}.main'")
         return con
 

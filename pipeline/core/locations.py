@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Mapping
 
 __all__ = ["Location", "discover_locations", "found_locations", "user_data_dir", "user_cache_dir",
-           "default_lake",
-           "user_config_path", "default_config_path", "is_url"]
+           "default_lake", "user_config_path", "default_config_path", "is_url"]
 
 CONFIG_NAME = "ctxlake.toml"
 # an object-store lake URL (also as pathlib prints it: pathlib folds "s3://b" to "s3:/b")
