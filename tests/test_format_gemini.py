@@ -266,6 +266,19 @@ def test_growing_a_jsonl_recording_rereads_it_whole_without_duplicates(tmp_path)
     assert scalar(lake, "SELECT count(*) FROM records") == 6
 
 
+def test_a_copied_jsonl_recording_with_the_same_bytes_is_not_read_again(tmp_path):
+    # a restore or an rsync gives every file a new inode and ctime: same bytes, no new work
+    path = tmp_path / "chats" / "session-2026-01-02T10-00-5e55101d.jsonl"
+    _write(path, [_meta_line(), _msg("u1", "user", "a"), _msg("g1", "gemini", "b", model="m")])
+    lake, _ = ingest_paths(tmp_path, path)
+    copy = path.with_name(path.name + ".copy")
+    copy.write_bytes(path.read_bytes())
+    copy.replace(path)
+    summary = ingest([path], lake=lake, workers=1)
+    assert (summary.files_unchanged, summary.files_reingested, summary.records) == (1, 0, 0)
+    assert rows(lake, "SELECT generation, records FROM sources") == [(1, 3)]
+
+
 def test_a_subagent_recording_points_to_its_parent_folder(tmp_path):
     parent = "11111111-2222-3333-4444-555555555555"
     path = tmp_path / "chats" / parent / f"{SID}.jsonl"

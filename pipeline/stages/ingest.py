@@ -722,8 +722,12 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             else:
                 handle.seek(0)
                 hasher = hashlib.sha256()
-        elif prev and prev.get("sha256") and reader_cls.layout == "document" \
-                and st.st_size == prev["size_bytes"]:
+        elif prev and same_format and prev.get("sha256") and st.st_size == prev["size_bytes"] \
+                and (reader_cls.layout == "document" or not reader_cls.append_safe) \
+                and not prev.get("held_back"):
+            # a whole-file read (a document, or JSONL whose records may be rewritten) of the
+            # same bytes (a copy, a restore, ``touch``) is no change: the lake keeps the rows
+            # of the generation it has, and no later stage redoes the file's sessions
             digest, _ = _hash_prefix(handle, st.st_size)
             handle.seek(0)
             if digest == prev["sha256"]:
