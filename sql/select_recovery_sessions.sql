@@ -1,7 +1,7 @@
 -- Facts of some sessions ($sessions) and their sub-agent sessions for recovery documents (last activity, project, counts)
 WITH summary AS (
     -- the sessions asked for and their sub-agents
-    SELECT * FROM session_summary_of(CAST($sessions AS VARCHAR[]), costs := false)
+    SELECT * FROM session_counts_of(CAST($sessions AS VARCHAR[]))
 ),
 files AS (
     SELECT source_id, mtime FROM sources

@@ -1,19 +1,11 @@
--- Top-level sessions ($sessions, or all when NULL; sub-agents are folded into their parent) with the daily-log figures: end time, counts, the estimate of the main thread's user/assistant text joined, and project and cost (with its sub-agents') for the optional follow-up line (read only when $costs)
+-- Top-level sessions ($sessions, or all when NULL; sub-agents are folded into their parent) with the daily-log figures: end time, counts, the estimate of the main thread's user/assistant text joined, and the project for the optional follow-up line (its cost: select_session_log_costs)
 WITH summary AS (
-    SELECT * FROM session_summary_of(CAST($sessions AS VARCHAR[]), costs := $costs)
+    SELECT * FROM session_counts_of(CAST($sessions AS VARCHAR[]))
 ),
 top_level AS (
     SELECT session_id, started_at, ended_at, n_user, n_assistant, project
     FROM summary
     WHERE parent_session_id IS NULL
-),
-costs AS (
-    -- a session's cost and its sub-agents' (NULL when any of their models is unpriced)
-    SELECT coalesce(parent_session_id, session_id) AS session_id,
-           sum(cost_usd) AS cost_usd,
-           bool_or(len(coalesce(unpriced_models, [])) > 0) AS unpriced
-    FROM summary
-    GROUP BY ALL
 ),
 text_rows AS (
     -- the specification's estimateTokens(messages' text contents joined with ""): the
@@ -32,10 +24,8 @@ final AS (
     SELECT
         top_level.session_id, top_level.started_at, top_level.ended_at,
         top_level.n_user, top_level.n_assistant, top_level.project,
-        coalesce(est_tokens_from(text_rows.cjk, text_rows.utf16), 0) AS est_tokens,
-        costs.cost_usd, coalesce(costs.unpriced, false) AS unpriced
+        coalesce(est_tokens_from(text_rows.cjk, text_rows.utf16), 0) AS est_tokens
     FROM top_level
     LEFT JOIN text_rows USING (session_id)
-    LEFT JOIN costs USING (session_id)
 )
 SELECT * FROM final ORDER BY coalesce(ended_at, started_at) NULLS LAST, session_id

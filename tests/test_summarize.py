@@ -278,3 +278,37 @@ def test_the_log_files_are_written_atomically_with_no_temp_files_left(tmp_path):
     leftovers = [p for p in lake.summaries_dir.rglob("*") if p.name.startswith(".")]
     assert leftovers == []
     assert os.path.isfile(lake.derived_dir / "model_prices" / "all.parquet")
+
+
+def test_a_day_rebuilt_for_one_session_reads_the_others_stored_entries_while_their_files_are_the_same(
+        tmp_path):
+    import pyarrow as pa
+
+    from pipeline.stages.ingest import ingest
+    from pipeline.stages.summarize import LOG_ENTRIES, LOG_ENTRIES_SCHEMA
+
+    lake = _day_sessions(tmp_path)
+    summarize(lake, tz="UTC")
+    stored = sorted(lake.read_derived(LOG_ENTRIES, "all", LOG_ENTRIES_SCHEMA).to_pylist(),
+                    key=lambda r: r["session_id"])
+    assert [(r["session_id"], r["topic"], r["n_user"], r["n_assistant"]) for r in stored] == [
+        ("sess-a", "Refactor   the   parser module", 2, 2), ("sess-b", "x" * 120, 1, 1),
+        ("sess-c", "late night fix", 1, 0)]
+    # an entry of the same files is taken as stored: mark sess-b's to see it used
+    marked = [dict(r, topic="stored topic") if r["session_id"] == "sess-b" else r for r in stored]
+    lake.write_session_rows(LOG_ENTRIES, "all", pa.Table.from_pylist(marked, schema=LOG_ENTRIES_SCHEMA),
+                            None, sort_by=["session_id"])
+    result = summarize(lake, tz="UTC", sessions=["sess-c"])
+    assert result.sessions_considered == 3
+    assert "- **Topic:** stored topic\n" in _log(lake, "2025-12-09")
+    # sess-b's file changes: its entry is no longer current and is made again from the lake
+    path = tmp_path / "archive" / "sess-b.jsonl"
+    with open(path, "a", encoding="utf-8") as handle:
+        line = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+        handle.write(json.dumps(dict(line, uuid="b-more", type="assistant")) + "\n")
+    ingest([tmp_path / "archive"], lake=lake, workers=1)
+    summarize(lake, tz="UTC", sessions=["sess-c"])
+    log = _log(lake, "2025-12-09")
+    assert "stored topic" not in log and f"- **Topic:** {'x' * 120}\n" in log
+    assert [r["topic"] for r in lake.read_derived(LOG_ENTRIES, "all", LOG_ENTRIES_SCHEMA).to_pylist()
+            if r["session_id"] == "sess-b"] == ["x" * 120]

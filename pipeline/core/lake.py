@@ -53,7 +53,7 @@ EXTRA_VIEWS: list[str] = [
     "create_view_usage_call_rows_live",
     "create_view_usage_call_rows_fallback", "create_view_usage_call_sources_empty",
     "create_view_usage_call_rows_current", "create_macro_price_regimes", "create_view_usage_calls", "create_view_daily_usage",
-    "create_macro_session_summary_of", "create_view_session_summary",  # summaries and usage reports (pipeline/stages/summarize.py, usage.py)
+    "create_macro_session_counts_of", "create_macro_session_summary_of", "create_view_session_summary",  # summaries and usage reports (pipeline/stages/summarize.py, usage.py)
 ]
 
 

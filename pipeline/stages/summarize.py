@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 from zoneinfo import ZoneInfo
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
@@ -249,7 +250,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
     written: list[str] = []   # files written without their own fsync
     with lake.connect() as con:
         summary.prices_written = _write_model_prices(lake, con, reuse=sessions is not None)
-        rows = _query(con, "select_session_times", {})
+        rows = _query(con, "select_session_log_keys", {})
         by_id = {row["session_id"]: row for row in rows}
         asked = None if sessions is None else sorted(set(sessions))
         root_of = {} if asked is None else _root_map(con, asked)
@@ -279,9 +280,20 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                     days.add(day_of[s])
             considered = sorted(s for s in by_id if s in touched or day_of.get(s) in days)
 
-        # the log figures of the sessions on the days rebuilt (all of them on a full run)
-        figures = {row["session_id"]: row for row in _query(con, "select_session_log_rows", {
-            "sessions": None if touched is None else considered, "costs": log_details})}
+        # the log figures of the sessions on the days rebuilt (all of them on a full run):
+        # the stored entry of a session not asked for whose sources are those it was made
+        # of, else read from the lake now
+        entries_fp = _entries_settings(log_details)
+        kept = _read_entries(lake) if touched is not None and session_logging else {}
+        stored = {s: kept[s] for s in considered if s in kept and s not in touched
+                  and kept[s]["settings_fp"] == entries_fp
+                  and by_id[s]["log_key"] is not None and kept[s]["log_key"] == by_id[s]["log_key"]}
+        fresh = [s for s in considered if s not in stored] if session_logging else []
+        scope = {"sessions": None if touched is None else fresh}
+        figures = {row["session_id"]: row for row in _query(con, "select_session_log_rows", scope)} \
+            if fresh else {}
+        costs = {row["session_id"]: row for row in _query(con, "select_session_log_costs", scope)} \
+            if fresh and log_details else {}
         from pipeline.stages.flags import ignored_sessions
         ignored = set(ignored_sessions(lake, con, ignore_patterns, compiled, considered))
         summary.sessions_considered = len(considered)
@@ -290,19 +302,35 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         summary.sessions_undated = sum(1 for s in considered if day_of.get(s) is None)
 
         # daily logs
-        topics = _topic_texts(con, considered) if session_logging else {}
+        if session_logging:
+            topics = _topic_texts(con, fresh)
+            for session_id in fresh:
+                row = figures[session_id]
+                cost = costs.get(session_id) or {"cost_usd": None, "unpriced": False}
+                stored[session_id] = {
+                    "session_id": session_id, "log_key": by_id[session_id]["log_key"],
+                    "settings_fp": entries_fp, "topic": topic_of(topics.get(session_id, [])),
+                    "n_user": int(row["n_user"]), "n_assistant": int(row["n_assistant"]),
+                    "est_tokens": int(row["est_tokens"] or 0), "project": row["project"],
+                    "cost_usd": None if cost["cost_usd"] is None else str(cost["cost_usd"]),
+                    "unpriced": bool(cost["unpriced"])}
+            gone = set(removed) | (set(kept) - set(by_id))
+            lake.write_session_rows(
+                LOG_ENTRIES, "all", pa.Table.from_pylist([stored[s] for s in fresh],
+                                                         schema=LOG_ENTRIES_SCHEMA),
+                None if touched is None else sorted(set(fresh) | gone), sort_by=["session_id"])
         per_day: dict[str, list[LogEntry]] = {day: [] for day in days} if session_logging else {}
         for session_id in considered:
             day = day_of.get(session_id)
             if session_id in ignored or day not in per_day:
                 continue
-            row = figures[session_id]
+            entry = stored[session_id]
             per_day[day].append(LogEntry(
-                session_id, row["ended_at"] or row["started_at"], time_of[session_id],
-                topic_of(topics.get(session_id, [])), int(row["n_user"]),
-                int(row["n_assistant"]), int(row["est_tokens"] or 0), row["project"],
-                row["cost_usd"], bool(row["unpriced"]),
-                str(recovery_dir / recovery_file_name(session_id))))
+                session_id, by_id[session_id]["ended_at"] or by_id[session_id]["started_at"],
+                time_of[session_id], entry["topic"], entry["n_user"], entry["n_assistant"],
+                entry["est_tokens"], entry["project"],
+                None if entry["cost_usd"] is None else Decimal(entry["cost_usd"]),
+                entry["unpriced"], str(recovery_dir / recovery_file_name(session_id))))
         for day in sorted(per_day):
             entries = sorted(per_day[day], key=lambda e: (e.logged_at, e.session_id))
             path = log_dir / f"{day}.md"
@@ -356,6 +384,38 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
     sync_files(written, [lake.summaries_dir])
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+# The log figures of each top-level session as the last run wrote them, so that rebuilding a
+# day for one changed session reads only that session from the lake (not every session of
+# the day): ``derived/session_log_entries`` (per session bucket). An entry is used only when
+# its ``log_key`` (its sources' and its sub-agents' sources' generation, lines and digest:
+# ``sql/select_session_log_keys.sql``) and ``settings_fp`` (the figures' version, and the
+# price snapshot when costs are shown) are those of now.
+LOG_ENTRIES = "session_log_entries"
+LOG_ENTRIES_LAYOUT = 1
+LOG_ENTRIES_SCHEMA = pa.schema([
+    ("session_id", pa.string()), ("log_key", pa.string()), ("settings_fp", pa.string()),
+    ("topic", pa.string()), ("n_user", pa.int64()), ("n_assistant", pa.int64()),
+    ("est_tokens", pa.int64()), ("project", pa.string()),
+    ("cost_usd", pa.string()),        # exact: the DECIMAL sum as text (None: no cost)
+    ("unpriced", pa.bool_())])
+
+
+def _entries_settings(log_details: bool) -> str:
+    from pipeline import __version__
+    from pipeline.core.ledger import fingerprint
+
+    if not log_details:
+        return fingerprint([LOG_ENTRIES_LAYOUT, __version__])
+    from pipeline.reports.prices import PRICE_SOURCE
+    return fingerprint([LOG_ENTRIES_LAYOUT, __version__, "costs", PRICE_SOURCE])
+
+
+def _read_entries(lake: Lake) -> dict[str, dict]:
+    """Every stored log entry, by session id."""
+    table = lake.read_derived(LOG_ENTRIES, "all", LOG_ENTRIES_SCHEMA)
+    return {row["session_id"]: row for row in table.to_pylist()}
 
 
 def _query(con, name: str, params: dict) -> list[dict]:
