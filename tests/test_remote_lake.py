@@ -205,9 +205,15 @@ def test_status_of_an_s3_lake_shows_its_url_as_the_lake_and_the_mirror_folder_ap
     name, _ = bucket
     url = f"s3://{name}/lake"
     mirror = ("--lake", url, "--mirror", str(tmp_path / "m1"))
-    invoke(*mirror, "ingest", str(REAL / "codex"), str(REAL / "gemini"))
+    ingested = json.loads(invoke(*mirror, "ingest", str(REAL / "codex"), str(REAL / "gemini"),
+                                 "--json"))
+    # every command's JSON names the lake as status does: by its URL, the mirror apart
+    assert (ingested["lake"], ingested["mirror"], ingested["files"]) == (url, str(tmp_path / "m1"), 2)
     status = json.loads(invoke(*mirror, "status", "--tz", "UTC", "--json"))
     assert (status["lake"], status["mirror"]) == (url, str(tmp_path / "m1"))
+    local = json.loads(invoke("--lake", str(tmp_path / "local"), "ingest", str(REAL / "codex"),
+                              "--json"))
+    assert (local["lake"], "mirror" in local) == (str(tmp_path / "local"), False)
     assert (status["files"], status["sessions"], status["busy"]) == (2, 2, False)
     lines = invoke(*mirror, "status", "--tz", "UTC").splitlines()
     assert lines[:2] == [f"lake:     {url} ({human_bytes(status['size_bytes'])}, 2 files, "

@@ -74,7 +74,9 @@ class LakeContext:
                 ctx = click.get_current_context(silent=True)
                 if ctx is not None:
                     ctx.find_root().call_on_close(self.remote.close)
+                    ctx.find_root().call_on_close(lambda: render.show_lake_as(None, None))
                 self._root = self.remote.lake_root
+                render.show_lake_as(str(self._root), where, str(self.remote.folder))
             elif self.lake_dir is not None:
                 self._root = Path(os.path.abspath(os.path.expanduser(str(self.lake_dir))))
             else:

@@ -27,9 +27,28 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
+# an object-store lake's (lake folder in its mirror, URL, mirror folder), set by the CLI
+_REMOTE_LAKE: tuple[str, str, str] | None = None
+
+
+def show_lake_as(folder: str | None, url: str | None = None, mirror: str | None = None) -> None:
+    """Name an object-store lake by its URL in JSON output: a result whose ``lake`` is the
+    lake folder in the mirror (each stage names the folder it worked in) says ``lake: <url>``
+    and ``mirror: <mirror folder>``, as ``ctxlake status`` does. None: no such lake."""
+    global _REMOTE_LAKE
+    _REMOTE_LAKE = (folder, url, mirror or folder) if folder and url else None
+
+
+def _located(value: Any) -> Any:
+    if _REMOTE_LAKE is not None and isinstance(value, dict) and value.get("lake") == _REMOTE_LAKE[0]:
+        return {**value, "lake": _REMOTE_LAKE[1], "mirror": _REMOTE_LAKE[2]}
+    return value
+
+
 def to_json(value: Any) -> str:
-    """Deterministic JSON (sorted keys, ISO times, 2-space indent)."""
-    return orjson.dumps(value, default=_default,
+    """Deterministic JSON (sorted keys, ISO times, 2-space indent); an object-store lake is
+    named by its URL (:func:`show_lake_as`)."""
+    return orjson.dumps(_located(value), default=_default,
                         option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                         | orjson.OPT_NON_STR_KEYS).decode("utf-8")
 
