@@ -1,6 +1,5 @@
--- Facts of some sessions ($sessions) and their sub-agent sessions for recovery documents (last activity, project, counts)
+-- Facts of some sessions and their sub-agent sessions ($sessions: all their ids, select_session_families) for recovery documents (last activity, project, counts)
 WITH summary AS (
-    -- the sessions asked for and their sub-agents
     SELECT * FROM session_counts_of(CAST($sessions AS VARCHAR[]))
 ),
 files AS (

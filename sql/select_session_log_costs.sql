@@ -1,4 +1,4 @@
--- Top-level sessions ($sessions, or all when NULL) with their cost and their sub-agents' for the optional follow-up line of the daily log (NULL when any of their models is unpriced)
+-- Top-level sessions ($sessions: their ids and their sub-agents', select_session_families; or all when NULL) with their cost and their sub-agents' for the optional follow-up line of the daily log (NULL when any of their models is unpriced)
 WITH summary AS (
     SELECT * FROM session_summary_of(CAST($sessions AS VARCHAR[]))
 ),

@@ -305,12 +305,19 @@ def _parse(input_json: str | None) -> Any:
         return input_json
 
 
+def session_families(con, session_ids: list[str]) -> list[str]:
+    """These sessions and their sub-agent sessions (the ids ``session_counts_of`` takes)."""
+    rows = con.execute(sqlfiles.load("select_session_families"), {"sessions": session_ids}).fetchall()
+    return [row[0] for row in rows]
+
+
 def load_evidence(con, session_ids: list[str]) -> dict[str, dict]:
     """Per root session: its facts, sub-agent facts, tool events and quoted messages."""
     if not session_ids:
         return {}
     params = {"sessions": session_ids}
-    cursor = con.execute(sqlfiles.load("select_recovery_sessions"), params)
+    cursor = con.execute(sqlfiles.load("select_recovery_sessions"),
+                         {"sessions": session_families(con, session_ids)})
     facts = sqlfiles.fetch_dicts(cursor)
     wanted = set(session_ids)
     roots = {f["session_id"]: f for f in facts if f["session_id"] in wanted}

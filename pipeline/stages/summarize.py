@@ -78,7 +78,7 @@ from pipeline.core import sqlfiles
 from pipeline.core.errors import ConfigError
 from pipeline.core.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
 from pipeline.stages.recover import (
-    lake_memory_ids, meaningful_text, recovery_file_name, render_documents,
+    lake_memory_ids, meaningful_text, recovery_file_name, render_documents, session_families,
 )
 from pipeline.core.store import sync_files
 from pipeline.stages.usage import resolve_timezone, use_model_prices
@@ -292,7 +292,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         scope = {"sessions": None if touched is None else fresh}
         figures = {row["session_id"]: row for row in _query(con, "select_session_log_rows", scope)} \
             if fresh else {}
-        costs = {row["session_id"]: row for row in _query(con, "select_session_log_costs", scope)} \
+        costs = {row["session_id"]: row for row in _query(con, "select_session_log_costs", {
+            "sessions": None if touched is None else session_families(con, fresh)})} \
             if fresh and log_details else {}
         from pipeline.stages.flags import ignored_sessions
         ignored = set(ignored_sessions(lake, con, ignore_patterns, compiled, considered))
