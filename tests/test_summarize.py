@@ -312,3 +312,21 @@ def test_a_day_rebuilt_for_one_session_reads_the_others_stored_entries_while_the
     assert "stored topic" not in log and f"- **Topic:** {'x' * 120}\n" in log
     assert [r["topic"] for r in lake.read_derived(LOG_ENTRIES, "all", LOG_ENTRIES_SCHEMA).to_pylist()
             if r["session_id"] == "sess-b"] == ["x" * 120]
+
+
+def test_a_day_rebuilt_for_a_sub_agent_with_log_details_has_the_full_runs_bytes_and_its_cost(tmp_path):
+    from tests.helpers.lake import rows
+
+    lake, _ = ingest_paths(tmp_path, REAL / "claude_code" / "claude_session.jsonl",
+                           REAL / "claude_code" / "claude_agent.jsonl")
+    (child, parent), = rows(lake, "SELECT session_id, parent_session_id FROM sessions "
+                                  "WHERE parent_session_id IS NOT NULL")
+    summarize(lake, tz="UTC", log_details=True)   # it also writes the lake's model prices
+    costs = dict(rows(lake, "SELECT session_id, sum(cost_usd) FROM usage_calls GROUP BY ALL"))
+    assert costs[child] > 0 and costs[parent] > 0
+    [day] = sorted((lake.summaries_dir / "sessions").iterdir())
+    full = day.read_text(encoding="utf-8")
+    assert f"`{parent}`" in full and f"${costs[parent] + costs[child]:.4f} ·" in full
+    day.unlink()
+    summarize(lake, tz="UTC", log_details=True, sessions=[child])   # its parent's entry is redone
+    assert day.read_text(encoding="utf-8") == full
