@@ -423,3 +423,22 @@ def test_independent_sessions_with_the_same_running_total_are_both_counted(tmp_p
     lake, _ = ingest_paths(tmp_path, tmp_path / "sessions")
     report = usage_report(lake, period="day", tz="UTC").to_dict()["rows"]
     assert [(r["api_calls"], r["input_tokens"], r["output_tokens"]) for r in report] == [(2, 800, 100)]
+
+
+def test_a_fork_without_its_parents_session_meta_copied_still_counts_the_copy_once(tmp_path):
+    from pipeline.stages.usage import usage_report
+    day = tmp_path / "sessions" / "2026" / "01" / "02"
+    day.mkdir(parents=True)
+    (day / ROLLOUT).write_bytes(b"".join([_meta(), _say("user", "hi"), _tokens(A, 2)]))
+    fork = _line("session_meta", {"id": FORK, "forked_from_id": SID, "cwd": "/w/proj",
+                                  "timestamp": "2026-01-02T10:00:30.000Z"}, 30)
+    (day / f"rollout-2026-01-02T10-00-30-{FORK}.jsonl").write_bytes(b"".join(
+        [fork, _say("user", "hi"), _tokens(A, 30), _say("user", "more"), _tokens(B, 40)]))
+    lake, _ = ingest_paths(tmp_path, tmp_path / "sessions")
+    assert rows(lake, "SELECT session_id, uuid FROM messages WHERE subtype = 'token_count' "
+                      "ORDER BY session_id, seq") == [
+        (SID, f"{SID}:1000:600:50:20"), (FORK, f"{SID}:1000:600:50:20"),
+        (FORK, f"{SID}:2500:1800:120:40")]
+    report = usage_report(lake, period="day", tz="UTC").to_dict()["rows"]
+    assert [(r["api_calls"], r["input_tokens"] + r["cache_read_tokens"], r["output_tokens"])
+            for r in report] == [(2, 2500, 120)]

@@ -52,9 +52,9 @@ original ones), and its running total goes on from the parent's. Counted per fil
 parent's calls would count once more in every fork. So each usage row's ``uuid`` is the
 fingerprint of the total it closes, ``"<lineage root>:<input>:<cached>:<output>:<reasoning>"``,
 where the lineage root is the id of the latest ``session_meta`` read that is neither a fork
-nor a spawned thread (else the session's own id): a copied event has the same fingerprint in
-the parent's file and in each fork's, and the usage views count one fingerprint once across
-the lake (``call_key``), in the session that recorded it first, as Claude Code's copied
+nor a spawned thread (before the copied ones, the fork's parent; else the session's own id):
+a copied event has the same fingerprint in the parent's file and in each fork's, and the
+usage views count one fingerprint once across the lake (``call_key``), in the session that recorded it first, as Claude Code's copied
 ``message.id:requestId``. The transcripts stay whole: a fork keeps its copied rows.
 
 State kept across appends (``begin``/``finish``): session id, cwd, model, the last total
@@ -73,8 +73,8 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, responses_tool_input,
-    responses_tool_result, str_or_none, tool_family,
+    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, nested_value,
+    responses_tool_input, responses_tool_result, str_or_none, tool_family,
 )
 
 FORMAT = "codex_cli"
@@ -256,6 +256,10 @@ class CodexCliReader(Reader):
         if sid is not None and meta.get("forked_from_id") is None and not spawned:
             # a root of the lineage: this file's own, or a parent's copied into a fork
             self.root = sid
+        elif self.root is None:
+            # a fork's own meta: its parent until the copied metas name the root
+            self.root = str_or_none(meta.get("forked_from_id")) or str_or_none(
+                nested_value(source, "subagent", "thread_spawn", "parent_thread_id"))
         if self.session_emitted or (sid is not None and sid != self.session_id):
             return
         git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
