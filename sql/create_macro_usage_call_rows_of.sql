@@ -9,7 +9,7 @@ WITH message_rows AS (
 current_usage AS (
     -- rows that carry recorded usage, read from the current parts directly (not from the
     -- messages view, whose dedup window runs over every message row: ~5x the work)
-    SELECT session_id, source_id, seq, api_call_id, usage_scope, model, "timestamp",
+    SELECT session_id, source_id, seq, api_call_id, uuid, usage_scope, model, "timestamp",
            is_sidechain, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens,
            cache_write_1h_tokens, reasoning_tokens, cost_usd_recorded
     FROM message_rows
@@ -36,7 +36,7 @@ ranked AS (
 ),
 usage_rows AS (
     SELECT
-        session_id, source_id, seq, api_call_id, coalesce(usage_scope, 'call') AS usage_scope,
+        session_id, source_id, seq, api_call_id, uuid, coalesce(usage_scope, 'call') AS usage_scope,
         model, "timestamp" AS recorded_at, coalesce(is_sidechain, false) AS is_sidechain,
         CASE WHEN usage_kept THEN coalesce(input_tokens, 0) ELSE 0 END AS input_tokens,
         CASE WHEN usage_kept THEN coalesce(output_tokens, 0) ELSE 0 END AS output_tokens,
@@ -109,11 +109,14 @@ final AS (
     SELECT
         dated.session_id, dated.source_id, dated.seq, dated.api_call_id,
         -- the key that identifies one API call across the whole lake (copies in resumed or
-        -- forked sessions): Claude's message.id:requestId, Gemini's message id (a UUID)
+        -- forked sessions): Claude's message.id:requestId, Gemini's message id (a UUID),
+        -- Codex's token_count fingerprint (its uuid: lineage root and running total)
         CASE WHEN f.format = 'claude_code' AND dated.api_call_id IS NOT NULL AND dated.usage_scope = 'call'
                  THEN 'claude:' || dated.api_call_id
              WHEN f.format = 'gemini_cli' AND dated.api_call_id IS NOT NULL AND dated.usage_scope = 'call'
                  THEN 'gemini:' || dated.api_call_id
+             WHEN f.format = 'codex_cli' AND dated.uuid IS NOT NULL AND dated.usage_scope = 'call'
+                 THEN 'codex:' || dated.uuid
         END AS call_key,
         dated.usage_scope, dated.model, dated.recorded_at, dated."timestamp",
         dated.input_tokens, dated.output_tokens, dated.cache_write_tokens,

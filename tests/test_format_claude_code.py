@@ -134,3 +134,30 @@ def test_file_history_snapshots_are_records_but_not_messages(tmp_path):
     assert scalar(lake, "SELECT count(*) FROM records WHERE record_type = 'file-history-snapshot'") == 4
     assert scalar(lake, "SELECT count(*) FROM messages m JOIN records r USING (source_id, line_no) "
                         "WHERE r.record_type = 'file-history-snapshot'") == 0
+
+
+def test_session_metadata_lines_of_newer_versions_are_records_but_not_messages(tmp_path):
+    sid = "5a1e0c55-0000-4000-8000-000000000001"
+    lines = [
+        {"type": "last-prompt", "lastPrompt": "fix the build", "sessionId": sid},
+        {"type": "ai-title", "aiTitle": "Build fix", "sessionId": sid},
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": sid, "version": "2.1.75",
+         "cwd": "/w/p", "timestamp": "2026-03-14T10:00:00.000Z",
+         "message": {"role": "user", "content": "fix the build"}},
+        {"type": "agent-name", "agentName": "fixer", "sessionId": sid},
+        {"type": "mode", "mode": "plan", "sessionId": sid},
+        {"type": "pr-link", "prNumber": 42, "prUrl": "https://example.invalid/pr/42",
+         "sessionId": sid, "timestamp": "2026-03-14T10:05:00.000Z"},
+        {"type": "some-future-type", "sessionId": sid},
+    ]
+    path = tmp_path / "projects" / "p" / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (7, 0)
+    assert rows(lake, "SELECT format FROM sources") == [("claude_code",)]
+    assert rows(lake, "SELECT line_no, role, kind, subtype FROM messages ORDER BY seq") == [
+        (3, "user", "text", None), (7, "system", "other", "some-future-type")]
+    assert rows(lake, "SELECT record_type, count(*) FROM records GROUP BY ALL ORDER BY 1") == [
+        ("agent-name", 1), ("ai-title", 1), ("last-prompt", 1), ("mode", 1), ("pr-link", 1),
+        ("some-future-type", 1), ("user", 1)]

@@ -338,3 +338,107 @@ def test_compaction_markers_and_injected_messages_are_not_prompts(tmp_path):
     ]
     assert rows(lake, "SELECT call_id, tool_name, tool_family FROM tool_calls") == [
         ("ls_1", "local_shell", "shell")]
+
+
+# ---------------------------------------------------------------------------------------
+# Forks: the parent's rollout copied into the fork's file, its usage counted once
+# ---------------------------------------------------------------------------------------
+FORK = "0199bbbb-0000-7000-8000-000000000002"
+SPAWN = "0199cccc-0000-7000-8000-000000000003"
+
+
+def _fork_archive(tmp_path, parent_lines: list[bytes]):
+    """A parent rollout, a fork of it (``forked_from_id``, the parent's lines copied after
+    its own session_meta with the fork's time, then one call of its own) and a spawned
+    thread (``thread_spawn``, the same copy, one call of its own)."""
+    day = tmp_path / "sessions" / "2026" / "01" / "02"
+    day.mkdir(parents=True)
+    (day / ROLLOUT).write_bytes(b"".join(parent_lines))
+
+    def copy(second: int) -> list[bytes]:
+        out = []
+        for raw in parent_lines:
+            obj = json.loads(raw)
+            obj["timestamp"] = f"2026-01-02T10:00:{second:02d}.000Z"
+            out.append(json.dumps(obj).encode() + b"\n")
+        return out
+
+    C = _usage(B["input_tokens"] + 700, B["cached_input_tokens"] + 500, B["output_tokens"] + 30, 40)
+    fork = _line("session_meta", {"id": FORK, "forked_from_id": SID, "timestamp": "2026-01-02T10:00:30.000Z",
+                                  "cwd": "/w/proj", "cli_version": "0.130.0", "source": "cli"}, 30)
+    (day / f"rollout-2026-01-02T10-00-30-{FORK}.jsonl").write_bytes(b"".join(
+        [fork, *copy(30), _say("user", "now the tests"), _tokens(C, 40)]))
+    spawn = _line("session_meta", {"id": SPAWN, "timestamp": "2026-01-02T10:00:45.000Z", "cwd": "/w/proj",
+                                   "cli_version": "0.130.0", "source": {"subagent": {"thread_spawn": {
+                                       "parent_thread_id": SID, "depth": 1, "agent_role": "worker"}}}}, 45)
+    D = _usage(B["input_tokens"] + 100, B["cached_input_tokens"], B["output_tokens"] + 9, 40)
+    (day / f"rollout-2026-01-02T10-00-45-{SPAWN}.jsonl").write_bytes(b"".join(
+        [spawn, *copy(45), _say("user", "look around"), _tokens(D, 50)]))
+    return tmp_path / "sessions", C, D
+
+
+def test_a_forks_copy_of_its_parents_usage_is_counted_once_and_its_own_calls_in_full(tmp_path):
+    from pipeline.stages.usage import usage_report
+    parent = [_meta(), _turn("gpt-5-codex"), _say("user", "hi"), _tokens(None, 1), _tokens(A, 2),
+              _say("assistant", "hello"), _tokens(A, 3), _tokens(B, 4)]
+    root, C, D = _fork_archive(tmp_path, parent)
+    lake, summary = ingest_paths(tmp_path, root)
+    assert (summary.files, summary.quarantined) == (3, 0)
+    # every file keeps its rows: each copy has the parent's two usage rows, with the same
+    # fingerprints (the parent's id and the running total), then one row of its own
+    fingerprints = rows(lake, "SELECT session_id, uuid, input_tokens, output_tokens FROM messages "
+                              "WHERE subtype = 'token_count' ORDER BY session_id, seq")
+    a = f"{SID}:1000:600:50:20"
+    b = f"{SID}:2500:1800:120:40"
+    assert fingerprints == [
+        (SID, a, 400, 50), (SID, b, 300, 70),
+        (FORK, a, 400, 50), (FORK, b, 300, 70),
+        (FORK, f"{SID}:3200:2300:150:40", 200, 30),
+        (SPAWN, a, 400, 50), (SPAWN, b, 300, 70),
+        (SPAWN, f"{SID}:2600:1800:129:40", 100, 9),
+    ]
+    report = usage_report(lake, period="session", tz="UTC").to_dict()
+    by_id = {row["session_id"]: row for row in report["rows"]}
+    # the parent's two calls stay with the parent (recorded first); each fork has its own call
+    assert {sid: (row["api_calls"], row["input_tokens"], row["cache_read_tokens"],
+                  row["output_tokens"]) for sid, row in by_id.items()} == {
+        SID: (2, 2500 - 1800, 1800, 120),
+        FORK: (1, 200, 500, 30),
+        SPAWN: (1, 100, 0, 9),
+    }
+    total = usage_report(lake, period="day", tz="UTC").to_dict()["rows"]
+    assert [(r["api_calls"], r["input_tokens"] + r["cache_read_tokens"], r["output_tokens"])
+            for r in total] == [(4, 2500 + 700 + 100, 120 + 30 + 9)]
+
+
+def test_independent_sessions_with_the_same_running_total_are_both_counted(tmp_path):
+    from pipeline.stages.usage import usage_report
+    day = tmp_path / "sessions" / "2026" / "01" / "02"
+    day.mkdir(parents=True)
+    (day / ROLLOUT).write_bytes(b"".join([_meta(), _say("user", "hi"), _tokens(A, 2)]))
+    other = _line("session_meta", {"id": FORK, "timestamp": "2026-01-02T10:00:00.000Z",
+                                   "cwd": "/w/proj", "source": "cli"})
+    (day / f"rollout-2026-01-02T10-00-00-{FORK}.jsonl").write_bytes(b"".join(
+        [other, _say("user", "hi"), _tokens(A, 2)]))
+    lake, _ = ingest_paths(tmp_path, tmp_path / "sessions")
+    report = usage_report(lake, period="day", tz="UTC").to_dict()["rows"]
+    assert [(r["api_calls"], r["input_tokens"], r["output_tokens"]) for r in report] == [(2, 800, 100)]
+
+
+def test_a_fork_without_its_parents_session_meta_copied_still_counts_the_copy_once(tmp_path):
+    from pipeline.stages.usage import usage_report
+    day = tmp_path / "sessions" / "2026" / "01" / "02"
+    day.mkdir(parents=True)
+    (day / ROLLOUT).write_bytes(b"".join([_meta(), _say("user", "hi"), _tokens(A, 2)]))
+    fork = _line("session_meta", {"id": FORK, "forked_from_id": SID, "cwd": "/w/proj",
+                                  "timestamp": "2026-01-02T10:00:30.000Z"}, 30)
+    (day / f"rollout-2026-01-02T10-00-30-{FORK}.jsonl").write_bytes(b"".join(
+        [fork, _say("user", "hi"), _tokens(A, 30), _say("user", "more"), _tokens(B, 40)]))
+    lake, _ = ingest_paths(tmp_path, tmp_path / "sessions")
+    assert rows(lake, "SELECT session_id, uuid FROM messages WHERE subtype = 'token_count' "
+                      "ORDER BY session_id, seq") == [
+        (SID, f"{SID}:1000:600:50:20"), (FORK, f"{SID}:1000:600:50:20"),
+        (FORK, f"{SID}:2500:1800:120:40")]
+    report = usage_report(lake, period="day", tz="UTC").to_dict()["rows"]
+    assert [(r["api_calls"], r["input_tokens"] + r["cache_read_tokens"], r["output_tokens"])
+            for r in report] == [(2, 2500, 120)]

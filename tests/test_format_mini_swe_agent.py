@@ -210,6 +210,41 @@ def test_the_oldest_bare_list_of_messages_is_read_in_text_mode(tmp_path):
     assert scalar(lake, "SELECT count(*) FROM messages WHERE usage_scope IS NOT NULL") == 0
 
 
+def test_v2_fenced_actions_without_extra_actions_are_calls_too(tmp_path):
+    # mini v2's test data: a bare list whose actions are ```mswea_bash_command blocks
+    # (v2's default fence), no extra.actions, no config
+    doc = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "Dummy:\n\n```mswea_bash_command\necho 'hello world'\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\nhello world\n</output>"},
+        {"role": "assistant", "content": "End.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"},
+        {"role": "user", "content": ""},
+    ]
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "t3.traj.json", doc))
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT c.call_id, c.input_json, r.json_path, r.is_error FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id) ORDER BY c.seq") == [
+        ("t3#/2", '{"command":"echo \'hello world\'"}', "/3", False),
+        ("t3#/4", '{"command":"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}', "/5", False)]
+    assert rows(lake, "SELECT json_path, kind, subtype FROM messages WHERE role = 'user'") == [
+        ("/1", "text", None)]
+
+
+def test_a_v2_model_action_regex_is_the_one_used(tmp_path):
+    doc = {"trajectory_format": "mini-swe-agent-1.1",
+           "info": {"config": {"model": {"action_regex": "<mswea_bash_command>(.*?)</mswea_bash_command>"}}},
+           "messages": [
+               {"role": "user", "content": "task"},
+               {"role": "assistant", "content": "<mswea_bash_command>ls</mswea_bash_command>"},
+               {"role": "user", "content": "<returncode>1</returncode>\n<output>\n</output>"},
+           ]}
+    lake, _ = ingest_paths(tmp_path, _write(tmp_path, "t4.traj.json", doc))
+    assert rows(lake, "SELECT c.call_id, c.input_json, r.is_error FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id)") == [
+        ("t4#/messages/1", '{"command":"ls"}', True)]
+
+
 def test_v2_text_mode_actions_are_answered_by_user_observations(tmp_path):
     doc = {"trajectory_format": "mini-swe-agent-1.1", "info": {}, "messages": [
         {"role": "user", "content": "task"},

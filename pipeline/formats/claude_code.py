@@ -31,11 +31,14 @@ from pipeline.formats.base import (
     content_shape, content_text, dumps, exact_int, first_json_values, tool_family,
 )
 
-KNOWN_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot",
-               "queue-operation", "attachment", "progress", "custom-title", "tag"}
-# Bookkeeping records: kept in ``records`` only (no message row).
+# Bookkeeping records: kept in ``records`` only (no message row). Besides snapshots, queue
+# operations, progress and attachments, the session metadata lines Claude Code 2.x appends
+# (titles, tags, the last prompt, agent name/colour/setting, mode, PR link, worktree state):
+# one line each, never sent to the model.
 BOOKKEEPING = {"file-history-snapshot", "queue-operation", "progress", "attachment",
-               "custom-title", "tag"}
+               "custom-title", "ai-title", "tag", "last-prompt", "agent-name", "agent-color",
+               "agent-setting", "mode", "pr-link", "worktree-state"}
+KNOWN_TYPES = {"user", "assistant", "summary", "system", *BOOKKEEPING}
 BOUNDARY_SUBTYPES = {"compact_boundary", "microcompact_boundary"}
 
 

@@ -45,9 +45,21 @@ reasoning`` (a part of output), so ``input + cache_read + output`` is the API to
 Claude Code. A total that goes DOWN (a restarted count) starts a new baseline: its delta is
 the new total itself.
 
+Forks: a forked or spawned rollout (``forked_from_id``, ``source.subagent.thread_spawn``)
+copies its parent's rollout after its own ``session_meta``, the parent's ``session_meta``
+included, token_count events and all (written again, with the fork's times or the
+original ones), and its running total goes on from the parent's. Counted per file, the
+parent's calls would count once more in every fork. So each usage row's ``uuid`` is the
+fingerprint of the total it closes, ``"<lineage root>:<input>:<cached>:<output>:<reasoning>"``,
+where the lineage root is the id of the latest ``session_meta`` read that is neither a fork
+nor a spawned thread (before the copied ones, the fork's parent; else the session's own id):
+a copied event has the same fingerprint in the parent's file and in each fork's, and the
+usage views count one fingerprint once across the lake (``call_key``), in the session that recorded it first, as Claude Code's copied
+``message.id:requestId``. The transcripts stay whole: a fork keeps its copied rows.
+
 State kept across appends (``begin``/``finish``): session id, cwd, model, the last total
-usage, the names of calls still waiting for their output, whether the session row was
-written. Session: ``session_id`` = the first ``session_meta.id`` (else the uuid in the file
+usage, the lineage root, the names of calls still waiting for their output, whether the
+session row was written. Session: ``session_id`` = the first ``session_meta.id`` (else the uuid in the file
 name), ``project`` = its cwd, ``git_branch``, ``cli_version``; a sub-agent rollout
 (``source: {"subagent": ...}``) gets ``agent_id`` (the sub-agent kind or nickname) and, for a
 spawned thread, ``parent_session_id``. Later ``session_meta`` lines stay in ``records``.
@@ -61,8 +73,8 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, responses_tool_input,
-    responses_tool_result, str_or_none, tool_family,
+    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, nested_value,
+    responses_tool_input, responses_tool_result, str_or_none, tool_family,
 )
 
 FORMAT = "codex_cli"
@@ -174,22 +186,23 @@ class CodexCliReader(Reader):
         self.cwd: str | None = state.get("cwd")
         self.model: str | None = state.get("model")
         self.last_total: dict | None = state.get("last_total")
+        self.root: str | None = state.get("root")
         self.calls: dict[str, str | None] = dict(state.get("calls") or {})
         self.session_emitted: bool = bool(state.get("session_emitted"))
 
     def finish(self, out: Emitter) -> dict:
         return {"session_id": self.session_id, "cwd": self.cwd, "model": self.model,
-                "last_total": self.last_total, "calls": self.calls,
+                "last_total": self.last_total, "root": self.root, "calls": self.calls,
                 "session_emitted": self.session_emitted}
 
     # -- lines -------------------------------------------------------------------------
     def rollback(self) -> None:
         (self.session_id, self.cwd, self.model, self.last_total,
-         self.session_emitted) = self._undo
+         self.session_emitted, self.root) = self._undo
 
     def line(self, obj: dict, out: Emitter) -> str:
         self._undo = (self.session_id, self.cwd, self.model, self.last_total,
-                      self.session_emitted)
+                      self.session_emitted, self.root)
         ltype = obj.get("type")
         if isinstance(ltype, str) and (ltype in LINE_TYPES or "payload" in obj):
             payload = obj.get("payload")
@@ -237,10 +250,19 @@ class CodexCliReader(Reader):
             self.session_id = sid or self._fallback_session_id()
         if self.cwd is None:
             self.cwd = str_or_none(meta.get("cwd"))
+        source = meta.get("source")
+        spawned = isinstance(source, dict) and isinstance(source.get("subagent"), dict) \
+            and "thread_spawn" in source["subagent"]
+        if sid is not None and meta.get("forked_from_id") is None and not spawned:
+            # a root of the lineage: this file's own, or a parent's copied into a fork
+            self.root = sid
+        elif self.root is None:
+            # a fork's own meta: its parent until the copied metas name the root
+            self.root = str_or_none(meta.get("forked_from_id")) or str_or_none(
+                nested_value(source, "subagent", "thread_spawn", "parent_thread_id"))
         if self.session_emitted or (sid is not None and sid != self.session_id):
             return
         git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
-        source = meta.get("source")
         parent = agent = None
         if isinstance(source, dict) and "subagent" in source:
             sub = source["subagent"]
@@ -395,9 +417,12 @@ class CodexCliReader(Reader):
         if not any(delta.values()):
             return
         cached = delta["cached_input_tokens"]
+        common = self._common(ts, out)
+        fingerprint = ":".join([self.root or self.session_id,
+                                *(str(current[k]) for k in TOTAL_KEYS)])
         out.message(role="assistant", kind="other", subtype="token_count", text="",
-                    model=self.model, is_meta=False,
+                    model=self.model, is_meta=False, uuid=fingerprint,
                     input_tokens=max(delta["input_tokens"] - cached, 0),
                     output_tokens=delta["output_tokens"], cache_read_tokens=cached,
                     reasoning_tokens=delta["reasoning_output_tokens"], usage_scope="call",
-                    **self._common(ts, out))
+                    **common)

@@ -15,7 +15,9 @@ data is a bare list of messages. Every row carries ``json_path`` (``/messages/<i
   with a made-up id ``"<session>#<json_path>/extra/actions/<k>"``, answered in order by the
   following user messages that carry ``extra.returncode``.
 - v1 text mode (no ``extra.actions``): an assistant message whose content has exactly one
-  action block (``info.config.agent.action_regex``, default ```` ```bash ... ``` ````) made one
+  action block (``info.config.agent.action_regex`` in v1, ``info.config.model.action_regex``
+  in v2; without one, a ```` ```bash ```` block (v1) or a ```` ```mswea_bash_command ````
+  block (v2's default, also in its bare-list test data)) made one
   call (tool ``bash``, id ``"<session>#<json_path>"``) answered by the next user message
   (``<returncode>N</returncode><output>...``, a timeout notice, or the submission);
   ``is_error`` when N != 0 or on a timeout notice. With 0 or >= 2 blocks nothing ran: no
@@ -50,7 +52,8 @@ from pipeline.formats.openai_chat import (
     openai_tool_calls, usage_columns,
 )
 
-DEFAULT_ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
+# v1's default fence (```bash) and v2's (```mswea_bash_command), for files without a regex
+DEFAULT_ACTION_REGEX = r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```"
 _RETURNCODE = re.compile(r"^\s*<returncode>\s*(-?\d+)\s*</returncode>")
 _TIMEOUT = re.compile(r"^\s*The last command .* timed out and has been killed", re.DOTALL)
 _ROLES = {"system", "user", "assistant", "tool"}
@@ -127,6 +130,8 @@ class MiniSweAgentReader(Reader):
         config_model = nonempty_str(nested_value(config, "model", "model_name"))
         cwd = nonempty_str(nested_value(config, "environment", "cwd"))
         regex_text = nested_value(config, "agent", "action_regex")
+        if not isinstance(regex_text, str):
+            regex_text = nested_value(config, "model", "action_regex")
         try:
             action_regex = re.compile(regex_text if isinstance(regex_text, str)
                                       else DEFAULT_ACTION_REGEX, re.DOTALL)
