@@ -394,7 +394,7 @@ class Session:
 
 def _budget(seed: int, index: int) -> int:
     rng = random.Random(f"large-results budget {seed} {index}")
-    return int(300 * KB * (40 ** rng.random()))        # 300 KB .. 12 MB
+    return int(150 * KB * (30 ** rng.random()))        # 150 KB .. 4.5 MB (plus the last turn)
 
 
 def add_session(root: Path, *, seed: int, index: int, pools: Pools | None = None) -> list[tuple[Path, int]]:
