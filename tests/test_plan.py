@@ -159,6 +159,29 @@ def test_ignored_sessions_are_skipped_and_counted(real_lake, tmp_path):
     plan(real_lake, policy="none", config=Config())     # restore for the other tests
 
 
+def test_planning_one_session_per_loading_pass_gives_the_same_files_and_reads_first_prompts_once(
+        real_lake, monkeypatch):
+    from pipeline.stages import session_engine
+
+    plan_many(real_lake, policies=ALL, config=Config(), workers=1)
+    one_pass = file_hashes(real_lake)
+    loads, verdicts = [], []
+    real_load, real_verdicts = session_engine.load_sessions, session_engine.session_verdicts
+    monkeypatch.setattr(session_engine, "load_sessions",
+                        lambda lake, rows, *a, **k: loads.append(len(rows)) or real_load(lake, rows, *a, **k))
+    monkeypatch.setattr(session_engine, "session_verdicts",
+                        lambda *a, **k: verdicts.append(1) or real_verdicts(*a, **k))
+    monkeypatch.setattr(session_engine, "LOAD_BYTES", 1)      # every session a pass of its own
+    plan_many(real_lake, policies=ALL, config=Config(), workers=1)
+    assert (loads, len(verdicts)) == ([1] * 12, 1)
+    assert file_hashes(real_lake) == one_pass
+    # the verdicts read before the passes still skip the ignored sessions
+    config = config_from_dict({"ignore_patterns": ["^ADD MYAPP directory", "^warmup$"]})
+    summary = plan(real_lake, policy="none", config=config)
+    assert (summary.sessions, summary.sessions_ignored, len(verdicts)) == (8, 4, 2)
+    plan(real_lake, policy="none", config=Config())     # restore for the other tests
+
+
 def test_since_plans_only_sessions_started_that_day_or_later(real_lake):
     expected = {r[0] for r in rows(real_lake, "SELECT session_id FROM messages GROUP BY 1 "
                                               "HAVING min(timestamp) >= TIMESTAMPTZ '2025-12-01'")}

@@ -32,7 +32,11 @@ __all__ = ["ChunkRun", "LoadedSessions", "SessionRow", "iter_session_inputs", "k
 CALL_PATHS_SCHEMA = pa.schema([("session_id", pa.string()), ("seq", pa.int64()),
                                ("call_id", pa.string()), ("path", pa.string()),
                                ("memory_class", pa.string())])
-LOAD_BYTES = 1024 * 1024 * 1024       # message text per loading pass (one scan per table)
+# Message text per loading pass (one scan per table). A pass's peak memory is ~2.3x its text
+# (DuckDB's ORDER BY holds the rows while the Arrow result is built): 256 MiB keeps a pass
+# under ~0.9 GB of the process tree whatever the archive's size (1 GiB let an archive of
+# large tool results reach ~2.5 GB; 409 MB of text took 1.14 GB in one pass, 0.89 GB in two).
+LOAD_BYTES = 256 * 1024 * 1024
 CHUNK_BYTES = 16 * 1024 * 1024        # message text per unit of work (lists converted at once)
 PARALLEL_MIN_BYTES = 24 * 1024 * 1024  # below this, one process is faster than a pool
 
@@ -80,14 +84,18 @@ class LoadedSessions:
 
 
 def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None = None, *,
-                  con=None, all_sessions: bool = False) -> LoadedSessions:
+                  con=None, all_sessions: bool = False,
+                  verdicts: dict[str, tuple[str | None, str | None]] | None = None) -> LoadedSessions:
     """The rows of ``rows``' sessions: one ordered scan per table, then (vectorised) inline
     sidechain rows dropped; each session's first prompt and ``ignore_patterns`` verdict are
     the flags stage's (:func:`pipeline.stages.flags.session_verdicts`).
 
     Inline sidechain rows are those with ``is_sidechain`` in a session that also has main-chain
     rows; a session made only of sidechain rows is a sub-agent's own (kept whole).
-    ``all_sessions``: ``rows`` are every session of the lake (no id filter in the scans)."""
+    ``all_sessions``: ``rows`` are every session of the lake (no id filter in the scans).
+    ``verdicts``: :func:`pipeline.stages.flags.session_verdicts` of (at least) these sessions,
+    read once for several passes (the first prompts' query reads every page of message text
+    that holds a prompt: on an archive of large tool results, ~0.6 s per 400 MB of text)."""
     own = con is None
     con = con or lake.connect()
     try:
@@ -100,8 +108,7 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
         for row in con.execute(sqlfiles.load("select_session_read_paths"), params).fetchall():
             read_paths.setdefault(row[0], []).append(row)
         config = config or Config()
-        first = session_verdicts(lake, con, config.ignore_patterns,
-                                 config.compiled_ignore_patterns(), params["session_ids"])
+        first = verdicts if verdicts is not None else _verdicts(lake, con, config, params["session_ids"])
     finally:
         if own:
             con.close()
@@ -126,6 +133,22 @@ def load_sessions(lake: Lake, rows: Sequence[SessionRow], config: Config | None 
     return LoadedSessions(kept, messages, calls, results,
                           {"messages": _slices(messages), "calls": _slices(calls),
                            "results": _slices(results)}, read_paths)
+
+
+def _verdicts(lake: Lake, con, config: Config, session_ids: list[str] | None
+              ) -> dict[str, tuple[str | None, str | None]]:
+    return session_verdicts(lake, con, config.ignore_patterns, config.compiled_ignore_patterns(),
+                            session_ids)
+
+
+def _pass_verdicts(lake: Lake, config: Config, batches: list[list[SessionRow]]
+                   ) -> dict[str, tuple[str | None, str | None]] | None:
+    """The verdicts of every session of ``batches``, read once when there are several passes
+    (None for one pass: :func:`load_sessions` reads them with its scans)."""
+    if len(batches) < 2:
+        return None
+    with lake.connect() as con:
+        return _verdicts(lake, con, config, [r.session_id for batch in batches for r in batch])
 
 
 def _call_paths_lists(read_paths: dict[str, list[tuple]], calls: dict[str, list],
@@ -260,10 +283,11 @@ def iter_session_inputs(lake: Lake, config: Config, *, session_id: str | None = 
     rows = list_sessions(lake, config, session_id=session_id, since=since)
     classifier = memory_classifier(config)
     batches = _batches(rows, LOAD_BYTES)
+    verdicts = _pass_verdicts(lake, config, batches)
     for batch in batches:
         loaded = load_sessions(lake, batch, config,
                                all_sessions=len(batches) == 1 and session_id is None
-                               and since is None)
+                               and since is None, verdicts=verdicts)
         wanted = [r for r in loaded.rows if include_ignored or r.ignored_by is None]
         for chunk in _batches(wanted, CHUNK_BYTES):
             yield from session_inputs(loaded, chunk, classifier)
@@ -387,11 +411,12 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         progress(0, len(rows))
     classifier = memory_classifier(config)
     batches = _batches(rows, LOAD_BYTES)
+    verdicts = _pass_verdicts(lake, config, batches)
     for batch in batches:
         with lake.connect() as con:
             loaded = load_sessions(lake, batch, config, con=con,
                                    all_sessions=len(batches) == 1 and session_id is None
-                                   and since is None and sessions is None)
+                                   and since is None and sessions is None, verdicts=verdicts)
             extra = batch_extra(con, batch) if batch_extra is not None else None
         run.ignored += [r for r in loaded.rows if r.ignored_by is not None]
         wanted = [r for r in loaded.rows if r.ignored_by is None]
