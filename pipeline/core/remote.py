@@ -339,19 +339,31 @@ class Mirror:
         return files, new_stats
 
     # -- remote objects ---------------------------------------------------------------
-    def _read_json(self, name: str) -> dict | None:
+    def _read_json(self, name: str, *, attempts: int = 5) -> dict | None:
+        """The object ``name`` as JSON (None: there is none). An object store replaces an
+        object whole, but a filesystem behind pyarrow (a shared folder, a test bucket) may
+        show another host's write half done: such bytes are read again a few times."""
+        import time
+
         import pyarrow as pa
 
-        try:
-            with self.fs.open_input_stream(self.location.key(name)) as stream:
-                data = stream.read()
-        except FileNotFoundError:
-            return None
-        except (OSError, pa.ArrowException) as exc:
-            if "NoSuchKey" in str(exc) or "not found" in str(exc).lower():
+        for attempt in range(attempts):
+            try:
+                with self.fs.open_input_stream(self.location.key(name)) as stream:
+                    data = stream.read()
+            except FileNotFoundError:
                 return None
-            raise
-        return json.loads(data)
+            except (OSError, pa.ArrowException) as exc:
+                if "NoSuchKey" in str(exc) or "not found" in str(exc).lower():
+                    return None
+                raise
+            try:
+                return json.loads(data)
+            except json.JSONDecodeError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        return None
 
     def _write_json(self, name: str, value: dict) -> None:
         data = json.dumps(value, sort_keys=True, indent=1).encode()

@@ -35,7 +35,8 @@ CALL_PATHS_SCHEMA = pa.schema([("session_id", pa.string()), ("seq", pa.int64()),
 # Message text per loading pass (one scan per table). A pass's peak memory is ~2.3x its text
 # (DuckDB's ORDER BY holds the rows while the Arrow result is built): 256 MiB keeps a pass
 # under ~0.9 GB of the process tree whatever the archive's size (1 GiB let an archive of
-# large tool results reach ~2.5 GB; 409 MB of text took 1.14 GB in one pass, 0.89 GB in two).
+# large tool results reach ~2.5 GB; on 409 MB of text plan alone took 1.14 GB in one pass,
+# 0.81 GB in two).
 LOAD_BYTES = 256 * 1024 * 1024
 CHUNK_BYTES = 16 * 1024 * 1024        # message text per unit of work (lists converted at once)
 PARALLEL_MIN_BYTES = 24 * 1024 * 1024  # below this, one process is faster than a pool
