@@ -18,8 +18,9 @@ family AS (
 described AS (
     SELECT DISTINCT
         family.root_session_id,
-        session_sources.session_id || ':' || session_sources.source_id || ':'
-            || CAST(sources.generation AS VARCHAR) || ':'
+        -- the content of the sources, not their ids (which follow the file's path): the same
+        -- bytes elsewhere give the same key
+        session_sources.session_id || ':' || CAST(sources.generation AS VARCHAR) || ':'
             || CAST(coalesce(sources.lines, 0) AS VARCHAR) || ':' || coalesce(sources.sha256, '') AS part
     FROM session_sources
     JOIN family USING (session_id)

@@ -188,6 +188,12 @@ def _write(tmp_path: Path, name: str, doc) -> Path:
     return archive
 
 
+def _paired_calls(lake) -> list[tuple]:
+    """(call id, input, result location, is_error) of every call paired with its result."""
+    return rows(lake, "SELECT c.call_id, c.input_json, r.json_path, r.is_error FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id) ORDER BY c.seq")
+
+
 def test_the_oldest_bare_list_of_messages_is_read_in_text_mode(tmp_path):
     doc = [
         {"role": "system", "content": "sys"},
@@ -201,8 +207,7 @@ def test_the_oldest_bare_list_of_messages_is_read_in_text_mode(tmp_path):
     ]
     lake, summary = ingest_paths(tmp_path, _write(tmp_path, "t1.traj.json", doc))
     assert summary.quarantined == 0
-    assert rows(lake, "SELECT c.call_id, c.input_json, r.json_path, r.is_error FROM tool_calls c "
-                      "JOIN tool_results r USING (session_id, call_id) ORDER BY c.seq") == [
+    assert _paired_calls(lake) == [
         ("t1#/2", '{"command":"ls -la"}', "/3", True),
         ("t1#/6", '{"command":"sleep 99"}', "/7", True)]
     assert rows(lake, "SELECT json_path, kind, subtype FROM messages WHERE role = 'user'") == [
@@ -223,8 +228,7 @@ def test_v2_fenced_actions_without_extra_actions_are_calls_too(tmp_path):
     ]
     lake, summary = ingest_paths(tmp_path, _write(tmp_path, "t3.traj.json", doc))
     assert summary.quarantined == 0
-    assert rows(lake, "SELECT c.call_id, c.input_json, r.json_path, r.is_error FROM tool_calls c "
-                      "JOIN tool_results r USING (session_id, call_id) ORDER BY c.seq") == [
+    assert _paired_calls(lake) == [
         ("t3#/2", '{"command":"echo \'hello world\'"}', "/3", False),
         ("t3#/4", '{"command":"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}', "/5", False)]
     assert rows(lake, "SELECT json_path, kind, subtype FROM messages WHERE role = 'user'") == [
