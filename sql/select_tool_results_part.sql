@@ -10,11 +10,13 @@ payloads AS (
 ),
 final AS (
     SELECT
-        staged.* EXCLUDE (timestamp_raw),
+        staged.* EXCLUDE (timestamp_raw, payload_json_bytes, payload_json_sha256),
         safe_timestamp(staged.timestamp_raw) AS "timestamp",
-        coalesce(payloads.text_bytes, 0) AS payload_bytes,
+        -- a payload with media is measured (and stored, when pruned) as its JSON
+        CASE WHEN staged.payload_json_sha256 IS NULL THEN 'text' ELSE 'json' END AS payload_form,
+        coalesce(staged.payload_json_bytes, payloads.text_bytes, 0) AS payload_bytes,
         coalesce(payloads.char_len, 0) AS payload_chars,
-        coalesce(payloads.payload_sha256, sha256('')) AS payload_sha256,
+        coalesce(staged.payload_json_sha256, payloads.payload_sha256, sha256('')) AS payload_sha256,
         coalesce(payloads.est_tokens, 0) AS est_tokens,
         payloads.compaction_state
     FROM staged

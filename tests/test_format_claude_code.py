@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 
@@ -161,3 +162,17 @@ def test_session_metadata_lines_of_newer_versions_are_records_but_not_messages(t
     assert rows(lake, "SELECT record_type, count(*) FROM records GROUP BY ALL ORDER BY 1") == [
         ("agent-name", 1), ("ai-title", 1), ("last-prompt", 1), ("mode", 1), ("pr-link", 1),
         ("some-future-type", 1), ("user", 1)]
+
+
+def test_a_block_list_with_media_is_measured_by_its_json_and_text_only_blocks_by_their_text():
+    from pipeline.formats.base import media_payload
+
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}
+    compact = b'[{"type":"text","text":"shot"},{"type":"image","source":{"type":"base64",' \
+              b'"media_type":"image/png","data":"iVBORw0K"}}]'
+    assert media_payload([{"type": "text", "text": "shot"}, image]) == \
+        (len(compact), hashlib.sha256(compact).hexdigest())
+    codex = {"content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}
+    assert media_payload(codex)[0] == len(json.dumps(codex, separators=(",", ":")))
+    assert media_payload([{"type": "text", "text": "a"}, "b", {"no_type": 1}]) is None
+    assert media_payload("[image]") is None and media_payload({"text": "x"}) is None

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers.lake import copy_real, ingest_paths
+from tests.helpers.lake import REAL, copy_real, ingest_paths
 from pipeline.stages.apply import apply_policy
 from pipeline.cli import cli
 from pipeline.core.errors import StoreError
@@ -132,3 +134,59 @@ def test_the_verify_command_exits_1_and_lists_problems(pruned):
         in report["problems"]
     result = runner.invoke(cli, ["--lake", str(lake.root), "verify"], catch_exceptions=False)
     assert result.exit_code == 1 and "hash" in result.output
+
+
+def _with_screenshot(source: Path, target: Path) -> tuple[list, bytes]:
+    """The real Claude Code sample with its first tool result turned into a screenshot, as
+    Claude Code records a Read of a PNG (an image block, and the base64 again in
+    ``toolUseResult``), written compactly as Claude Code writes: (the new content, the file)."""
+    pixels = bytes(range(256)) * 1200        # 300 kB of "PNG": a header, then the data
+    data = base64.b64encode(b"\x89PNG\r\n\x1a\n" + pixels).decode()
+    lines = source.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        obj = json.loads(line)
+        blocks = obj.get("message", {}).get("content")
+        if obj.get("type") == "user" and isinstance(blocks, list) and "toolUseResult" in obj:
+            content = [{"type": "text", "text": "the screenshot:"},
+                       {"type": "image", "source": {"type": "base64", "data": data,
+                                                    "media_type": "image/png"}}]
+            blocks[0]["content"] = content
+            obj["toolUseResult"] = {"type": "image", "file": {"base64": data, "type": "image/png"}}
+            lines[i] = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+            break
+    written = ("\n".join(lines) + "\n").encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(written)
+    return content, written
+
+
+def test_a_screenshot_result_is_pruned_by_its_json_and_restored_byte_for_byte(tmp_path):
+    """An image result's text is ``[image]``; its 400 kB of base64 (twice on the line) are
+    what payload_prune measures, stores and gives back."""
+    archive = tmp_path / "archive"
+    target = archive / "proj" / "claude_session.jsonl"
+    content, original = _with_screenshot(REAL / "claude_code/claude_session.jsonl", target)
+    lake_dir = tmp_path / "lake"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--lake", str(lake_dir), "-q", "run", str(archive), "--tz", "UTC"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lake = Lake(lake_dir)
+    compact = json.dumps(content, separators=(",", ":")).encode()
+    with lake.connect() as con:
+        [(form, nbytes, sha, text)] = con.execute(
+            "SELECT r.payload_form, r.payload_bytes, r.payload_sha256, m.text FROM tool_results r "
+            "JOIN messages m USING (session_id, seq) WHERE r.payload_form = 'json'").fetchall()
+    assert (form, nbytes, sha, text) == ("json", len(compact), _sha(compact),
+                                         "the screenshot:\n[image]")
+    [pruned] = (lake_dir / "out").glob("*/proj/claude_session.jsonl")
+    output = pruned.read_bytes()
+    assert content[1]["source"]["data"][:64].encode() not in output   # neither copy is left
+    assert f"full payload: {len(compact)} bytes of JSON (content blocks with media), " \
+           f"sha256 {sha}".encode() in output
+    assert (lake_dir / "store" / f"{sha}.payload").read_bytes() == compact
+    assert len(original) - len(output) > 2 * len(content[1]["source"]["data"]) - 4096
+    back = runner.invoke(cli, ["--lake", str(lake_dir), "restore", str(pruned), "--out",
+                               str(tmp_path / "back.jsonl")], catch_exceptions=False)
+    assert back.exit_code == 0, back.output
+    assert (tmp_path / "back.jsonl").read_bytes() == original

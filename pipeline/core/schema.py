@@ -84,6 +84,10 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "tool_name": pa.string(),
         "is_error": pa.bool_(),
         "payload_shape": pa.string(),  # string | text_object | blocks | json
+        # a block list whose text leaves blocks out (images, documents: see
+        # pipeline.formats.base.media_payload): its compact JSON's size and sha256, else null
+        "payload_json_bytes": pa.int64(),
+        "payload_json_sha256": pa.string(),
         "timestamp_raw": pa.string(),
     },
     "session_info": {

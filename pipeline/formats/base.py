@@ -21,6 +21,7 @@ quarantines it. Readers never do I/O and keep every field they do not understand
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -252,6 +253,27 @@ def content_text(content: Any) -> str:
     return dumps(content)
 
 
+def media_payload(content: Any) -> tuple[int, str] | None:
+    """(UTF-8 bytes, sha256 hex) of ``content``'s compact JSON when it is a block list (or a
+    Codex ``{content: [...]}`` output) whose text leaves a block out: an image or a document (base64 data), or
+    any typed block without text; None otherwise.
+
+    Such a payload's text is a few ``[image]`` tokens while the transcript carries hundreds of
+    kB of base64 (twice, in Claude Code's ``toolUseResult``): measured by its text it would
+    never count as oversized. Its JSON is the form apply finds under the result's holder
+    (``orjson.dumps`` of the parsed value) and the form the payload store keeps."""
+    blocks = content.get("content") if isinstance(content, dict) else content   # Codex {content}
+    if not isinstance(blocks, list) or not any(
+            isinstance(block, dict) and block.get("type") and not isinstance(block.get("text"), str)
+            for block in blocks):
+        return None
+    try:
+        data = orjson.dumps(content)
+    except TypeError:     # an integer beyond 64 bits: measured by its text, as before
+        return None
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
 def content_shape(content: Any) -> str:
     if isinstance(content, str):
         return "string"
@@ -373,10 +395,15 @@ class Emitter:
             cols["tool_family"] = tool_family(cols.get("tool_name"))
         self.rows["tool_calls"].append(self._prov(cols))
 
-    def tool_result(self, *, seq: int, block_no: int, **cols: Any) -> None:
+    def tool_result(self, *, seq: int, block_no: int, payload: Any = None, **cols: Any) -> None:
         """A tool result's metadata; its payload text is the ``messages`` row at the same seq
-        (kind ``tool_result``), from which sizes, hash and est_tokens are derived in SQL."""
+        (kind ``tool_result``), from which sizes, hash and est_tokens are derived in SQL.
+        ``payload``: the recorded value where the format's result holder puts it (what apply
+        rewrites); a block list with media is measured by its JSON (:func:`media_payload`)."""
         cols["seq"], cols["block_no"] = seq, block_no
+        media = media_payload(payload)
+        if media is not None:
+            cols["payload_json_bytes"], cols["payload_json_sha256"] = media
         self.rows["tool_results"].append(self._prov(cols))
 
     def session(self, **cols: Any) -> None:

@@ -260,7 +260,7 @@ class ClaudeCodeReader(Reader):
                 out.tool_result(seq=msg["seq"], block_no=msg["block_no"],
                                 session_id=row["session_id"], call_id=call_id,
                                 is_error=bool(block.get("is_error")),
-                                payload_shape=content_shape(payload),
+                                payload_shape=content_shape(payload), payload=payload,
                                 timestamp_raw=row["timestamp_raw"])
             else:
                 out.message(role=role, kind="other", subtype=str(btype), text=content_text([block]),

@@ -341,13 +341,14 @@ class CodexCliReader(Reader):
             self._tool_call(item, itype, common, out)
         elif itype in ("function_call_output", "custom_tool_call_output"):
             call_id = str_or_none(item.get("call_id"))
-            text, shape, is_error = output_payload(item.get("output"))
+            output = item.get("output")
+            text, shape, is_error = output_payload(output)
             name = self.calls.pop(call_id, None) if call_id else None
             msg = out.message(role="tool", kind="tool_result", text=text, call_id=call_id,
                               tool_name=name, is_meta=False, **common)
             out.tool_result(seq=msg["seq"], block_no=msg["block_no"], session_id=self.session_id,
                             call_id=call_id, tool_name=name, is_error=is_error,
-                            payload_shape=shape, timestamp_raw=ts)
+                            payload_shape=shape, payload=output, timestamp_raw=ts)
         else:
             out.message(role="system", kind="other", subtype=str(itype), text="", **common)
 

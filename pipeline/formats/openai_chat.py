@@ -222,7 +222,7 @@ def emit_tool_result(out: Emitter, row: dict, *, call_id: str | None, name: str 
     msg = out.message(kind="tool_result", text=text, call_id=call_id, tool_name=name, **row)
     out.tool_result(seq=msg["seq"], block_no=msg["block_no"], session_id=row["session_id"],
                     call_id=call_id, tool_name=name, is_error=is_error,
-                    payload_shape=content_shape(payload),
+                    payload_shape=content_shape(payload), payload=payload,
                     timestamp_raw=row.get("timestamp_raw"), json_path=row.get("json_path"))
     return msg
 

@@ -241,6 +241,8 @@ class Item:
     gone_tokens: int = 0     # its tokens once compacted
     gone_chars: int = 0
     gone_bytes: int = 0
+    form: str = "text"       # what nbytes measures: the text, or the JSON of a payload with media
+    payload_sha256: str | None = None   # sha256 of that form
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -285,7 +287,8 @@ VIEW_COLUMNS = frozenset({
     "seq", "role", "kind", "subtype", "text", "timestamp", "is_prompt", "call_id", "est_tokens",
     "api_call_id", "compaction_state", "call_id", "tool_name", "tool_family", "input_json",
     "cwd", "id_calls", "source_id", "line_no", "json_path", "block_no", "is_error",
-    "payload_shape", "payload_bytes", "payload_chars", "path", "memory_class",
+    "payload_shape", "payload_form", "payload_bytes", "payload_chars", "payload_sha256", "path",
+    "memory_class",
 })
 
 
@@ -666,6 +669,8 @@ def build_view(session_id: str, messages: dict[str, list], tool_calls: dict[str,
         r_line = _get(tool_results, "line_no")
         r_path = _get(tool_results, "json_path")
         r_block = _get(tool_results, "block_no")
+        r_form = _get(tool_results, "payload_form", "text")
+        r_sha = _get(tool_results, "payload_sha256")
         for j in range(tool_results["__len__"][0]):
             mi = msg_pos.get(r_seq[j])
             if mi is None:
@@ -683,7 +688,8 @@ def build_view(session_id: str, messages: dict[str, list], tool_calls: dict[str,
             item = Item(len(view.items), mi, r_seq[j], r_id[j], name, family, bool(r_err[j]),
                         r_shape[j], r_bytes[j], r_chars[j], r_tokens[j], text,
                         (r_source[j], r_line[j], r_path[j], r_block[j]), call, turn, state,
-                        -_INF if state else None, r_tokens[j], r_chars[j], r_bytes[j])
+                        -_INF if state else None, r_tokens[j], r_chars[j], r_bytes[j],
+                        r_form[j] or "text", r_sha[j])
             view.items.append(item)
             view.item_by_seq[item.seq] = item
     for at, ids in recorded_clears:

@@ -2,7 +2,10 @@
 
 - Only tool-result content, of shape ``string``, ``text_object`` (``{text}``) or ``blocks``
   (a list of content blocks); the payload is the result's text as ingested
-  (``messages.text``: text blocks joined with newlines). Other shapes are skipped.
+  (``messages.text``: text blocks joined with newlines). Other shapes are skipped. A block
+  list with media (an image or document block, whose text is only ``[image]``) is measured,
+  hashed and stored as its JSON (``tool_results.payload_form = 'json'``): hundreds of kB of
+  base64 are oversized, and the store gives them back as recorded.
 - Oversized: UTF-8 byte length STRICTLY greater than ``max_bytes`` (16384).
 - Replacement (:func:`replacement_text`): the first ``head_chars`` (2048) characters, an
   elision line, the last ``tail_chars`` (512) characters, then the marker
@@ -51,20 +54,23 @@ def locator_for(sha256_hex: str) -> str:
 
 
 def replacement_text(payload: str, sha256_hex: str, *, head_chars: int = 2048,
-                     tail_chars: int = 512) -> str:
+                     tail_chars: int = 512, json_bytes: int | None = None) -> str:
     """The exact text that takes an oversized payload's place.
 
     ``<head>\\n[... N characters elided ...]\\n<tail>\\n[ctxlake compaction] full payload: B
-    bytes, sha256 H; retrieve it from the payload store: compaction://H``
+    bytes, sha256 H; retrieve it from the payload store: compaction://H``. ``json_bytes``: the
+    payload is a block list with media, stored as its JSON of that many bytes (``payload`` is
+    its text, whose head and tail are kept); the marker line then says ``B bytes of JSON``.
     """
-    nbytes = len(payload.encode("utf-8"))
+    nbytes = len(payload.encode("utf-8")) if json_bytes is None else json_bytes
+    form = "" if json_bytes is None else " of JSON (content blocks with media)"
     head = payload[:head_chars]
     tail = payload[len(payload) - tail_chars:] if tail_chars and len(payload) > head_chars else ""
     if len(head) + len(tail) > len(payload):
         tail = payload[len(head):]
     elided = len(payload) - len(head) - len(tail)
     return (f"{head}\n[... {elided} characters elided ...]\n{tail}\n"
-            f"{PRUNE_MARKER} full payload: {nbytes} bytes, sha256 {sha256_hex}; "
+            f"{PRUNE_MARKER} full payload: {nbytes} bytes{form}, sha256 {sha256_hex}; "
             f"retrieve it from the payload store: {locator_for(sha256_hex)}")
 
 
@@ -89,13 +95,16 @@ def plan_session(session: SessionInput, params: PayloadPruneParams) -> PolicyOut
             skipped[0] += 1
             continue
         payload = item.text
-        data = payload.encode("utf-8")
-        if len(data) <= params.max_bytes:   # payload_bytes disagreed with the text: trust text
+        if item.form == "json" and item.payload_sha256:   # media: measured and stored as JSON
+            nbytes, sha, json_bytes = item.nbytes, item.payload_sha256, item.nbytes
+        else:
+            data = payload.encode("utf-8")
+            nbytes, sha, json_bytes = len(data), hashlib.sha256(data).hexdigest(), None
+        if nbytes <= params.max_bytes:   # payload_bytes disagreed with the text: trust text
             continue
-        sha = hashlib.sha256(data).hexdigest()
         replacement = replacement_text(payload, sha, head_chars=params.head_chars,
-                                       tail_chars=params.tail_chars)
-        if len(replacement.encode("utf-8")) >= len(data):
+                                       tail_chars=params.tail_chars, json_bytes=json_bytes)
+        if len(replacement.encode("utf-8")) >= nbytes:
             skipped[0] += 1
             continue
         pruned.append((item, sha, replacement))
