@@ -184,7 +184,7 @@ def test_an_ambiguous_prefix_is_a_usage_error_listing_the_matches(real_lake):
 def test_an_unknown_session_offers_the_closest_ids(real_lake):
     result = invoke("--lake", str(real_lake), "show", "pvlib_python")
     assert result.exit_code == 2
-    assert "no session 'pvlib_python' in the lake; candidates: pvlib__pvlib-python-1606\n" \
+    assert "no session 'pvlib_python' in the lake; candidates: pvlib__pvlib-python-1606@mini_swe_agent\n" \
         in result.output
 
 

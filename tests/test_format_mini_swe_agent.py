@@ -283,3 +283,17 @@ def test_a_malformed_trajectory_is_quarantined(tmp_path, doc, reason):
     _, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj.json", doc))
     assert summary.quarantined == 1
     assert reason in summary.problems[0].reason
+
+
+def test_replays_of_one_instance_in_different_run_folders_are_different_sessions(tmp_path):
+    """mini-SWE-agent's batch runs write ``<output>/<instance>/<instance>.traj.json``: the
+    output folder tells the runs apart, the instance folder adds nothing."""
+    archive = tmp_path / "runs"
+    source = (REAL / "mini_swe_agent" / f"{V1}.traj.json").read_bytes()
+    for rel in (f"sonnet/{V1}/{V1}.traj.json", f"gpt/{V1}.traj.json"):
+        (archive / rel).parent.mkdir(parents=True, exist_ok=True)
+        (archive / rel).write_bytes(source)
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.quarantined == 0 and summary.files == 2
+    assert rows(lake, "SELECT session_id, json_extract_string(meta_json, '$.instance_id') "
+                      "FROM session_info ORDER BY 1") == [(f"{V1}@gpt", V1), (f"{V1}@sonnet", V1)]

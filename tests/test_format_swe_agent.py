@@ -301,3 +301,23 @@ def test_a_malformed_trajectory_is_quarantined_with_a_reason(tmp_path, doc, reas
     assert summary.quarantined == 1 and summary.records == 0
     assert reason in summary.problems[0].reason
     assert scalar(lake, "SELECT count(*) FROM messages") == 0
+
+
+def test_replays_of_one_instance_in_different_run_folders_are_different_sessions(tmp_path):
+    """SWE-agent writes ``<run>/<instance>/<instance>.traj``; a benchmark reruns the same
+    instances in every run, so the run folder is part of the id (the instance folder is not)."""
+    archive = tmp_path / "trajectories"
+    name = SAMPLES[1]
+    stem = name[:-len(".traj")]
+    source = (REAL / "swe_agent" / name).read_bytes()
+    for rel in (f"runA/{stem}/{name}", f"runB/{name}", f"team/runC/{stem}/{name}", name):
+        (archive / rel).parent.mkdir(parents=True, exist_ok=True)
+        (archive / rel).write_bytes(source)
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.quarantined == 0 and summary.files == 4
+    calls = _expected(_raw(name))["calls"]
+    assert rows(lake, "SELECT session_id, count(*) FROM tool_calls GROUP BY 1 ORDER BY 1") == [
+        (stem, calls), (f"{stem}@runA", calls), (f"{stem}@runB", calls),
+        (f"{stem}@team/runC", calls)]
+    # the made-up ids of text actions are per session too, so no call pairs across runs
+    assert scalar(lake, "SELECT count(DISTINCT call_id) FROM tool_calls") == 4 * calls

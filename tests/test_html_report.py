@@ -245,10 +245,10 @@ def test_long_sessions_are_paged_and_links_reach_the_right_page(real_lake, tmp_p
     monkeypatch.setattr(html_build, "PAGE_ROWS", 20)
     out = tmp_path / "html"
     render_html(real_lake, out, policy=MASKING)
-    folder = _session_page(out, "pvlib__pvlib-python-1606").parent
+    folder = _session_page(out, "pvlib__pvlib-python-1606@mini_swe_agent").parent
     con = real_lake.connect()
     rows = con.execute("SELECT count(*) FROM _messages_current WHERE session_id = "
-                       "'pvlib__pvlib-python-1606'").fetchone()[0]
+                       "'pvlib__pvlib-python-1606@mini_swe_agent'").fetchone()[0]
     con.close()
     pages = sorted(p.name for p in folder.iterdir())
     expected = -(-rows // 20)
@@ -268,7 +268,7 @@ def test_a_page_ends_before_it_holds_more_than_page_chars_of_text(real_lake, tmp
     render_html(real_lake, out)
     con = real_lake.connect()
     texts = [t or "" for (t,) in con.execute(
-        "SELECT text FROM _messages_current WHERE session_id = 'pvlib__pvlib-python-1606' "
+        "SELECT text FROM _messages_current WHERE session_id = 'pvlib__pvlib-python-1606@mini_swe_agent' "
         "ORDER BY seq").fetchall()]
     con.close()
     expected, chars = 1, 0
@@ -276,7 +276,7 @@ def test_a_page_ends_before_it_holds_more_than_page_chars_of_text(real_lake, tmp
         if chars and chars + len(text) > 50_000:
             expected, chars = expected + 1, 0
         chars += len(text)
-    folder = _session_page(out, "pvlib__pvlib-python-1606").parent
+    folder = _session_page(out, "pvlib__pvlib-python-1606@mini_swe_agent").parent
     assert len(list(folder.glob("*.html"))) == expected > 1
 
 
@@ -386,7 +386,7 @@ def test_filters_restrict_the_overview_and_the_list(real_lake, tmp_path):
     summary = render_html(real_lake, out, project="/testbed")
     assert summary.sessions == 2
     assert sorted(p.name for p in (out / "sessions").iterdir()) == [
-        "django__django-14155", "pvlib__pvlib-python-1606"]
+        "django__django-14155@mini_swe_agent", "pvlib__pvlib-python-1606@mini_swe_agent"]
     assert "project /testbed" in (out / "index.html").read_text(encoding="utf-8")
     with pytest.raises(UsageError, match="after --until"):
         render_html(real_lake, out, since=date(2026, 1, 2), until=date(2026, 1, 1))
@@ -555,7 +555,7 @@ def test_the_session_list_sorts_and_filters_in_the_page_keeping_sub_agents_under
         tab.click("#sessions thead th:nth-child(8)")
         descending = tab.evaluate(order)
         assert ascending[0] != descending[0]
-        assert descending[0] == "pvlib__pvlib-python-1606"    # the largest session
+        assert descending[0] == "pvlib__pvlib-python-1606@mini_swe_agent"    # the largest session
         for listing in (ascending, descending):
             assert listing[listing.index(parent) + 1] == f"{parent}/agent-0c4c3cf8"
         tab.evaluate("const f = document.querySelector('input[data-filter]');"

@@ -72,9 +72,9 @@ def test_replanning_one_session_rewrites_only_its_bucket(real_lake):
     plan(real_lake, policy="observation_masking(window=10)", config=Config())
     before = {name: os.stat(real_lake.derived_dir / name).st_mtime_ns for name in file_hashes(real_lake)}
     plan(real_lake, policy="observation_masking(window=10)", config=Config(),
-         session_id="pvlib__pvlib-python-1606")
+         session_id="pvlib__pvlib-python-1606@mini_swe_agent")
     after = {name: os.stat(real_lake.derived_dir / name).st_mtime_ns for name in file_hashes(real_lake)}
-    bucket = f".b{session_bucket('pvlib__pvlib-python-1606'):02d}.parquet"
+    bucket = f".b{session_bucket('pvlib__pvlib-python-1606@mini_swe_agent'):02d}.parquet"
     changed = sorted(name for name in after if after[name] != before.get(name))
     assert changed == [f"evictions/observation_masking_window_10-{KEY_SUFFIX}{bucket}",
                        f"plans/observation_masking_window_10-{KEY_SUFFIX}{bucket}"]
@@ -84,7 +84,7 @@ def test_replanning_one_session_keeps_the_other_sessions_rows(real_lake):
     plan(real_lake, policy="observation_masking(window=10)", config=Config())
     before = file_hashes(real_lake)
     summary = plan(real_lake, policy="observation_masking(window=10)", config=Config(),
-                   session_id="pvlib__pvlib-python-1606")
+                   session_id="pvlib__pvlib-python-1606@mini_swe_agent")
     assert summary.sessions == 1
     assert file_hashes(real_lake) == before
     with pytest.raises(UsageError, match="no session 'nope'"):
@@ -103,7 +103,7 @@ def test_observation_masking_on_the_mini_swe_agent_trajectory(real_lake):
     plan(real_lake, policy="observation_masking(window=10)", config=Config())
     got = rows(real_lake, "SELECT call_id FROM evictions WHERE policy = ? AND session_id = ? "
                           "ORDER BY at_seq, seq",
-               ["observation_masking(window=10)", "pvlib__pvlib-python-1606"])
+               ["observation_masking(window=10)", "pvlib__pvlib-python-1606@mini_swe_agent"])
     assert [r[0] for r in got] == expected
 
 

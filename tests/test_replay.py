@@ -341,9 +341,9 @@ def expected_turns() -> dict[str, int]:
     for rel in SWE_FILES:
         data = json.loads((REAL / rel).read_text())
         if rel.startswith("swe_agent"):
-            out[rel.split("/")[1][:-len(".traj")]] = data["info"]["model_stats"]["api_calls"]
+            out[rel.split("/")[1][:-len(".traj")] + "@swe_agent"] = data["info"]["model_stats"]["api_calls"]
         else:
-            out[data["instance_id"]] = sum(1 for m in data["messages"] if m["role"] == "assistant")
+            out[data["instance_id"] + "@mini_swe_agent"] = sum(1 for m in data["messages"] if m["role"] == "assistant")
     return out
 
 
@@ -360,8 +360,8 @@ def test_real_trajectories_replay_one_turn_per_api_call(swe_lake):
     _, result = swe_lake
     none = {r["session_id"]: r for r in result.evals.to_pylist() if r["policy"] == "none"}
     assert {sid: r["turns"] for sid, r in none.items()} == expected_turns() == {
-        "6e44b9__sweagenttestrepo-1c2844": 5, "pydicom__pydicom-1458": 12,
-        "django__django-14155": 22, "pvlib__pvlib-python-1606": 84}
+        "6e44b9__sweagenttestrepo-1c2844@swe_agent": 5, "pydicom__pydicom-1458@swe_agent": 12,
+        "django__django-14155@mini_swe_agent": 22, "pvlib__pvlib-python-1606@mini_swe_agent": 84}
 
 
 def test_real_trajectories_baseline_context_equals_a_plain_sql_sum(swe_lake):
@@ -409,7 +409,7 @@ def test_real_trajectories_mask_exactly_the_results_older_than_ten_turns(swe_lak
     masked = {r["session_id"]: r["evictions"] for r in result.evals.to_pylist()
               if r["policy"] == "observation_masking(window=10)"}
     assert masked == expected
-    assert masked["pvlib__pvlib-python-1606"] == 73     # 84 turns, one call each: turns 0..72
+    assert masked["pvlib__pvlib-python-1606@mini_swe_agent"] == 73     # 84 turns, one call each: turns 0..72
 
 
 def test_real_trajectories_never_touch_protected_items_and_only_masking_saves(swe_lake):
@@ -457,11 +457,11 @@ def test_replaying_one_session_keeps_the_other_sessions_rows(tmp_path):
     lake, _ = ingest_paths(tmp_path, archive)
     replay(lake, policies=["observation_masking(window=3)"], config=Config(), workers=1)
     result = replay(lake, policies=["observation_masking(window=3)"], config=Config(),
-                    session_id="django__django-14155", workers=1)
+                    session_id="django__django-14155@mini_swe_agent", workers=1)
     assert result.sessions == 1
     table = pq.read_table(lake.derived_dir / "policy_eval" / "none.parquet")
-    assert table.column("session_id").to_pylist() == ["6e44b9__sweagenttestrepo-1c2844",
-                                                      "django__django-14155"]
+    assert table.column("session_id").to_pylist() == ["6e44b9__sweagenttestrepo-1c2844@swe_agent",
+                                                      "django__django-14155@mini_swe_agent"]
     with pytest.raises(UsageError):
         replay(lake, policies=["none"], config=Config(), session_id="nope")
 

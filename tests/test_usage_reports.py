@@ -369,7 +369,7 @@ def test_every_breakdown_sums_to_its_period_and_names_its_groups(tmp_path):
     projects = usage_report(lake, period="session", tz="UTC", breakdown="project").to_dict()
     by_session = {row["session_id"]: [b["project"] for b in row["breakdown"]] for row in projects["rows"]}
     assert by_session["1af7fc5e-8455-4414-9ccd-011d40f70b2a"] == ["/path/to/Demo"]
-    assert by_session["django__django-14155"] == ["/testbed"]
+    assert by_session["django__django-14155@mini_swe_agent"] == ["/testbed"]
     models = usage_report(lake, period="session", tz="UTC", breakdown=True).to_dict()
     assert models["breakdown"] == "model"
 
@@ -496,9 +496,9 @@ def test_recorded_cost_is_shown_beside_the_computed_one_and_a_difference_over_5_
     # the real mini-SWE-agent runs: gemini's recorded cost equals ours, DeepSeek's does not
     real = usage_report(_real_lake(tmp_path / "real"), period="session", tz="UTC").to_dict()
     real_by_id = {row["session_id"]: row for row in real["rows"]}
-    assert real_by_id["django__django-14155"]["cost_mismatch"] is False
-    assert real_by_id["pvlib__pvlib-python-1606"]["cost_mismatch"] is True
-    assert real_by_id["pydicom__pydicom-1458"]["cost_difference_pct"] is None   # unpriced model
+    assert real_by_id["django__django-14155@mini_swe_agent"]["cost_mismatch"] is False
+    assert real_by_id["pvlib__pvlib-python-1606@mini_swe_agent"]["cost_mismatch"] is True
+    assert real_by_id["pydicom__pydicom-1458@swe_agent"]["cost_difference_pct"] is None   # unpriced model
 
 
 # ---------------------------------------------------------------------------------------

@@ -179,6 +179,23 @@ class SourceContext:
     def parts(self) -> tuple[str, ...]:
         return PurePosixPath(self.path).parts
 
+    @property
+    def run_session_id(self) -> str:
+        """A one-file-per-session trajectory's id: the stem (the instance id), then ``@`` and
+        the folder it sits in below the archive root (the run), leaving out an instance folder
+        of the stem's own name (SWE-agent writes ``<run>/<instance>/<instance>.traj``). A
+        benchmark reruns the same instances in every run, so the stem alone would merge the
+        replays of different runs into one session; a file at the root keeps the plain stem."""
+        stem = self.stem
+        try:
+            folder = PurePosixPath(self.path).parent.relative_to(PurePosixPath(self.root))
+        except ValueError:
+            return stem
+        parts = list(folder.parts)
+        if parts and parts[-1] == stem:
+            parts.pop()
+        return f"{stem}@{'/'.join(parts)}" if parts else stem
+
 
 def dumps(value: Any) -> str:
     """Compact JSON with non-ASCII kept (how Claude Code writes). An integer beyond 64 bits

@@ -3,7 +3,8 @@
 Facts (docs/formats.md): ``{info, messages[], trajectory_format, instance_id?}``; the oldest test
 data is a bare list of messages. Every row carries ``json_path`` (``/messages/<i>``, or
 ``/<i>`` for a bare list). Session: the file stem (the instance id; ``instance_id`` is kept in
-``session_info.meta_json``). Project and each call's ``cwd``: ``info.config.environment.cwd``.
+``session_info.meta_json``) and its run folder, ``<instance>@<run>``
+(:attr:`SourceContext.run_session_id`). Project and each call's ``cwd``: ``info.config.environment.cwd``.
 
 - Roles: system; user (the first is the task; ``extra.interrupt_type`` messages such as
   ``FormatError`` are ``kind = meta``); assistant; tool (v2); exit (v2: stored as role system,
@@ -125,7 +126,7 @@ class MiniSweAgentReader(Reader):
         else:
             raise RecordError("a mini-SWE-agent trajectory must be an object or a list of "
                               f"messages, found {type(obj).__name__}")
-        session_id = self.ctx.stem
+        session_id = self.ctx.run_session_id
         config = info.get("config") if isinstance(info.get("config"), dict) else {}
         config_model = nonempty_str(nested_value(config, "model", "model_name"))
         cwd = nonempty_str(nested_value(config, "environment", "cwd"))

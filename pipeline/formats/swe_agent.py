@@ -5,7 +5,8 @@ replay_config? (dict in 2024 files, a JSON string in current code)}``; demonstra
 hold only ``history``. The messages come from ``history`` (what the model saw); every row
 carries ``json_path`` (``/history/<i>``, ``/history/<i>/tool_calls/<k>``).
 
-- Session: the file stem (the instance id). Project: the working directory of the first
+- Session: the file stem (the instance id) and its run folder, ``<instance>@<run>``
+  (:attr:`SourceContext.run_session_id`). Project: the working directory of the first
   trajectory ``state`` (the repository root inside the container, the counterpart of a CLI
   session's cwd), else the repository of ``replay_config.env.repo``; each call's ``cwd`` is
   the ``working_dir`` of its trajectory step (found by matching the action text, in order).
@@ -163,7 +164,7 @@ class SweAgentReader(Reader):
         info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
         replay = _dict_or_json(obj.get("replay_config")) or {}
         demo_only = "trajectory" not in obj and "info" not in obj
-        session_id = self.ctx.stem
+        session_id = self.ctx.run_session_id
         model = nonempty_str(nested_value(replay, "agent", "model", "name")) \
             or nonempty_str(nested_value(replay, "agent", "model", "model_name"))
         steps = [step if isinstance(step, dict) else {} for step in trajectory]

@@ -1001,9 +1001,10 @@ MAX_NAME_CHARS = 200   # file names end at 255 bytes on most file systems; room 
 
 def recovery_file_name(session_id: str) -> str:
     """``<session id>.md`` with unsafe characters replaced; a hash keeps changed names unique.
+    ``@`` is kept (a trajectory's ``<instance>@<run>``): safe in file names and URL paths.
     A session id too long for a file name is cut to its first 200 characters (plus the hash)."""
     import hashlib
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", session_id).strip(".") or "session"
+    safe = re.sub(r"[^A-Za-z0-9._@-]", "_", session_id).strip(".") or "session"
     if safe != session_id or len(safe) > MAX_NAME_CHARS:
         safe = f"{safe[:MAX_NAME_CHARS]}-{hashlib.sha256(session_id.encode('utf-8')).hexdigest()[:8]}"
     return f"{safe}.md"
