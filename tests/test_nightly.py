@@ -49,6 +49,30 @@ def test_a_second_nightly_run_touches_nothing_and_changes_no_output(tmp_path):
     assert after == before and len(before) > 4
 
 
+def test_a_moved_archive_replaces_its_old_sources_and_its_outputs_stay_the_same(tmp_path):
+    archive = copy_real(tmp_path, "claude_code/claude_session.jsonl", "codex/codex_session.jsonl",
+                        "gemini/gemini_session.json")
+    other = copy_real(tmp_path / "elsewhere", "mini_swe_agent/django__django-14155.traj.json")
+    lake = Lake(tmp_path / "lake")
+    run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    run_nightly([other], lake=lake, workers=1, tz="UTC")
+    outputs = _tree_digest(tmp_path / "lake" / "out")
+    sessions = scalar(lake, "SELECT list(session_id ORDER BY session_id) FROM sessions")
+    moved = archive.rename(tmp_path / "renamed")
+    (other / "mini_swe_agent" / "django__django-14155.traj.json").unlink()   # gone, not moved
+    night = run_nightly([moved], lake=lake, workers=1, tz="UTC")
+    assert (night.ingest.files_new, len(night.ingest.removed)) == (3, 3)
+    assert night.ingest.removed == sorted(str(archive / rel) for rel in (
+        "claude_code/claude_session.jsonl", "codex/codex_session.jsonl", "gemini/gemini_session.json"))
+    applied, = night.applied.values()
+    assert applied.problems == [] and night.exit_code == 0
+    # the trajectory whose file went without arriving anywhere is kept (not this run's root)
+    assert scalar(lake, "SELECT list(session_id ORDER BY session_id) FROM sessions") == sessions
+    assert scalar(lake, "SELECT count(*) FROM sources WHERE path LIKE '%/renamed/%'") == 3
+    assert scalar(lake, "SELECT count(*) FROM sources") == 4
+    assert _tree_digest(tmp_path / "lake" / "out") == outputs
+
+
 def test_run_prints_a_json_summary(tmp_path):
     archive = copy_real(tmp_path, "claude_code/claude_session.jsonl")
     result = CliRunner().invoke(cli, ["--lake", str(tmp_path / "lake"), "run", str(archive),

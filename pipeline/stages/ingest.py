@@ -1017,6 +1017,30 @@ def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str
         path == base or path.startswith(prefix) for base, prefix in bases))
 
 
+def moved_sources(previous: "KnownSources", roots: list[Path], arrived: dict[str, dict]) -> list[str]:
+    """Paths ingested before, outside ``roots``, whose file is gone and whose exact content
+    (size and SHA-256) a file read in this run has: the archive was moved or renamed, and its
+    old copies are dropped (else their sessions would be read twice and ``apply`` would fail
+    on files that are no longer there). A gone file whose content arrived nowhere stays (a
+    folder of another run's roots, perhaps on a drive not mounted tonight)."""
+    contents = {(s.get("size_bytes"), s.get("sha256")) for s in arrived.values() if s.get("sha256")}
+    if not contents:
+        return []
+    sizes = {size for size, _ in contents}
+    prefixes = [os.path.abspath(root).rstrip(os.sep) + os.sep for root in roots]
+    out = []
+    for path, fields in previous.compared.items():
+        if path in arrived or fields["size_bytes"] not in sizes or any(
+                path.startswith(prefix) or path == prefix[:-1] for prefix in prefixes):
+            continue
+        if os.path.lexists(path):
+            continue
+        row = previous.row(path)
+        if (row["size_bytes"], row["sha256"]) in contents:
+            out.append(path)
+    return sorted(out)
+
+
 class KnownSources:
     """The lake's ``sources`` by path, read column by column: discovery compares a few fields
     of every file (``compared``), and only the files read again become whole rows (``row``).
@@ -1181,7 +1205,6 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         # commit: sources then runs (the run id listed in runs makes its parts visible for GC)
         summary.files_unchanged = summary.files = len(unchanged)
         dropped = set(removed_sources(previous.compared, roots, {t.path for t in found.tasks}))
-        summary.removed.extend(sorted(dropped))
         new_sources: dict[str, dict] = {}
         for res in results:
             if res.mode in ("unrecognized", "superseded"):
@@ -1199,6 +1222,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                     "reingested": "files_reingested", "unchanged": "files_unchanged",
                     "problem": "files_problem"}[res.mode]
             setattr(summary, attr, getattr(summary, attr) + 1)
+        moved = moved_sources(previous, roots, new_sources)
+        dropped.update(moved)
+        summary.removed = sorted(dropped)
         # commit: sources.parquet is the commit point (its run ids keep this run's parts);
         # runs.parquet is the log, written after (a crash between the two loses a log line only).
         # Nothing read and nothing gone: sources stays as it is (a night with nothing new
