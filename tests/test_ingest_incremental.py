@@ -223,6 +223,23 @@ def test_a_fresh_file_or_an_incomplete_last_line_is_still_held_back(tmp_path):
     assert ingest([fresh], lake=third, workers=1, quiet_minutes=-1).held_back == 1
 
 
+def test_a_settled_files_incomplete_last_line_is_not_read_again_every_night(tmp_path):
+    broken = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + claude_line(2, "x")[:30])
+    _age(broken, 3 * 24 * 60)                                # settled, but not complete JSON
+    lake = Lake(tmp_path / "lake")
+    assert run(lake, broken).held_back == 1
+    sources = (tmp_path / "lake" / "sources.parquet").read_bytes()
+    again = run(lake, broken)
+    # judged settled when it was read: the same file gives the same answer, nothing is read
+    # and the commit point is not rewritten
+    assert (again.files_unchanged, again.files_appended, again.lines) == (1, 0, 0)
+    assert (tmp_path / "lake" / "sources.parquet").read_bytes() == sources
+    with open(broken, "ab") as handle:                       # the writer comes back
+        handle.write(claude_line(2, "x")[30:])
+    grown = run(lake, broken)
+    assert (grown.files_appended, grown.records, grown.held_back) == (1, 1, 0)
+
+
 def test_a_line_held_back_earlier_is_read_once_the_file_has_settled(tmp_path):
     path = write(tmp_path / "a" / f"{SESSION}.jsonl",
                  claude_line(1) + claude_line(2, "big payload").rstrip(b"\n"))

@@ -12,7 +12,8 @@ Contract:
   the config's ``quiet_minutes``) before the run started AND the last line is complete JSON
   (an object): then it is read like any line (a file untouched for days would otherwise keep
   its last record out of the lake, and its payload unpruned, forever). A fresh file or an
-  incomplete line is still held back; a settled file held back earlier is read again.
+  incomplete line is still held back; a file held back earlier is read again once it has
+  settled (not again when it had settled already at that read: the answer is the same).
 - Every line ends up exactly once in ``records`` or ``quarantine`` (or held back):
   ``records + quarantined + held_back == lines``, per file and per run.
 - A bad line becomes a quarantine row (file, line, byte offset, a reason a person
@@ -1007,6 +1008,18 @@ def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
                            lambda remaining: max(min_bytes, min(chunk_bytes, remaining // (2 * workers))))
 
 
+def _settled_when_read(prev: dict, task: FileTask, quiet_minutes: float) -> bool:
+    """Had the file already settled when it was last read (its mtime a quiet period before
+    that read)? Then its held-back last line was judged settled, and is still not a complete
+    JSON object (else it would have been read): the same file gives the same answer, so it
+    is not read again every night (nor is ``sources`` rewritten for it)."""
+    read_at = prev.get("ingested_at")
+    if read_at is None or quiet_minutes < 0:
+        return False
+    read_ns = (int(read_at.timestamp()) * 10**6 + read_at.microsecond) * 1000
+    return task.mtime_ns <= read_ns - int(quiet_minutes * 60e9)
+
+
 def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str]) -> list[str]:
     """Paths ingested before, below one of ``roots`` (or one of them), not found there now."""
     bases = []
@@ -1158,7 +1171,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             # ctime: not read, unless its held-back last line may be read now that the file
             # has settled
             settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
-                and task.mtime_ns <= settled_before_ns
+                and task.mtime_ns <= settled_before_ns \
+                and not _settled_when_read(previous.row(task.path), task, quiet_minutes)
             if prev and task.same_file_as(prev) and not settling:
                 unchanged.append(task.path)
             else:
