@@ -12,8 +12,9 @@ in_range AS (
         *,
         CASE CAST($period AS VARCHAR)
             WHEN 'day' THEN strftime(local_day, '%Y-%m-%d')
-            -- weeks start on Monday (ISO), named by their first day, as ccusage names them
-            WHEN 'week' THEN strftime(local_day - CAST(isodow(local_day) - 1 AS INTEGER), '%Y-%m-%d')
+            -- weeks start on day $week_start (ISO: 1 = Monday, the default; 7 = Sunday, ccusage's
+            -- default), named by their first day, as ccusage names them
+            WHEN 'week' THEN strftime(local_day - CAST((isodow(local_day) - CAST($week_start AS INTEGER) + 7) % 7 AS INTEGER), '%Y-%m-%d')
             WHEN 'month' THEN strftime(local_day, '%Y-%m')
             ELSE session_id
         END AS period,

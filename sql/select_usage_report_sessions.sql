@@ -9,7 +9,7 @@ in_range AS (
         session_id,
         CASE CAST($period AS VARCHAR)
             WHEN 'day' THEN strftime(local_day, '%Y-%m-%d')
-            WHEN 'week' THEN strftime(local_day - CAST(isodow(local_day) - 1 AS INTEGER), '%Y-%m-%d')
+            WHEN 'week' THEN strftime(local_day - CAST((isodow(local_day) - CAST($week_start AS INTEGER) + 7) % 7 AS INTEGER), '%Y-%m-%d')
             WHEN 'month' THEN strftime(local_day, '%Y-%m')
             ELSE session_id
         END AS period

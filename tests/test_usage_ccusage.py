@@ -266,3 +266,85 @@ def test_daily_figures_equal_ccusage_on_a_demo_archive(tmp_path, ccusage):
     lake = _lake(tmp_path, tmp_path / "archive")
     compared = _assert_days_agree(ccusage, tmp_path / "archive", lake, tmp_path / "home")
     assert all(compared.values())
+
+
+def _ccusage_json(binary: Path, archive: Path, report: str, *options: str) -> dict:
+    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(archive / "claude"), TZ="UTC")
+    return json.loads(subprocess.run([str(binary), "claude", report, "--offline", "--json",
+                                      "--timezone", "UTC", *options], env=env, check=True,
+                                     capture_output=True, text=True).stdout)
+
+
+def _figures(row: dict) -> tuple:
+    """Tokens, and the cost (a model without a price is $0 to ccusage)."""
+    return (row["input_tokens"], row["output_tokens"], row["cache_write_tokens"],
+            row["cache_read_tokens"], row["cost_usd"] or 0.0)
+
+
+def _their_figures(row: dict) -> tuple:
+    tokens = row.get("tokenCounts") or {}
+    return (row.get("inputTokens", tokens.get("inputTokens")),
+            row.get("outputTokens", tokens.get("outputTokens")),
+            row.get("cacheCreationTokens", tokens.get("cacheCreationInputTokens")),
+            row.get("cacheReadTokens", tokens.get("cacheReadInputTokens")),
+            row.get("totalCost", row.get("costUSD")))
+
+
+def _assert_same(ours: dict, theirs: dict) -> None:
+    """The same keys, the same tokens, the same cost within 2e-6 USD (ctxlake's costs are
+    exact decimals shown to the micro-dollar; ccusage sums floats)."""
+    assert sorted(ours) == sorted(theirs)
+    for key, figures in ours.items():
+        assert figures[:4] == theirs[key][:4], key
+        assert abs(figures[4] - theirs[key][4]) < 2e-6, (key, figures[4], theirs[key][4])
+
+
+def _ccusage_session_key(path: str) -> str:
+    """ccusage's session of a Claude file: the file's stem for a file of a project folder
+    (an old-layout ``agent-<id>.jsonl`` beside its session is a session of its own), the
+    session folder for ``<session>/subagents/agent-<id>.jsonl``."""
+    parts = Path(path).parts
+    relative = parts[parts.index("projects") + 1:]
+    if len(relative) >= 4 and relative[-2] == "subagents":
+        return relative[-3]
+    return Path(relative[-1]).stem if len(relative) == 2 else relative[-2]
+
+
+def test_weekly_monthly_session_and_block_figures_equal_ccusage_on_a_claude_archive(tmp_path, ccusage):
+    """The other period reports, on a Claude-only demo archive (sub-agents of both layouts):
+    weeks as ccusage's (Sunday first, ``--start-of-week sunday``), months, 5-hour blocks; and
+    sessions once ctxlake's sessions are grouped as ccusage groups files."""
+    write_demo_archive(tmp_path / "demo", size_bytes=4 * 1024 * 1024, seed=3)
+    archive = tmp_path / "archive"
+    shutil.copytree(tmp_path / "demo" / "claude", archive / "claude")
+    lake = _lake(tmp_path, archive / "claude")
+    weeks = usage_report(lake, period="week", tz="UTC", start_of_week="sunday").to_dict()
+    theirs = _ccusage_json(ccusage, archive, "weekly")["weekly"]
+    _assert_same({r["week"]: _figures(r) for r in weeks["rows"]},
+                 {r["week"]: _their_figures(r) for r in theirs})
+    assert len(theirs) >= 3
+    months = usage_report(lake, period="month", tz="UTC").to_dict()
+    _assert_same({r["month"]: _figures(r) for r in months["rows"]},
+                 {r["month"]: _their_figures(r) for r in _ccusage_json(ccusage, archive, "monthly")["monthly"]})
+    from pipeline.stages.usage import blocks_report
+
+    ours = [b for b in blocks_report(lake, tz="UTC").to_dict()["blocks"] if not b["is_gap"]]
+    blocks = [b for b in _ccusage_json(ccusage, archive, "blocks")["blocks"] if not b["isGap"]]
+    _assert_same({datetime.fromisoformat(b["start"]): _figures(b) for b in ours},
+                 {datetime.fromisoformat(b["startTime"].replace("Z", "+00:00")): _their_figures(b)
+                  for b in blocks})
+    assert len(blocks) >= 5
+    with lake.connect() as con:
+        paths = dict(con.execute("SELECT DISTINCT session_id, first(path) FROM session_info "
+                                 "JOIN sources USING (source_id) GROUP BY ALL").fetchall())
+    grouped: dict[str, list] = defaultdict(lambda: [0, 0, 0, 0, 0.0])
+    for row in usage_report(lake, period="session", tz="UTC").to_dict()["rows"]:
+        sums = grouped[_ccusage_session_key(paths[row["session_id"]])]
+        for i, value in enumerate(_figures(row)):
+            sums[i] += value
+    sessions = _ccusage_json(ccusage, archive, "session")["sessions"]
+    _assert_same({key: tuple(sums) for key, sums in grouped.items()},
+                 {r["sessionId"]: _their_figures(r) for r in sessions})
+    # both layouts of sub-agents are in the archive: some are sessions of their own there
+    assert any(r["sessionId"].startswith("agent-") for r in sessions)
+    assert len(sessions) < len(paths)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import date
 import sys
 from pathlib import Path
 
 import pytest
 
+from pipeline.core.errors import UsageError
 from pipeline.reports import render
 from pipeline.demo.archive import write_demo_archive
 from pipeline.stages.ingest import ingest
@@ -84,6 +86,26 @@ def test_the_fast_path_gives_the_duckdb_bytes_for_every_report_on_a_demo_archive
     data = json.loads(_both_paths(lake, period="day", tz="UTC", breakdown="format")[0])
     formats = {g["format"] for row in data["rows"] for g in row["breakdown"]}
     assert {"claude_code", "codex_cli", "gemini_cli"} <= formats
+
+
+def test_weeks_may_start_on_any_day_and_both_paths_name_and_count_them_alike(tmp_path):
+    write_demo_archive(tmp_path / "archive", size_bytes=2 * 1024 * 1024, seed=5)
+    lake = Lake(tmp_path / "lake")
+    ingest([tmp_path / "archive"], lake=lake, workers=1)
+    _refreshed(lake)
+    monday = json.loads(_both_paths(lake, period="week", tz="UTC")[0])
+    for start, iso in (("sunday", 7), ("wednesday", 3)):
+        for options in OPTIONS:
+            fast, slow = _both_paths(lake, period="week", start_of_week=start, breakdown="model", **options)
+            assert fast == slow, (start, options)
+        data = json.loads(_both_paths(lake, period="week", tz="UTC", start_of_week=start)[0])
+        assert data["start_of_week"] == start
+        assert {date.fromisoformat(r["week"]).isoweekday() for r in data["rows"] if r["week"]} == {iso}
+        # the same calls, cut at other days: the totals do not move
+        assert data["totals"] == monday["totals"] and data["rows"] != monday["rows"]
+    assert monday["start_of_week"] == "monday"
+    with pytest.raises(UsageError, match="unknown start of week 'sun'"):
+        usage_report(lake, period="week", start_of_week="sun")
 
 
 def test_a_report_on_a_current_lake_imports_neither_duckdb_nor_pyarrow(tmp_path):

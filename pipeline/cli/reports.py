@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.main import LakeContext, cli, config_option, pass_lake, render
+from pipeline.core.dates import WEEKDAYS
 
 
 @cli.group()
@@ -175,7 +176,7 @@ def _usage_footer(out, result) -> None:
 
 
 def _run_usage_report(obj: LakeContext, period: str, *, since, until, tz, project, breakdown,
-                      order, limit, compact, config_path, as_json) -> None:
+                      order, limit, compact, config_path, as_json, start_of_week="monday") -> None:
     from pipeline.stages.usage import table_rows, usage_report
 
     config = _price_config(config_path)
@@ -183,7 +184,7 @@ def _run_usage_report(obj: LakeContext, period: str, *, since, until, tz, projec
                           tz=tz or (config.time_zone if config is not None else None),
                           since=since, until=until,
                           project=project, breakdown=breakdown, order=order, limit=limit,
-                          config=config)
+                          config=config, start_of_week=start_of_week)
     if as_json:
         click.echo(render.to_json(result.to_dict()))
         return
@@ -213,13 +214,17 @@ def report_daily(obj: LakeContext, **options) -> None:
 
 @report.command("weekly")
 @_usage_options
+@click.option("--start-of-week", type=click.Choice(WEEKDAYS), default="monday", show_default=True,
+              help="The first day of a week (ccusage's weekly starts on sunday by default).")
 @pass_lake
 def report_weekly(obj: LakeContext, **options) -> None:
-    """Tokens and cost per week (Monday first; a week is named by its Monday).
+    """Tokens and cost per week (Monday first unless --start-of-week says otherwise; a week is
+    named by its first day).
 
     \b
     Example:
       ctxlake report weekly --breakdown project --json
+      ctxlake report weekly --start-of-week sunday   # the weeks of ccusage weekly
     """
     _run_usage_report(obj, "week", **options)
 

@@ -11,6 +11,10 @@ from datetime import date, datetime, timezone
 
 from pipeline.core.errors import UsageError
 
+# the first day of a week (``report weekly --start-of-week``), in ISO order (1 = Monday):
+# Monday by default; ccusage's weekly report starts on Sunday unless told otherwise
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
 __all__ = ["parse_since", "day_span"]
 
 

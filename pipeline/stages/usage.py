@@ -25,7 +25,8 @@ per-session call rows ``usage_call_rows``:
   rounded to micro-dollars only when shown.
 
 Decisions:
-- Periods are days / ISO weeks (Monday first, named by that day, as ccusage does) / months in
+- Periods are days / weeks (Monday first unless ``start_of_week`` says otherwise, named by
+  their first day; ccusage's weekly starts on Sunday unless told ``-w monday``) / months in
   the report's time zone (``--tz``, an IANA name; default: the machine's zone, see
   :func:`resolve_timezone`), or sessions. ``--since/--until`` are local dates, inclusive.
   Usage without any timestamp (e.g. SWE-agent 0.x runs) has no date: it is a "(no date)" row
@@ -67,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipeline.core import sqlfiles
-from pipeline.core.dates import day_span
+from pipeline.core.dates import WEEKDAYS, day_span
 from pipeline.core.errors import LakeNotFoundError, UsageError
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from pipeline.core.lake import Lake
 
 PERIODS = ("day", "week", "month", "session")
+
 GROUPS = ("model", "agent", "project", "format")
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 COUNTED = ("api_calls", *TOKEN_KINDS, "cache_write_1h_tokens", "reasoning_tokens", "total_tokens")
@@ -348,14 +350,15 @@ def _rolled_up(rows: list[list], column: int) -> dict:
     return {"rows": [acc for _, acc in ordered], "sessions": counts}
 
 
-def _period_name(day: date | None, period: str) -> str | None:
-    """A local day's period name, as ``select_usage_report`` names it."""
+def _period_name(day: date | None, period: str, week_start: int = 1) -> str | None:
+    """A local day's period name, as ``select_usage_report`` names it (``week_start``: the
+    ISO number of a week's first day, 1 = Monday ... 7 = Sunday)."""
     if day is None:
         return None
     if period == "day":
         return day.isoformat()
     if period == "week":
-        return (day - timedelta(days=day.isoweekday() - 1)).isoformat()
+        return (day - timedelta(days=(day.isoweekday() - week_start) % 7)).isoformat()
     return day.isoformat()[:7]
 
 
@@ -436,8 +439,9 @@ class Summary:
 
 
 def _unfiltered(params: dict) -> bool:
+    """No filter, no limit and Monday weeks: the report whose session counts are stored."""
     return params["project"] is None and params["since"] is None and params["until"] is None \
-        and not params.get("limited")
+        and not params.get("limited") and params.get("week_start", 1) == 1
 
 
 def read_summary(root: Path) -> Summary | None:
@@ -494,7 +498,7 @@ def _summary_periods(summary: Summary, params: dict):
             continue
         name = names.get(day, names)
         if name is names:
-            name = names[day] = _period_name(day, period)
+            name = names[day] = _period_name(day, period, params.get("week_start", 1))
         yield row, name
 
 
@@ -829,6 +833,7 @@ class UsageReport:
     order: str = "asc"
     rows_omitted: int = 0
     source: str = "messages"                 # what was read: stored | rows | messages
+    start_of_week: str = "monday"            # a weekly report's first day of the week
 
     @property
     def key(self) -> str:
@@ -847,6 +852,7 @@ class UsageReport:
             "report": REPORT_NAMES[self.period],
             "tz": self.tz, "since": _iso(self.since), "until": _iso(self.until),
             "project": self.project, "breakdown": self.breakdown, "order": self.order,
+            **({"start_of_week": self.start_of_week} if self.period == "week" else {}),
             "rows_omitted": self.rows_omitted, "usage_source": self.source,
             "price_source": self.price_source, "rows": rows, "totals": totals,
             "unpriced_models": totals["unpriced_models"],
@@ -890,27 +896,34 @@ def _limit(limit: int | None) -> int | None:
 def usage_report(lake, *, period: str, tz: str | None = None, since: str | date | None = None,
                  until: str | date | None = None, project: str | None = None,
                  breakdown: str | bool | None = None, order: str = "asc",
-                 limit: int | None = None, config=None) -> UsageReport:
+                 limit: int | None = None, config=None,
+                 start_of_week: str = "monday") -> UsageReport:
     """Tokens and cost per day, week, month or session, optionally broken down by model,
     agent, project or format. ``lake``: a :class:`~pipeline.core.lake.Lake` or its folder;
-    ``config``: a :class:`~pipeline.core.config.Config` whose ``prices`` apply."""
+    ``config``: a :class:`~pipeline.core.config.Config` whose ``prices`` apply;
+    ``start_of_week``: the first day of a week (a week is named by it)."""
     if period not in PERIODS:
         raise UsageError(f"unknown report period '{period}'", hint="one of: " + ", ".join(PERIODS))
+    if start_of_week not in WEEKDAYS:
+        raise UsageError(f"unknown start of week '{start_of_week}'", hint="one of: " + ", ".join(WEEKDAYS))
     group, order, limit = _group(breakdown), _order(order), _limit(limit)
     zone = resolve_timezone(tz)
     since_day, until_day = day_span(since, until)
     overrides = _config_prices(config)
     params = {"tz": zone, "period": period, "since": since_day, "until": until_day,
-              "project": project, "group": group or "model"}
+              "project": project, "group": group or "model",
+              "week_start": WEEKDAYS.index(start_of_week) + 1}
     summary = None if overrides else Summary(_root(lake))
     # --limit sums the sessions of the rows it keeps: session lists needed
     summary_params = {**params, "limited": limit is not None}
     if summary is not None and summary.serves(summary_params):   # current stored sums: no DuckDB
-        return _assemble(_summary_records(summary, summary_params), period=period, tz=zone,
+        report = _assemble(_summary_records(summary, summary_params), period=period, tz=zone,
                          since=since_day, until=until_day, project=project, breakdown=group,
                          price_source=_price_label(overrides), order=order, limit=limit,
                          source="stored",
                          sessions_of=lambda periods: _summary_sessions(summary, summary_params, periods))
+        report.start_of_week = start_of_week
+        return report
     con, source = usage_connection(lake, overrides=overrides, need="rows")
     with con:
         records = _report_records(con, params)
@@ -922,9 +935,11 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
             found = _report_records(con, {**wanted, "periods": periods}, "select_usage_report_sessions")
             return int(found[0]["sessions"])
 
-        return _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
-                         project=project, breakdown=group, price_source=_price_label(overrides),
-                         order=order, limit=limit, source=source, sessions_of=sessions_of)
+        report = _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
+                           project=project, breakdown=group, price_source=_price_label(overrides),
+                           order=order, limit=limit, source=source, sessions_of=sessions_of)
+        report.start_of_week = start_of_week
+        return report
 
 
 def _report_records(con, params: dict, name: str = "select_usage_report") -> list[dict]:
