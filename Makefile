@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean browser demo-identical
+.PHONY: demo test bench clean browser ccusage demo-identical
 
 # (compileall: the bytecode an installed package has; an editable install under
 # PYTHONDONTWRITEBYTECODE would compile every module again in every process, ~0.35 s each)
@@ -20,8 +20,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ctxlake --lake data/lake demo --size 20MB --seed 7 --out data/demo-archive
 
-test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n 2 tests
+test: $(STAMP) browser ccusage
+	CTXLAKE_CCUSAGE=$${CTXLAKE_CCUSAGE:-$(CCUSAGE)} $(BIN)/python -m pytest -q -n 2 tests
+
+# ccusage 20.0.24, the reference usage reports (tests/test_usage_ccusage.py compares every
+# report with it), installed from npm into .cache/ when npm is here; otherwise those tests
+# skip and say why.
+CCUSAGE := $(CURDIR)/.cache/ccusage/node_modules/.bin/ccusage
+ccusage:
+	@[ -x "$(CCUSAGE)" ] || { command -v npm >/dev/null 2>&1 \
+	  && npm install --silent --no-audit --no-fund --prefix .cache/ccusage ccusage@20.0.24 >/dev/null \
+	  || echo "ccusage is not installed (no npm, or the registry is out of reach): the ccusage comparisons will skip"; }
 
 # Debian's chromium for the HTML report's browser tests (tests/test_html_report.py), with CJK
 # and emoji fonts for their screenshots; installed when missing and we are root, otherwise

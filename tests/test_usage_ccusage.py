@@ -4,9 +4,10 @@ Two kinds of tests:
 - recomputed from the raw JSON in Python (always run): Gemini calls that a ``$rewindTo``
   dropped from the conversation are counted (ccusage counts every ``gemini`` line, the last
   definition of each message id), Claude long-context calls are priced per token kind;
-- ccusage itself (skipped when it is not installed: set ``CTXLAKE_CCUSAGE`` to its binary, or
-  ``npm install ccusage@20.0.24`` into /tmp/ccu15) on the real samples, hand-made long-context
-  calls and a demo archive, day by day for Claude, Codex and Gemini.
+- ccusage itself (skipped when it is not installed: ``make test`` installs it from npm into
+  ``.cache/ccusage`` and sets ``CTXLAKE_CCUSAGE`` to its binary) on the real samples, hand-made
+  long-context calls and a demo archive, day by day for Claude, Codex and Gemini; and on a
+  Claude archive week by week, month by month, block by block and session by session.
 
 Known, documented differences (not failures):
 - a model without a price costs $0 in ccusage; ctxlake shows it UNPRICED (``cost_usd`` null,
