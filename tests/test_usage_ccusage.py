@@ -269,9 +269,16 @@ def test_daily_figures_equal_ccusage_on_a_demo_archive(tmp_path, ccusage):
     assert all(compared.values())
 
 
-def _ccusage_json(binary: Path, archive: Path, report: str, *options: str) -> dict:
-    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(archive / "claude"), TZ="UTC")
-    return json.loads(subprocess.run([str(binary), "claude", report, "--offline", "--json",
+def _ccusage_json(binary: Path, archive: Path, report: str, *options: str, agent: str = "claude",
+                  home: Path | None = None) -> dict:
+    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(archive / "claude"), CODEX_HOME=str(archive / "codex"),
+               TZ="UTC")
+    if home is not None:   # Gemini's folder is ~/.gemini
+        home.mkdir(parents=True, exist_ok=True)
+        if not (home / ".gemini").exists():
+            (home / ".gemini").symlink_to(archive / "gemini")
+        env["HOME"] = str(home)
+    return json.loads(subprocess.run([str(binary), agent, report, "--offline", "--json",
                                       "--timezone", "UTC", *options], env=env, check=True,
                                      capture_output=True, text=True).stdout)
 
@@ -349,3 +356,29 @@ def test_weekly_monthly_session_and_block_figures_equal_ccusage_on_a_claude_arch
     # both layouts of sub-agents are in the archive: some are sessions of their own there
     assert any(r["sessionId"].startswith("agent-") for r in sessions)
     assert len(sessions) < len(paths)
+
+
+def test_codex_and_gemini_session_figures_equal_ccusage_on_a_demo_archive(tmp_path, ccusage):
+    """One ccusage session per ctxlake session (ccusage names a Codex session by its file's
+    path below ``sessions/``); Gemini output without its thinking tokens, as for the days."""
+    write_demo_archive(tmp_path / "archive", size_bytes=3 * 1024 * 1024, seed=11)
+    lake = _lake(tmp_path, tmp_path / "archive")
+    rows = usage_report(lake, period="session", tz="UTC").to_dict()["rows"]
+    with lake.connect() as con:
+        paths = dict(con.execute("SELECT DISTINCT session_id, first(path) FROM session_info "
+                                 "JOIN sources USING (source_id) GROUP BY ALL").fetchall())
+    for agent, fmt in (("codex", "codex_cli"), ("gemini", "gemini_cli")):
+        theirs = _ccusage_json(ccusage, tmp_path / "archive", "session", agent=agent,
+                               home=tmp_path / "home")["sessions"]
+        ours = {}
+        for row in rows:
+            if row["format"] != fmt:
+                continue
+            key = row["session_id"]
+            if agent == "codex":   # <year>/<month>/<day>/rollout-...: the path below sessions/
+                key = paths[key].split("/sessions/", 1)[1].removesuffix(".jsonl")
+            output = row["output_tokens"] - (row["reasoning_tokens"] if agent == "gemini" else 0)
+            ours[key] = (row["input_tokens"], output, row["cache_write_tokens"],
+                         row["cache_read_tokens"], row["cost_usd"] or 0.0)
+        _assert_same(ours, {r["sessionId"]: _their_figures(r) for r in theirs})
+        assert len(theirs) >= 2, agent
