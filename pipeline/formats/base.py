@@ -272,8 +272,8 @@ def content_text(content: Any) -> str:
 
 def media_payload(content: Any) -> tuple[int, str] | None:
     """(UTF-8 bytes, sha256 hex) of ``content``'s compact JSON when it is a block list (or a
-    Codex ``{content: [...]}`` output) whose text leaves a block out: an image or a document (base64 data), or
-    any typed block without text; None otherwise.
+    Codex ``{content: [...]}`` output) whose text leaves a block out: an image or a document
+    (base64 data), or any typed block without text; None otherwise.
 
     Such a payload's text is a few ``[image]`` tokens while the transcript carries hundreds of
     kB of base64 (twice, in Claude Code's ``toolUseResult``): measured by its text it would
