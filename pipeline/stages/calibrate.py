@@ -189,19 +189,26 @@ class FitRows:
     y: np.ndarray          # recorded tokens
     orders: np.ndarray     # position of each row's call in the data
     models: np.ndarray     # model of each row (objects)
-    threads: list          # thread of each row
+    threads: np.ndarray    # thread of each row (objects)
     subsets: list | None = None      # output: which kind of count
     plain: np.ndarray | None = None  # output on a real basis: the heuristic estimate
     chars: np.ndarray | None = None  # output: visible characters
+    # the threads as integers (one per thread, any numbering): what the fits group by,
+    # without a Python step per row
+    thread_codes: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.thread_codes is None:
+            self.thread_codes = _first_seen_codes(list(self.threads))[0]
 
     def take(self, rows: np.ndarray) -> "FitRows":
         """These rows only, in this order."""
-        picked = rows.tolist()
         return FitRows(self.x[rows], self.y[rows], self.orders[rows], self.models[rows],
-                       [self.threads[i] for i in picked],
-                       None if self.subsets is None else [self.subsets[i] for i in picked],
+                       self.threads[rows],
+                       None if self.subsets is None else [self.subsets[i] for i in rows.tolist()],
                        None if self.plain is None else self.plain[rows],
-                       None if self.chars is None else self.chars[rows])
+                       None if self.chars is None else self.chars[rows],
+                       self.thread_codes[rows])
 
     def of_model(self, model: str) -> "FitRows":
         return self if model == ALL_MODELS else self.take(np.flatnonzero(self.models == model))
@@ -237,6 +244,12 @@ class FitInputs:
         return (self.real_partial if partial else self.real_output).get(basis)
 
 
+def _column_codes(table: pa.Table, name: str) -> np.ndarray:
+    """A column's values as integers, equal values (NULL included) the same integer."""
+    encoded = pc.dictionary_encode(table.column(name).combine_chunks(), null_encoding="encode")
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def _numbers(table: pa.Table, name: str) -> np.ndarray:
     """A numeric column as doubles, NULL as 0 (``float(value or 0)``, column-wise)."""
     column = table.column(name)
@@ -260,10 +273,10 @@ def fit_inputs(calls: pa.Table) -> FitInputs:
     n = len(calls)
     orders = np.arange(n, dtype=np.int64)
     models = np.array(calls.column("model").to_pylist(), dtype=object)
-    threads = calls.column("thread_id").to_pylist()
+    threads = np.array(calls.column("thread_id").to_pylist(), dtype=object)
     prompt = FitRows(np.column_stack([_numbers(calls, f"ctx_{c}") for c in CLASSES])
                      .reshape(n, len(CLASSES)), _numbers(calls, "recorded_prompt"),
-                     orders, models, threads)
+                     orders, models, threads, thread_codes=_column_codes(calls, "thread_id"))
     # output, visible part
     apart = ~_nulls(calls, "recorded_reasoning")
     reasoning = _numbers(calls, "recorded_reasoning")
@@ -286,8 +299,10 @@ def fit_inputs(calls: pa.Table) -> FitInputs:
     recorded = ~_nulls(calls, "recorded_output")
     visible = recorded & (y > 0)
     partial = visible & (y * MAX_CHARS_PER_TOKEN < chars)
-    output_threads = [f"output:{model}" for model in models.tolist()]
-    heuristic = FitRows(x, y, orders, models, output_threads, subsets, chars=chars)
+    output_threads = np.array([f"output:{model}" for model in models.tolist()], dtype=object)
+    output_codes = _column_codes(calls, "model")   # one output "thread" per model
+    heuristic = FitRows(x, y, orders, models, output_threads, subsets, chars=chars,
+                        thread_codes=output_codes)
     bases = (calls.column("out_basis").to_pylist() if "out_basis" in calls.column_names
              else [None] * n)
     bases = [basis or HEURISTIC for basis in bases]
@@ -299,7 +314,8 @@ def fit_inputs(calls: pa.Table) -> FitInputs:
     if data.output_basis:
         tokens = with_thinking("out_tokens", "out_thinking_tokens")
         real = FitRows(np.column_stack([tokens, x[:, 3]]).reshape(n, 2), y, orders, models,
-                       output_threads, subsets, x[:, 0] + x[:, 1] + x[:, 2])
+                       output_threads, subsets, x[:, 0] + x[:, 1] + x[:, 2],
+                       thread_codes=output_codes)
         basis_of = np.array(bases, dtype=object)
         for basis in sorted(set(data.output_basis.values())):
             mine = visible & (basis_of == basis)
@@ -367,7 +383,7 @@ def fit_factors(observations: list[Observation], direction: str = "prompt", *,
                   with_overhead=with_overhead, prior=prior, weights=weights)
 
 
-def _ridge(x: np.ndarray, y: np.ndarray, threads: list, direction: str, *, with_overhead: bool,
+def _ridge(x: np.ndarray, y: np.ndarray, threads, direction: str, *, with_overhead: bool,
            prior: Factors | None = None, weights: Factors | None = None) -> Factors:
     """:func:`fit_factors` of observations given as columns."""
     default_prior, pooled_weights, _model_weights, bounds = _prior(direction)
@@ -380,16 +396,14 @@ def _ridge(x: np.ndarray, y: np.ndarray, threads: list, direction: str, *, with_
     return tuple(min(high, max(low, float(f))) for f, (low, high) in zip(solved, bounds))
 
 
-def _centred_columns(x: np.ndarray, y: np.ndarray, threads: list,
+def _centred_columns(x: np.ndarray, y: np.ndarray, threads,
                      with_overhead: bool) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_centred` of observations given as columns, as arrays (rows in the same order),
     for the least squares."""
     if not with_overhead or not len(y):
         return x, y
     width = x.shape[1]
-    groups: dict[str, int] = {}
-    codes = np.fromiter((groups.setdefault(thread, len(groups)) for thread in threads),
-                        dtype=np.int64, count=len(y))
+    codes, groups = _first_seen_codes(threads)
     counts = np.bincount(codes)
     keep = counts[codes] >= 2
     sums_x = np.zeros((len(groups), width))
@@ -543,7 +557,7 @@ def _table_rows(data: FitInputs, key: str, model: str, stats: dict,
     direction, _, basis = key.partition(":")
     everything = data.rows(key)
     if key not in pooled:
-        pooled[key] = _ridge(everything.x, everything.y, everything.threads, key,
+        pooled[key] = _ridge(everything.x, everything.y, everything.thread_codes, key,
                              with_overhead=True)
     pooled_factors = pooled[key]
     mine = everything.of_model(model)
@@ -551,12 +565,12 @@ def _table_rows(data: FitInputs, key: str, model: str, stats: dict,
         factors = pooled_factors
     else:   # the framing of a tool call is the model's own syntax: not borrowed
         prior = tuple(0.0 if f == TOOL_CALL else p for f, p in zip(FEATURES[key], pooled_factors))
-        factors = _ridge(mine.x, mine.y, mine.threads, key, with_overhead=True, prior=prior,
+        factors = _ridge(mine.x, mine.y, mine.thread_codes, key, with_overhead=True, prior=prior,
                          weights=_prior(key)[2])
     # fit_intercept and _centred, vectorised with the same floating-point operations
-    intercept = (_intercept(_ThreadOverheads(mine.x, mine.y, mine.threads), factors,
+    intercept = (_intercept(_ThreadOverheads(mine.x, mine.y, mine.thread_codes), factors,
                             np.empty(0, dtype=np.int64)) if len(mine.y) else None)
-    fitted, _y = _centred_columns(mine.x, mine.y, mine.threads, direction == "prompt")
+    fitted, _y = _centred_columns(mine.x, mine.y, mine.thread_codes, direction == "prompt")
     return [{
         "model": model, "direction": direction, "content_class": content_class,
         "factor": round(factors[i], 6),
@@ -857,14 +871,29 @@ def _dot_rows(factors: Factors, x: np.ndarray) -> np.ndarray:
     return total
 
 
-def _row_groups(keys: list) -> tuple[list, np.ndarray, list[np.ndarray]]:
-    """(distinct keys in first-seen order, group number of each row, rows of each group in
-    ascending order)."""
+def _first_seen_codes(keys) -> tuple[np.ndarray, list]:
+    """(the group number of each row, numbered in first-seen order; the distinct keys in that
+    order). ``keys``: any hashable values, or an integer array (thread codes), numbered anew
+    without a Python step per row."""
+    if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu":
+        distinct, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        seen = np.argsort(first, kind="stable")
+        rank = np.empty(len(distinct), dtype=np.int64)
+        rank[seen] = np.arange(len(distinct))
+        return rank[inverse.reshape(-1)], distinct[seen].tolist()
     numbers: dict[Any, int] = {}
-    codes = np.array([numbers.setdefault(key, len(numbers)) for key in keys], dtype=np.int64)
+    codes = np.fromiter((numbers.setdefault(key, len(numbers)) for key in keys),
+                        dtype=np.int64, count=len(keys))
+    return codes, list(numbers)
+
+
+def _row_groups(keys) -> tuple[list, np.ndarray, list[np.ndarray]]:
+    """(distinct keys in first-seen order, group number of each row, rows of each group in
+    ascending order). ``keys``: as :func:`_first_seen_codes` takes them."""
+    codes, distinct = _first_seen_codes(keys)
     order = np.argsort(codes, kind="stable")
-    starts = np.searchsorted(codes[order], np.arange(len(numbers)))
-    return list(numbers), codes, np.split(order, starts[1:]) if numbers else []
+    starts = np.searchsorted(codes[order], np.arange(len(distinct)))
+    return distinct, codes, np.split(order, starts[1:]) if distinct else []
 
 
 class _Block(NamedTuple):
