@@ -1170,3 +1170,32 @@ def test_real_token_counts_are_remembered_by_calibrate_and_only_new_texts_are_co
     count_pieces(lake, "claude", [new], store=True)
     assert pq.read_table(counts_file).to_pylist() == [
         {"encoding": "claude", "piece_sha256": hashlib.sha256(new.encode()).hexdigest(), "tokens": n}]
+
+
+def test_a_session_that_has_just_begun_calibrates_and_reports_without_a_real_basis_fit(tmp_path):
+    """The first lines of a real Claude Code session: one call, its output a thinking block
+    (8 tokens recorded, a partial count). Its model has a real basis (the Claude vocabulary)
+    but no complete count to fit it on: the output falls back to the heuristic fit, and the
+    estimator says nothing was scored (both used to raise)."""
+    lines = (REAL / "claude_code" / "claude_session.jsonl").read_text(encoding="utf-8").splitlines()[:3]
+    archive = tmp_path / "archive" / "p"
+    archive.mkdir(parents=True)
+    (archive / "fresh.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    lake = str(tmp_path / "lake")
+    done = runner.invoke(cli, ["--lake", lake, "run", str(tmp_path / "archive"), "--tz", "UTC",
+                               "--json"], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    stages = {s["stage"]: (s["done"], s["status"]) for s in json.loads(done.output)["stages"]}
+    assert stages["calibrate"] == (1, "ok")
+    table = pq.read_table(tmp_path / "lake" / "derived" / "token_calibration" / "all.parquet")
+    assert sorted(set(zip(table.column("model").to_pylist(), table.column("direction").to_pylist(),
+                          table.column("basis").to_pylist()))) == [
+        ("*", "output", "heuristic"), ("*", "prompt", "heuristic"),
+        ("claude-sonnet-4-5-20250929", "output", "heuristic"),
+        ("claude-sonnet-4-5-20250929", "prompt", "heuristic")]
+    report = runner.invoke(cli, ["--lake", lake, "report", "estimator", "--json"],
+                           catch_exceptions=False)
+    assert report.exit_code == 0, report.output
+    output, = [r for r in json.loads(report.output)["models"] if r["direction"] == "output"]
+    assert output["n_scored"] == 0 and "no call scored" in output["evaluation"]

@@ -599,7 +599,9 @@ def _model_stats(calls: pa.Table) -> dict[str, dict]:
 def fit_table(calls: pa.Table) -> pa.Table:
     """The ``token_calibration`` rows fitted on all calls (sorted, deterministic): per model,
     prompt and output on the heuristic basis, then output on the model's real basis if any
-    (``*``: on every real basis in the data). Column-wise: a night refits from the
+    (``*``: on every real basis in the data). A real basis with no complete visible count
+    yet (its calls all partial or hidden, as in a session that has just begun) has no rows:
+    its model's output falls back to the heuristic fit. Column-wise: a night refits from the
     remembered rows of every call in a fraction of a second."""
     data = fit_inputs(calls)
     stats = _model_stats(calls)
@@ -609,7 +611,8 @@ def fit_table(calls: pa.Table) -> pa.Table:
         bases = (sorted(set(data.output_basis.values())) if model == ALL_MODELS
                  else [data.output_basis[model]] if model in data.output_basis else [])
         for key in [*DIRECTIONS, *(_fit_key("output", basis) for basis in bases)]:
-            rows += _table_rows(data, key, model, stats[model], pooled)
+            if data.rows(key) is not None:
+                rows += _table_rows(data, key, model, stats[model], pooled)
     return pa.Table.from_pylist(rows, schema=TOKEN_CALIBRATION)
 
 
@@ -1255,8 +1258,9 @@ def _evaluate_output(model: str, data: Dataset, basis: str | None = None) -> Mod
         on_classes = _evaluate_output(model, data, HEURISTIC).calibrated
         what = ("the legacy Claude vocabulary's count of what the call wrote, tool calls in "
                 "Claude's syntax" if basis == "claude" else "real token count of the visible rows")
+        median = on_classes.median_pct   # None: no call of the model scored yet
         notes.append(f"basis: {basis} ({what}; on the heuristic's classes: "
-                     f"{on_classes.median_pct:g}%)")
+                     + (f"{median:g}%)" if median is not None else "no call scored)"))
     if n_partial:
         notes.append(f"{n_partial} partial count{'s' if n_partial > 1 else ''} not scored "
                      f"(all {len(with_partial)}: {_summary(with_partial).median_pct:g}%)")
