@@ -526,3 +526,25 @@ def test_every_policy_from_the_real_planner_restores_the_demo_archive(tmp_path):
     assert summary.files == len(rels)
     planned = _plan_apply_restore(lake, archive, tmp_path / "out", rels)
     assert planned["payload_prune"] > 0 and planned["observation_masking"] > 0
+
+
+def test_an_output_path_too_long_for_the_filesystem_costs_that_file_and_the_byte_figures_cover_the_rest(tmp_path):
+    """A source deep enough that its mirror under <lake>/out/<policy>/ passes PATH_MAX: that
+    file is a problem, the other is written, and bytes before/after are of the written one."""
+    from pipeline.stages.nightly import run_nightly
+
+    archive = tmp_path / "a"
+    folder = archive
+    while len(str(folder)) < 3800:
+        folder = folder / ("x" * 200)
+    folder.mkdir(parents=True)
+    deep = folder / ("y" * (4080 - len(str(folder)) - 8) + ".jsonl")
+    shutil.copy(REAL / "claude_code" / "claude_session.jsonl", deep)
+    shutil.copy(REAL / "codex" / "codex_session.jsonl", archive)
+    night = run_nightly([archive], lake=Lake(tmp_path / "lake"), workers=1, tz="UTC")
+    applied, = night.applied.values()
+    assert [(p.path, p.kind) for p in applied.problems] == [(str(deep), "write")]
+    assert "cannot write the output" in applied.problems[0].error
+    size = (REAL / "codex" / "codex_session.jsonl").stat().st_size
+    assert (applied.files_copied, applied.bytes_before, applied.bytes_after) == (1, size, size)
+    assert night.exit_code == 1

@@ -791,6 +791,7 @@ def _write_one(source: dict, evictions: list[dict], store: PayloadStore,
             outcome.tmp = _write_temp(output, pieces, mode)
     except OSError as exc:
         outcome.fail("write", f"cannot write the output: {exc.strerror or exc}")
+        summary.bytes_before -= len(data)   # before and after: the files whose output is there
         return None
     return outcome
 
