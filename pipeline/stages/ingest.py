@@ -1022,14 +1022,17 @@ def _settled_when_read(prev: dict, task: FileTask, quiet_minutes: float) -> bool
     return task.mtime_ns <= read_ns - int(quiet_minutes * 60e9)
 
 
+def _below(roots: list[Path]) -> Callable[[str], bool]:
+    """Whether a path is one of ``roots`` or below one of them."""
+    bases = [os.path.abspath(root) for root in roots]
+    prefixes = tuple(base.rstrip(os.sep) + os.sep for base in bases)
+    return lambda path: path in bases or path.startswith(prefixes)
+
+
 def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str]) -> list[str]:
     """Paths ingested before, below one of ``roots`` (or one of them), not found there now."""
-    bases = []
-    for root in roots:
-        base = os.path.abspath(root)
-        bases.append((base, base.rstrip(os.sep) + os.sep))
-    return sorted(path for path in previous if path not in found and any(
-        path == base or path.startswith(prefix) for base, prefix in bases))
+    below = _below(roots)
+    return sorted(path for path in previous if path not in found and below(path))
 
 
 def moved_sources(previous: "KnownSources", roots: list[Path], arrived: dict[str, dict]) -> list[str]:
@@ -1042,11 +1045,10 @@ def moved_sources(previous: "KnownSources", roots: list[Path], arrived: dict[str
     if not contents:
         return []
     sizes = {size for size, _ in contents}
-    prefixes = [os.path.abspath(root).rstrip(os.sep) + os.sep for root in roots]
+    below = _below(roots)
     out = []
     for path, fields in previous.compared.items():
-        if path in arrived or fields["size_bytes"] not in sizes or any(
-                path.startswith(prefix) or path == prefix[:-1] for prefix in prefixes):
+        if path in arrived or fields["size_bytes"] not in sizes or below(path):
             continue
         if os.path.lexists(path):
             continue
