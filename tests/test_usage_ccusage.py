@@ -53,15 +53,30 @@ def _ccusage() -> Path | None:
     return None
 
 
-def _ccusage_days(binary: Path, archive: Path, home: Path, agent: str) -> dict[str, dict]:
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / ".gemini").exists():
-        (home / ".gemini").symlink_to(archive / "gemini")
+def _ccusage_json(binary: Path, archive: Path, report: str, *options: str, agent: str = "claude",
+                  home: Path | None = None) -> dict:
     env = dict(os.environ, CLAUDE_CONFIG_DIR=str(archive / "claude"), CODEX_HOME=str(archive / "codex"),
-               HOME=str(home), TZ="UTC")
-    out = subprocess.run([str(binary), agent, "daily", "--offline", "--json", "--timezone", "UTC"],
-                         env=env, check=True, capture_output=True, text=True).stdout
-    return {row["date"]: row for row in json.loads(out)["daily"]}
+               TZ="UTC")
+    if home is not None:   # Gemini's folder is ~/.gemini
+        home.mkdir(parents=True, exist_ok=True)
+        if not (home / ".gemini").exists():
+            (home / ".gemini").symlink_to(archive / "gemini")
+        env["HOME"] = str(home)
+    return json.loads(subprocess.run([str(binary), agent, report, "--offline", "--json",
+                                      "--timezone", "UTC", *options], env=env, check=True,
+                                     capture_output=True, text=True).stdout)
+
+
+def _ccusage_days(binary: Path, archive: Path, home: Path, agent: str) -> dict[str, dict]:
+    return {row["date"]: row for row in
+            _ccusage_json(binary, archive, "daily", agent=agent, home=home)["daily"]}
+
+
+def _session_paths(lake: Lake) -> dict[str, str]:
+    """A source file of each session."""
+    with lake.connect() as con:
+        return dict(con.execute("SELECT DISTINCT session_id, first(path) FROM session_info "
+                                "JOIN sources USING (source_id) GROUP BY ALL").fetchall())
 
 
 def _our_days(lake: Lake) -> dict[tuple[str, str], dict]:
@@ -269,20 +284,6 @@ def test_daily_figures_equal_ccusage_on_a_demo_archive(tmp_path, ccusage):
     assert all(compared.values())
 
 
-def _ccusage_json(binary: Path, archive: Path, report: str, *options: str, agent: str = "claude",
-                  home: Path | None = None) -> dict:
-    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(archive / "claude"), CODEX_HOME=str(archive / "codex"),
-               TZ="UTC")
-    if home is not None:   # Gemini's folder is ~/.gemini
-        home.mkdir(parents=True, exist_ok=True)
-        if not (home / ".gemini").exists():
-            (home / ".gemini").symlink_to(archive / "gemini")
-        env["HOME"] = str(home)
-    return json.loads(subprocess.run([str(binary), agent, report, "--offline", "--json",
-                                      "--timezone", "UTC", *options], env=env, check=True,
-                                     capture_output=True, text=True).stdout)
-
-
 def _figures(row: dict) -> tuple:
     """Tokens, and the cost (a model without a price is $0 to ccusage)."""
     return (row["input_tokens"], row["output_tokens"], row["cache_write_tokens"],
@@ -342,9 +343,7 @@ def test_weekly_monthly_session_and_block_figures_equal_ccusage_on_a_claude_arch
                  {datetime.fromisoformat(b["startTime"].replace("Z", "+00:00")): _their_figures(b)
                   for b in blocks})
     assert len(blocks) >= 5
-    with lake.connect() as con:
-        paths = dict(con.execute("SELECT DISTINCT session_id, first(path) FROM session_info "
-                                 "JOIN sources USING (source_id) GROUP BY ALL").fetchall())
+    paths = _session_paths(lake)
     grouped: dict[str, list] = defaultdict(lambda: [0, 0, 0, 0, 0.0])
     for row in usage_report(lake, period="session", tz="UTC").to_dict()["rows"]:
         sums = grouped[_ccusage_session_key(paths[row["session_id"]])]
@@ -364,9 +363,7 @@ def test_codex_and_gemini_session_figures_equal_ccusage_on_a_demo_archive(tmp_pa
     write_demo_archive(tmp_path / "archive", size_bytes=3 * 1024 * 1024, seed=11)
     lake = _lake(tmp_path, tmp_path / "archive")
     rows = usage_report(lake, period="session", tz="UTC").to_dict()["rows"]
-    with lake.connect() as con:
-        paths = dict(con.execute("SELECT DISTINCT session_id, first(path) FROM session_info "
-                                 "JOIN sources USING (source_id) GROUP BY ALL").fetchall())
+    paths = _session_paths(lake)
     for agent, fmt in (("codex", "codex_cli"), ("gemini", "gemini_cli")):
         theirs = _ccusage_json(ccusage, tmp_path / "archive", "session", agent=agent,
                                home=tmp_path / "home")["sessions"]

@@ -190,25 +190,20 @@ class FitRows:
     orders: np.ndarray     # position of each row's call in the data
     models: np.ndarray     # model of each row (objects)
     threads: np.ndarray    # thread of each row (objects)
+    # the threads as integers (one per thread, any numbering): what the fits group by,
+    # without a Python step per row
+    thread_codes: np.ndarray
     subsets: list | None = None      # output: which kind of count
     plain: np.ndarray | None = None  # output on a real basis: the heuristic estimate
     chars: np.ndarray | None = None  # output: visible characters
-    # the threads as integers (one per thread, any numbering): what the fits group by,
-    # without a Python step per row
-    thread_codes: np.ndarray | None = None
-
-    def __post_init__(self):
-        if self.thread_codes is None:
-            self.thread_codes = _first_seen_codes(list(self.threads))[0]
 
     def take(self, rows: np.ndarray) -> "FitRows":
         """These rows only, in this order."""
         return FitRows(self.x[rows], self.y[rows], self.orders[rows], self.models[rows],
-                       self.threads[rows],
+                       self.threads[rows], self.thread_codes[rows],
                        None if self.subsets is None else [self.subsets[i] for i in rows.tolist()],
                        None if self.plain is None else self.plain[rows],
-                       None if self.chars is None else self.chars[rows],
-                       self.thread_codes[rows])
+                       None if self.chars is None else self.chars[rows])
 
     def of_model(self, model: str) -> "FitRows":
         return self if model == ALL_MODELS else self.take(np.flatnonzero(self.models == model))
@@ -276,7 +271,7 @@ def fit_inputs(calls: pa.Table) -> FitInputs:
     threads = np.array(calls.column("thread_id").to_pylist(), dtype=object)
     prompt = FitRows(np.column_stack([_numbers(calls, f"ctx_{c}") for c in CLASSES])
                      .reshape(n, len(CLASSES)), _numbers(calls, "recorded_prompt"),
-                     orders, models, threads, thread_codes=_column_codes(calls, "thread_id"))
+                     orders, models, threads, _column_codes(calls, "thread_id"))
     # output, visible part
     apart = ~_nulls(calls, "recorded_reasoning")
     reasoning = _numbers(calls, "recorded_reasoning")
@@ -301,8 +296,7 @@ def fit_inputs(calls: pa.Table) -> FitInputs:
     partial = visible & (y * MAX_CHARS_PER_TOKEN < chars)
     output_threads = np.array([f"output:{model}" for model in models.tolist()], dtype=object)
     output_codes = _column_codes(calls, "model")   # one output "thread" per model
-    heuristic = FitRows(x, y, orders, models, output_threads, subsets, chars=chars,
-                        thread_codes=output_codes)
+    heuristic = FitRows(x, y, orders, models, output_threads, output_codes, subsets, chars=chars)
     bases = (calls.column("out_basis").to_pylist() if "out_basis" in calls.column_names
              else [None] * n)
     bases = [basis or HEURISTIC for basis in bases]
@@ -314,8 +308,7 @@ def fit_inputs(calls: pa.Table) -> FitInputs:
     if data.output_basis:
         tokens = with_thinking("out_tokens", "out_thinking_tokens")
         real = FitRows(np.column_stack([tokens, x[:, 3]]).reshape(n, 2), y, orders, models,
-                       output_threads, subsets, x[:, 0] + x[:, 1] + x[:, 2],
-                       thread_codes=output_codes)
+                       output_threads, output_codes, subsets, x[:, 0] + x[:, 1] + x[:, 2])
         basis_of = np.array(bases, dtype=object)
         for basis in sorted(set(data.output_basis.values())):
             mine = visible & (basis_of == basis)

@@ -77,7 +77,6 @@ if TYPE_CHECKING:
     from pipeline.core.lake import Lake
 
 PERIODS = ("day", "week", "month", "session")
-
 GROUPS = ("model", "agent", "project", "format")
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 COUNTED = ("api_calls", *TOKEN_KINDS, "cache_write_1h_tokens", "reasoning_tokens", "total_tokens")
@@ -917,13 +916,11 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
     # --limit sums the sessions of the rows it keeps: session lists needed
     summary_params = {**params, "limited": limit is not None}
     if summary is not None and summary.serves(summary_params):   # current stored sums: no DuckDB
-        report = _assemble(_summary_records(summary, summary_params), period=period, tz=zone,
+        return _assemble(_summary_records(summary, summary_params), period=period, tz=zone,
                          since=since_day, until=until_day, project=project, breakdown=group,
                          price_source=_price_label(overrides), order=order, limit=limit,
-                         source="stored",
+                         source="stored", start_of_week=start_of_week,
                          sessions_of=lambda periods: _summary_sessions(summary, summary_params, periods))
-        report.start_of_week = start_of_week
-        return report
     con, source = usage_connection(lake, overrides=overrides, need="rows")
     with con:
         records = _report_records(con, params)
@@ -935,11 +932,10 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
             found = _report_records(con, {**wanted, "periods": periods}, "select_usage_report_sessions")
             return int(found[0]["sessions"])
 
-        report = _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
-                           project=project, breakdown=group, price_source=_price_label(overrides),
-                           order=order, limit=limit, source=source, sessions_of=sessions_of)
-        report.start_of_week = start_of_week
-        return report
+        return _assemble(records, period=period, tz=zone, since=since_day, until=until_day,
+                         project=project, breakdown=group, price_source=_price_label(overrides),
+                         order=order, limit=limit, source=source, sessions_of=sessions_of,
+                         start_of_week=start_of_week)
 
 
 def _report_records(con, params: dict, name: str = "select_usage_report") -> list[dict]:
@@ -956,7 +952,8 @@ def _report_records(con, params: dict, name: str = "select_usage_report") -> lis
 
 
 def _assemble(records: list[dict], *, period: str, tz: str, since, until, project, breakdown,
-              price_source, order="asc", limit=None, source="messages", sessions_of=None) -> UsageReport:
+              price_source, order="asc", limit=None, source="messages", sessions_of=None,
+              start_of_week="monday") -> UsageReport:
     """Period rows and the total from the rows of ``select_usage_report``: the (period,
     group, model) cells are summed; distinct sessions come from their own level's row."""
     rows: dict[str | None, UsageRow] = {}
@@ -1013,7 +1010,8 @@ def _assemble(records: list[dict], *, period: str, tz: str, since, until, projec
     else:
         totals.sessions = sessions.get(("total", None, None), 0)
     return UsageReport(period, tz, since, until, project, breakdown, price_source, ordered,
-                       totals, order=order, rows_omitted=omitted, source=source)
+                       totals, order=order, rows_omitted=omitted, source=source,
+                       start_of_week=start_of_week)
 
 
 def _time(value: datetime | None) -> str | None:
