@@ -263,6 +263,52 @@ def test_a_deleted_output_is_written_again_by_the_next_run(tmp_path):
     assert done["summarize"] == 1 and sum(v for k, v in done.items() if k.startswith("apply:")) == 1
 
 
+def _age_folders(root: Path, seconds: int = 3600) -> None:
+    """Every folder below ``root`` last changed ``seconds`` ago (settled, as a night later)."""
+    past = time.time() - seconds
+    for folder in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        os.utime(folder, (past, past))
+
+
+def test_outputs_found_whole_are_not_checked_again_until_their_folder_changes(tmp_path, monkeypatch):
+    from pipeline.stages import nightly
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    _age_folders(lake_root)
+    _night(lake_root, archive)       # checks every output and notes the folders it listed
+    assert sorted(p.name.split("-")[0] for p in (lake_root / "ledger").glob("*.checked.json")) \
+        == ["apply_observation_masking_window_10_", "apply_payload_prune_microcompact", "summarize"]
+    checks = []
+    real_check = nightly._missing_outputs
+    monkeypatch.setattr(nightly, "_missing_outputs",
+                        lambda details, listings: checks.append(len(details)) or real_check(details, listings))
+    summary = _night(lake_root, archive)
+    assert checks == [] and all(s.done == 0 for s in summary.stages)
+    pruned = next((lake_root / "out").glob("payload_prune_microcompact-*/*/*.traj.json"))
+    before = pruned.read_bytes()
+    pruned.unlink()                  # its folder's mtime moves: the check runs again
+    summary = _night(lake_root, archive)
+    assert checks == [4] and pruned.read_bytes() == before
+    assert {s.stage: s.done for s in summary.stages}["apply:payload_prune+microcompact"] == 1
+
+
+def test_a_ledger_written_before_heads_is_read_whole_and_owes_nothing(tmp_path):
+    import pyarrow.parquet as pq
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    heads = {s.stage: (s.done, s.skipped) for s in _night(lake_root, archive).stages}
+    for path in (lake_root / "ledger").glob("*.parquet"):
+        table = pq.read_table(path)
+        assert b"ctxlake.ledger.head" in table.schema.metadata
+        pq.write_table(table.replace_schema_metadata(None), path)
+    assert {s.stage: (s.done, s.skipped) for s in _night(lake_root, archive).stages} == heads
+    assert set(heads.values()) == {(0, 4)}
+
+
 def _hold_lock_with_a_worker(lake_root: str, pid_file: str) -> None:
     lake = Lake(lake_root)
     with lake.lock():

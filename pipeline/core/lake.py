@@ -243,22 +243,24 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-_READ_CACHE: dict[str, tuple[tuple[int, int, int], pa.Table]] = {}
+_READ_CACHE: dict[tuple, tuple[tuple[int, int, int], pa.Table]] = {}
 
 
-def read_parquet_cached(path: Path, empty: pa.Schema) -> pa.Table:
-    """A small Parquet file of the lake's own bookkeeping, read once per version of the file
-    (its inode, size and mtime): the nightly job's stages ask for it many times."""
+def read_parquet_cached(path: Path, empty: pa.Schema, *,
+                        columns: tuple[str, ...] | None = None) -> pa.Table:
+    """A small Parquet file of the lake's own bookkeeping (``columns`` of it, default all),
+    read once per version of the file (its inode, size and mtime): the nightly job's stages
+    ask for it many times."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return empty.empty_table()
+        return empty.empty_table() if columns is None else empty.empty_table().select(list(columns))
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    cached = _READ_CACHE.get(str(path))
+    cached = _READ_CACHE.get((str(path), columns))
     if cached is not None and cached[0] == key:
         return cached[1]
-    table = pq.read_table(path)
-    _READ_CACHE[str(path)] = (key, table)
+    table = pq.read_table(path, columns=None if columns is None else list(columns))
+    _READ_CACHE[(str(path), columns)] = (key, table)
     return table
 
 

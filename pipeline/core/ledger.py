@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -34,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.crash import crash_point
-from pipeline.core.lake import Lake, read_parquet_cached, write_parquet_atomic
+from pipeline.core.lake import Lake, atomic_write_bytes, read_parquet_cached, write_parquet_atomic
 
 LEDGER = pa.schema([
     ("stage", pa.string()),
@@ -52,14 +53,13 @@ LAYOUT = 1
 
 
 class _LedgerFile:
-    """One version of a stage's ledger file as read in this process. The checks a night with
-    nothing new makes (the marker, whether every item is done, each item's detail) read
-    columns; the rows as dicts are made only for a stage that owes something."""
+    """One version of a stage's ledger file as read whole in this process: for a stage that
+    owes something (the rows as dicts are made then), or a file written before heads. A night
+    with nothing new reads the heads in the footers and the details column only."""
 
     def __init__(self, table: pa.Table):
         self.table = table
         self._rows: dict[str, dict] | None = None
-        self._details: dict[str, str | None] | None = None
         markers = table.filter(pc.equal(table.column("item"), MARKER)).to_pylist()
         self.marker: dict | None = markers[0] if markers else None
         self.all_done = pc.sum(pc.not_equal(table.column("status"), "done")).as_py() in (None, 0)
@@ -70,18 +70,44 @@ class _LedgerFile:
             self._rows = {row["item"]: row for row in self.table.to_pylist()}
         return self._rows
 
-    @property
-    def details(self) -> dict[str, str | None]:
-        """Item -> its detail (JSON text), the marker left out."""
-        if self._details is None:
-            self._details = dict(zip(self.table.column("item").to_pylist(),
-                                     self.table.column("detail").to_pylist()))
-            self._details.pop(MARKER, None)
-        return self._details
-
 
 # each ledger file version read in this process (table id -> its reading)
 _FILES: dict[int, _LedgerFile] = {}
+
+# the schema metadata key of a ledger file's head: its marker, whether every item is done and
+# how many rows it has, so that a night with nothing new reads file footers, not the rows
+HEAD_KEY = b"ctxlake.ledger.head"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Head:
+    marker: dict | None
+    all_done: bool
+    rows: int
+
+
+_DETAILS: dict[int, tuple[pa.Table, dict[str, str | None]]] = {}
+_HEADS: dict[str, tuple[tuple[int, int, int], _Head | None]] = {}
+
+
+def _read_head(path: Path) -> _Head | None:
+    """The head a ledger file's footer holds (None: no file, or one written before heads,
+    whose rows must be read), read once per version of the file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _HEADS.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    metadata = pq.read_schema(path).metadata or {}
+    head = None
+    if HEAD_KEY in metadata:
+        value = json.loads(metadata[HEAD_KEY])
+        head = _Head(value["marker"], value["all_done"], value["rows"])
+    _HEADS[str(path)] = (key, head)
+    return head
 
 
 def fingerprint(value: Any) -> str:
@@ -106,6 +132,48 @@ def lake_state(lake: Lake) -> str:
     _STATES.clear()
     _STATES[id(table)] = (table, digest.hexdigest()[:24])
     return _STATES[id(table)][1]
+
+
+class Listings:
+    """Whether files exist, from one listing per folder (not a stat per file): the nightly
+    job checks every output it ever wrote, each night. Each folder's mtime is taken before
+    it is listed (``folders``), so that a later run can tell the folder is as listed."""
+
+    def __init__(self):
+        self._names: dict[str, set[str]] = {}
+        self.folders: dict[str, int | None] = {}   # folder -> its mtime_ns (None: none)
+
+    def has(self, path: str | Path) -> bool:
+        return self.holds(*os.path.split(os.fspath(path)))
+
+    def holds(self, folder: str, name: str) -> bool:
+        """Whether ``folder`` holds a file ``name``."""
+        names = self._names.get(folder)
+        if names is None:
+            try:
+                self.folders[folder] = os.stat(folder).st_mtime_ns
+                with os.scandir(folder) as listing:
+                    names = {entry.name for entry in listing if entry.is_file()}
+            except OSError:
+                self.folders[folder] = None
+                names = set()
+            self._names[folder] = names
+        return name in names
+
+
+# a folder whose mtime is this recent may still change within the same clock tick (a
+# filesystem's timestamps can be as coarse as a few ms, FAT's 2 s): not trusted as unchanged
+_SETTLED_NS = 3_000_000_000
+
+
+def _folders_unchanged(folders: dict[str, int | None]) -> bool:
+    for folder, mtime in folders.items():
+        try:
+            if mtime is None or os.stat(folder).st_mtime_ns != mtime:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 @dataclasses.dataclass
@@ -168,8 +236,9 @@ class Stage:
     ``inputs()``: every current item and its input fingerprint. ``work(owed, commit)`` does
     ``owed.todo`` (all items when ``owed.full``) and removes ``owed.removed``, calling
     ``commit({item: ItemResult})`` as batches finish; it returns the stage's own summary.
-    ``missing(details)``: of the recorded items (item -> detail JSON), those whose outputs
-    are gone (checked every run).
+    ``missing(details, listings)``: of the recorded items (item -> detail JSON), those whose
+    outputs are gone (checked every run, with ``listings``, a :class:`Listings`, for the
+    folders: an unchanged folder is not listed again).
     ``upstream``: the stages whose results this one reads. Their markers fold into this
     stage's lake state, and, when ``same_items`` (both keyed by session), an item's input
     fingerprint includes its upstream rows, so an item an upstream stage redid (or that failed
@@ -179,7 +248,7 @@ class Stage:
     settings: dict
     inputs: Callable[[], dict[str, str]]
     work: Callable[[Owed, Callable[[dict[str, ItemResult]], None]], Any]
-    missing: Callable[[dict[str, str | None]], set[str]] | None = None
+    missing: Callable[[dict[str, str | None], Listings], set[str]] | None = None
     upstream: tuple[str, ...] = ()
     same_items: bool = True
 
@@ -210,20 +279,80 @@ class Ledger:
         """Item -> ledger row (the marker under ``MARKER``); a copy the caller may change."""
         return dict(self.file(stage).rows)
 
+    def _checked_path(self, stage: str) -> Path:
+        return self.path(stage).with_suffix(".checked.json")
+
+    def _file_key(self, stage: str) -> list[int] | None:
+        try:
+            st = os.stat(self.path(stage))
+        except FileNotFoundError:
+            return None
+        return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+    def missing(self, stage: Stage, *, record: bool = False) -> set[str]:
+        """The recorded items of ``stage`` whose outputs are gone (``stage.missing``).
+
+        When an earlier run found none missing in folders that have not changed since (same
+        ledger file, same folder mtimes: removing or renaming a file changes its folder's),
+        nothing is read or listed: a night with nothing new does not read every output's
+        detail. ``record``: note such a finding (a run does, under the lake's lock), only for
+        folders settled for a few seconds (see ``_SETTLED_NS``)."""
+        key = self._file_key(stage.name)
+        checked = self._checked_path(stage.name)
+        try:
+            record = json.loads(checked.read_bytes())
+            if record.get("ledger") == key and _folders_unchanged(record.get("folders") or {}):
+                return set()
+        except (OSError, ValueError, AttributeError):
+            pass
+        details = self.details(stage.name)
+        listings = Listings()
+        found = stage.missing(details, listings) if details else set()
+        settled = time.time_ns() - _SETTLED_NS
+        if record and not found and key is not None and all(
+                mtime is not None and mtime < settled for mtime in listings.folders.values()):
+            atomic_write_bytes(checked, json.dumps({"ledger": key, "folders": listings.folders},
+                                                   sort_keys=True).encode())
+        return found
+
+    def head(self, stage: str) -> _Head:
+        """The stage's marker, whether all its items are done, and its row count: from the
+        file's footer (a file written before heads is read whole)."""
+        head = _read_head(self.path(stage))
+        if head is None:
+            ledger_file = self.file(stage)
+            head = _Head(ledger_file.marker, ledger_file.all_done, ledger_file.table.num_rows)
+        return head
+
     def marker(self, stage: str) -> dict | None:
-        return self.file(stage).marker
+        return self.head(stage).marker
 
     def finished(self, stage: str, state: str, settings_fp: str) -> bool:
         """Whether ``stage`` last finished completely at this lake ``state`` (as the stage
         sees it) with these settings, and no item of it failed."""
-        ledger_file = self.file(stage)
-        marker = ledger_file.marker
+        head = self.head(stage)
+        marker = head.marker
         return marker is not None and marker["input_fp"] == state \
-            and marker["settings_fp"] == settings_fp and ledger_file.all_done
+            and marker["settings_fp"] == settings_fp and head.all_done
+
+    def details(self, stage: str) -> dict[str, str | None]:
+        """Item -> its detail (JSON text), the marker left out (two columns read, not all)."""
+        table = read_parquet_cached(self.path(stage), LEDGER, columns=("item", "detail"))
+        cached = _DETAILS.get(id(table))
+        if cached is None or cached[0] is not table:
+            details = dict(zip(table.column("item").to_pylist(), table.column("detail").to_pylist()))
+            details.pop(MARKER, None)
+            _DETAILS.clear()
+            _DETAILS[id(table)] = cached = (table, details)
+        return cached[1]
 
     def write(self, stage: str, rows: dict[str, dict]) -> None:
         ordered = [rows[item] for item in sorted(rows)]
-        write_parquet_atomic(pa.Table.from_pylist(ordered, schema=LEDGER), self.path(stage))
+        marker = rows.get(MARKER)
+        head = {"marker": marker, "rows": len(ordered),
+                "all_done": all(row["status"] == "done" for row in ordered)}
+        schema = LEDGER.with_metadata({HEAD_KEY: json.dumps(head, sort_keys=True)})
+        write_parquet_atomic(pa.Table.from_pylist(ordered, schema=schema), self.path(stage))
 
     def stages(self) -> list[str]:
         """Every stage with a ledger file."""
@@ -247,17 +376,18 @@ class Ledger:
     def upstream_rows(self, stage: Stage) -> list[dict[str, dict]]:
         return [self.read(name) for name in stage.upstream] if stage.same_items else []
 
-    def owed(self, stage: Stage, state: str, *, check_missing: bool = True) -> Owed | None:
+    def owed(self, stage: Stage, state: str, *, check_missing: bool = True,
+             record: bool = False) -> Owed | None:
         """What ``stage`` owes, or None when it owes nothing (marker current, nothing failed,
-        no output missing: its inputs are not even computed)."""
+        no output missing: its inputs are not even computed). ``record``: see :meth:`missing`."""
         state = self.stage_state(stage, state)
-        ledger_file = self.file(stage.name)
         settings_fp = stage.settings_fp
-        details = ledger_file.details
-        missing = stage.missing(details) if (stage.missing and check_missing and details) else set()
+        missing: set[str] = set()
+        if stage.missing and check_missing and self.head(stage.name).rows:
+            missing = self.missing(stage, record=record)
         if not missing and self.finished(stage.name, state, settings_fp):
             return None
-        items = {k: v for k, v in ledger_file.rows.items() if k != MARKER}
+        items = {k: v for k, v in self.file(stage.name).rows.items() if k != MARKER}
         inputs = stage.inputs()
         upstream = self.upstream_rows(stage)
         if upstream:
@@ -301,9 +431,9 @@ class Runner:
         crash_point(f"stage:{stage.name}:start")
         base = lake_state(self.lake)
         state = self.ledger.stage_state(stage, base)
-        owed = self.ledger.owed(stage, base)
+        owed = self.ledger.owed(stage, base, record=True)
         if owed is None:
-            report.skipped = self.ledger.file(stage.name).table.num_rows - 1
+            report.skipped = self.ledger.head(stage.name).rows - 1
             report.seconds = time.perf_counter() - started
             return report
         rows = {k: v for k, v in owed.recorded.items()}

@@ -40,8 +40,8 @@ from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
 from pipeline.stages.engine import resolve as resolve_engine
 from pipeline.core.lake import Lake
-from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Owed, Pending, Runner, Stage,
-                                  StageReport, fingerprint, pending)
+from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Listings, Owed, Pending, Runner,
+                                  Stage, StageReport, fingerprint, pending)
 from pipeline.stages.flags import stage_settings as flags_stage_settings
 from pipeline.stages.results import NightlySummary, RunSettings, StageRun
 
@@ -209,7 +209,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
         commit(_all_done(owed, lambda item: summary.placed.get(item)))
 
     stages.append((Stage("summarize", summarize_settings, inputs.sessions, summarize_work,
-                         missing=lambda details: _missing_summaries(lake, details),
+                         missing=lambda details, listings: _missing_summaries(lake, details, listings),
                          upstream=("flags",)), ("flags",)))
     stages.append(_usage_stage(lake, inputs, results))
     if config.report_html:
@@ -273,32 +273,8 @@ def _parsed(detail: str | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-class _Listings:
-    """Whether files exist, from one listing per folder (not a stat per file): the nightly
-    job checks every output it ever wrote, each night."""
-
-    def __init__(self):
-        self._names: dict[str, set[str]] = {}
-
-    def has(self, path: str | Path) -> bool:
-        return self.holds(*os.path.split(os.fspath(path)))
-
-    def holds(self, folder: str, name: str) -> bool:
-        """Whether ``folder`` holds a file ``name``."""
-        names = self._names.get(folder)
-        if names is None:
-            try:
-                with os.scandir(folder) as listing:
-                    names = {entry.name for entry in listing if entry.is_file()}
-            except OSError:
-                names = set()
-            self._names[folder] = names
-        return name in names
-
-
-def _missing_outputs(details: dict[str, str | None]) -> set[str]:
+def _missing_outputs(details: dict[str, str | None], listings: Listings) -> set[str]:
     """Files whose pruned output is gone (or was never written)."""
-    listings = _Listings()
     missing = set()
     for item, detail in details.items():
         output = _parsed(detail).get("output")
@@ -307,11 +283,11 @@ def _missing_outputs(details: dict[str, str | None]) -> set[str]:
     return missing
 
 
-def _missing_summaries(lake: Lake, details: dict[str, str | None]) -> set[str]:
+def _missing_summaries(lake: Lake, details: dict[str, str | None],
+                       listings: Listings) -> set[str]:
     """Sessions whose daily log or recovery document is gone."""
     log_dir = str(lake.summaries_dir / "sessions")
     doc_dir = str(lake.summaries_dir / "recovery")
-    listings = _Listings()
     missing = set()
     for item, text in details.items():
         detail = _parsed(text)
