@@ -181,16 +181,22 @@ def test_a_killed_ray_apply_task_is_retried_and_leaves_the_same_outputs_and_stor
 
 
 def _processes_under(folder: Path) -> list[str]:
-    """Command lines of the running processes that name ``folder`` (a Ray instance's)."""
+    """Command lines of the running processes that name ``folder`` (a Ray instance's) in
+    their command line or their environment (Ray's agents retitle themselves, e.g.
+    ``ray::DashboardAgent``, but keep the ``RAY_TMPDIR`` they were started with); zombies
+    (ended, not yet reaped) left out."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            state = (proc / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(folder) in cmdline:
+        if state != b"Z" and (str(folder) in cmdline
+                              or f"RAY_TMPDIR={folder}".encode() in environ):
             found.append(cmdline)
     return found
 
