@@ -189,13 +189,17 @@ def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_st
 
     def stored() -> dict:
         derived = Path(lake.root) / "derived"
-        tables = {name: pq.read_table(derived / name / "all.parquet") for name in (CALL_ROWS, PRICED_CALLS, BUCKETS)}
+        files = sorted(path for name in (CALL_ROWS, PRICED_CALLS, BUCKETS)
+                       for path in (derived / name).glob("*.parquet"))
+        tables = {str(path.relative_to(derived)): pq.read_table(path) for path in files}
         return {**tables, **{path.name: path.read_bytes() for path in (derived / SUMMARY).glob("*.json")}}
 
     after_partial = stored()
     full = refresh_usage(lake)
     assert (full.sessions, full.rows) == (None, partial.rows)
     after_full = stored()
+    assert sorted(after_partial) == sorted(after_full)
+    assert sum(name.startswith(f"{CALL_ROWS}/all.b") for name in after_full) == 16
     for name, table in after_full.items():
         assert after_partial[name] == table if name.endswith(".json") else after_partial[name].equals(table), name
     day = usage_report(lake, period="day", tz="UTC", since="2026-11-03", until="2026-11-03",

@@ -83,6 +83,7 @@ COUNTED = ("api_calls", *TOKEN_KINDS, "cache_write_1h_tokens", "reasoning_tokens
 MICRO = Decimal("0.000001")
 MISMATCH = Decimal("0.05")            # recorded vs computed cost: flagged above 5%
 CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session call rows
+CALL_ROWS_ORDER = ["session_id", "source_id", "seq"]
 CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources they cover
 PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
 BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
@@ -166,8 +167,8 @@ class UsageRefresh:
 
 def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
     """Recompute the per-session usage call rows of ``sessions`` (ids; None = all) and store
-    every session's rows as ``derived/usage_call_rows`` (rows of other sessions kept as they
-    are), the sources' state they cover (``derived/usage_call_sources``), and the calls once
+    every session's rows as ``derived/usage_call_rows`` (per session bucket: only the buckets
+    of ``sessions`` are rewritten, rows of other sessions kept as they are), the sources' state they cover (``derived/usage_call_sources``), and the calls once
     across the lake with their cost (``derived/usage_calls_priced``, what a report reads).
 
     The call rows are before the cross-lake dedup, which ``usage_calls`` applies over them,
@@ -182,28 +183,48 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
                                 hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
     wanted = None if sessions is None else sorted(set(sessions))
     import duckdb
+    import pyarrow as pa
 
     with lake.lock():
         commit = _commit_stamp(lake.root)   # the lake state these tables cover (under the lock)
         _remove_summary(lake.root)   # never older than the tables
         # the other sessions' rows: the stored ones as they are (the caller names every
-        # session whose files changed); rows of sources gone from the lake are dropped.
-        # Without stored rows (a first refresh), all of them are computed.
+        # session whose files changed). Without stored rows (a first refresh), all of them
+        # are computed.
         partial = wanted is not None and _has_parts(lake.derived_dir / CALL_ROWS)
         with lake.connect() as con:
             con.execute("SET enable_progress_bar = false")   # a nightly stage: no bar on stdout
-            if partial:   # two queries: each keeps its session filter next to its scan
-                import pyarrow as pa
-
-                parts = [con.sql(sqlfiles.load(name), params={"sessions": wanted}).to_arrow_table()
-                         for name in ("select_usage_call_rows_kept", "select_usage_call_rows_of_sessions")]
-                table = pa.concat_tables(parts, promote_options="permissive").sort_by(
-                    [("session_id", "ascending"), ("source_id", "ascending"), ("seq", "ascending")])
+            if partial:
+                # the rows of the sessions asked for, from their messages; the others' as
+                # stored (per session bucket: only the buckets of these sessions are written)
+                fresh = con.sql(sqlfiles.load("select_usage_call_rows_of_sessions"),
+                                params={"sessions": wanted}).to_arrow_table()
+                present = pa.array(
+                    con.sql(sqlfiles.load("select_source_ids")).to_arrow_table().column(0))
             else:
-                table = con.sql(sqlfiles.load("select_usage_call_rows_refreshed"),
+                fresh = con.sql(sqlfiles.load("select_usage_call_rows_refreshed"),
                                 params={"sessions": wanted}).to_arrow_table()
             covered = con.sql(sqlfiles.load("select_usage_call_sources")).to_arrow_table()
-        path = lake.write_derived(CALL_ROWS, "all", table)
+        if partial:
+            import pyarrow.compute as pc
+
+            stored = lake.read_derived(CALL_ROWS, "all", fresh.schema)
+            # a session with rows of a source gone from the lake loses those rows
+            gone = pc.invert(pc.is_in(stored.column("source_id"), present))
+            stale = set(stored.filter(gone).column("session_id").to_pylist()) - set(wanted)
+            if stale:
+                still = _rows_of(stored, stale)
+                fresh = pa.concat_tables([fresh, still.filter(pc.is_in(still.column("source_id"), present))],
+                                         promote_options="permissive")
+            rewrite = set(wanted) | stale
+            lake.write_session_rows(CALL_ROWS, "all", fresh, sorted(rewrite), sort_by=CALL_ROWS_ORDER)
+            table = pa.concat_tables([_rows_of(stored, rewrite, keep=False), fresh],
+                                     promote_options="permissive")
+        else:
+            lake.write_session_rows(CALL_ROWS, "all", fresh, None, sort_by=CALL_ROWS_ORDER)
+            table = fresh
+        table = table.sort_by([(name, "ascending") for name in CALL_ROWS_ORDER])
+        path = lake.derived_dir / CALL_ROWS
         lake.write_derived(CALL_SOURCES, "all", covered)
         # dedup, price and sum the rows just computed, in memory (no second pass over the lake)
         with duckdb.connect() as con:
@@ -229,6 +250,15 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
             con.register(BUCKETS, buckets)
             write_summary(lake.root, con, commit)
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
+
+
+def _rows_of(table, sessions: set[str], *, keep: bool = True):
+    """The rows of ``table`` whose session is in ``sessions`` (``keep=False``: the others)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = pc.is_in(table.column("session_id"), pa.array(sorted(sessions), pa.string()))
+    return table.filter(mask if keep else pc.invert(mask))
 
 
 # ---------------------------------------------------------------------------------------
