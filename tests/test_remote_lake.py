@@ -45,9 +45,8 @@ def objects(fs, bucket_name: str) -> list[str]:
 
 def synced_files(root: Path) -> dict[str, str]:
     """sha256 of every file of a mirror's lake that the bucket holds (all but the local-only
-    lock and DuckDB file)."""
-    return {rel: sha for rel, sha in file_hashes_all(root).items()
-            if rel not in remote.LOCAL_ONLY}
+    lock, DuckDB file and ledger notes)."""
+    return {rel: sha for rel, sha in file_hashes_all(root).items() if not remote.local_only(rel)}
 
 
 def file_hashes_all(root: Path) -> dict[str, str]:

@@ -161,6 +161,10 @@ class Listings:
         return name in names
 
 
+# the suffix of a stage's note of outputs found whole (``Ledger.missing``): inodes and mtimes
+# of this machine, so a remote lake's mirror never pushes it (``pipeline.core.remote``)
+CHECKED_SUFFIX = ".checked.json"
+
 # a folder whose mtime is this recent may still change within the same clock tick (a
 # filesystem's timestamps can be as coarse as a few ms, FAT's 2 s): not trusted as unchanged
 _SETTLED_NS = 3_000_000_000
@@ -280,7 +284,7 @@ class Ledger:
         return dict(self.file(stage).rows)
 
     def _checked_path(self, stage: str) -> Path:
-        return self.path(stage).with_suffix(".checked.json")
+        return self.path(stage).with_suffix(CHECKED_SUFFIX)
 
     def _file_key(self, stage: str) -> list[int] | None:
         try:

@@ -68,6 +68,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pipeline.core.crash import crash_point
 from pipeline.core.errors import LakeLockedError, RemoteError, UnsafePathError, UsageError
 from pipeline.core.locations import URL, is_url, user_cache_dir
+from pipeline.core.ledger import CHECKED_SUFFIX
 from pipeline.core.store import file_sha256
 from pipeline.core.lake import (FILE_MODE, LOCK_HOOKS, TEMP_NAME, Lake, atomic_write_bytes,
                                 private_dirs, refuse_symlinks)
@@ -86,8 +87,15 @@ TRANSFER_THREADS = 8         # objects moved at once
 GC_GRACE_S = 3600.0          # an object no commit names is collected once this old
 CHUNK = 1 << 20
 # files of the mirror that stay on this machine: the local lock, the DuckDB file for
-# external clients (its views name the mirror's absolute paths) and its stamp
+# external clients (its views name the mirror's absolute paths) and its stamp, and the
+# ledger's notes of outputs found whole (``*.checked.json``: this machine's inodes and mtimes)
 LOCAL_ONLY = {".lock", "ctxlake.duckdb", ".ctxlake.duckdb.views", ".ctxlake.duckdb.tmp"}
+
+
+def local_only(rel: str) -> bool:
+    """Whether the mirror's file ``rel`` (a path below the lake, ``/``-separated) stays on
+    this machine (see ``LOCAL_ONLY``)."""
+    return rel in LOCAL_ONLY or rel.endswith(CHECKED_SUFFIX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,7 +333,7 @@ class Mirror:
             dirnames.sort()
             for name in sorted(names):
                 rel = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
-                if rel in LOCAL_ONLY or TEMP_NAME.match(name) or name.startswith(".tmp-"):
+                if local_only(rel) or TEMP_NAME.match(name) or name.startswith(".tmp-"):
                     continue
                 st = os.lstat(os.path.join(dirpath, name))
                 if not stat.S_ISREG(st.st_mode):
@@ -464,7 +472,7 @@ class Mirror:
             return PullResult(commit)
         local, stats = self.scan(state.get("stat"))
         remote = manifest["files"]
-        bad = sorted(rel for rel in remote if not _safe_rel(rel) or rel in LOCAL_ONLY)
+        bad = sorted(rel for rel in remote if not _safe_rel(rel) or local_only(rel))
         if bad:
             raise UnsafePathError(f"{self.location.url}/manifest.json names a path outside the "
                                   f"lake: {bad[0]!r}", hint="the manifest was changed by hand")
