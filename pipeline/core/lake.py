@@ -416,13 +416,24 @@ class Lake:
             legacy.unlink()
         return len(buckets)
 
-    def read_derived(self, name: str, key: str, schema: pa.Schema) -> pa.Table:
-        """Every row of derived table ``name`` under ``key`` (whole file or buckets)."""
+    def read_derived(self, name: str, key: str, schema: pa.Schema, *,
+                     columns: list[str] | None = None) -> pa.Table:
+        """Every row of derived table ``name`` under ``key`` (whole file or buckets);
+        ``columns``: only these of ``schema``."""
         folder = self.derived_dir / name
         paths = sorted(folder.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"))
         if (folder / f"{key}.parquet").exists():
             paths = [folder / f"{key}.parquet"]
-        tables = [_conform(pq.read_table(p), schema) for p in paths]
+        if columns is not None:
+            schema = pa.schema([schema.field(column) for column in columns])
+
+        def read(path: Path) -> pa.Table:
+            if columns is None:
+                return pq.read_table(path)
+            stored = pq.ParquetFile(path)   # a column a later version added may be absent
+            return stored.read(columns=[c for c in columns if c in stored.schema_arrow.names])
+
+        tables = [_conform(read(p), schema) for p in paths]
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

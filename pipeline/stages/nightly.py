@@ -422,10 +422,12 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
 
 
 def _ignored_count(lake: Lake) -> int:
+    import pyarrow.compute as pc
+
     from pipeline.stages.flags import SESSION_FLAGS
 
-    flags = lake.read_derived("session_flags", "all", SESSION_FLAGS)
-    return sum(1 for value in flags.column("ignored").to_pylist() if value)
+    flags = lake.read_derived("session_flags", "all", SESSION_FLAGS, columns=["ignored"])
+    return pc.sum(flags.column("ignored")).as_py() or 0
 
 
 def pending_work(lake: Lake, *, config_path: Path | None = None,
