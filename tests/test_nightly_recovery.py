@@ -309,6 +309,24 @@ def test_a_ledger_written_before_heads_is_read_whole_and_owes_nothing(tmp_path):
     assert set(heads.values()) == {(0, 4)}
 
 
+def test_a_ledger_file_cut_short_costs_a_warning_and_that_stage_redoing_its_work(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    before = snapshot(lake_root)
+    ledger_file = next((lake_root / "ledger").glob("summarize-*.parquet"))
+    ledger_file.write_bytes(ledger_file.read_bytes()[:100])
+    summary = _night(lake_root, archive)
+    assert summary.exit_code == 0
+    assert [w.split(" (")[0] for w in summary.warnings] == \
+        ["summarize: its ledger file could not be read, so every item is redone"]
+    assert str(ledger_file) in summary.warnings[0]
+    assert {s.stage: s.done for s in summary.stages if s.done} == {"summarize": 4}
+    assert snapshot(lake_root) == before
+    again = _night(lake_root, archive)        # the file was written anew
+    assert again.warnings == [] and all(s.done == 0 for s in again.stages)
+
+
 def _hold_lock_with_a_worker(lake_root: str, pid_file: str) -> None:
     lake = Lake(lake_root)
     with lake.lock():

@@ -101,11 +101,14 @@ def _read_head(path: Path) -> _Head | None:
     cached = _HEADS.get(str(path))
     if cached is not None and cached[0] == key:
         return cached[1]
-    metadata = pq.read_schema(path).metadata or {}
     head = None
-    if HEAD_KEY in metadata:
-        value = json.loads(metadata[HEAD_KEY])
-        head = _Head(value["marker"], value["all_done"], value["rows"])
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+        if HEAD_KEY in metadata:
+            value = json.loads(metadata[HEAD_KEY])
+            head = _Head(value["marker"], bool(value["all_done"]), int(value["rows"]))
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError):
+        head = None          # read whole (Ledger.file), which says what is wrong with it
     _HEADS[str(path)] = (key, head)
     return head
 
@@ -225,12 +228,14 @@ class StageReport:
     removed: int = 0
     status: str = "ok"               # ok | problems | failed | skipped
     error: str | None = None
+    warning: str | None = None       # said, not a failure (e.g. an unreadable ledger file)
     result: Any = None               # the stage function's own summary
 
     def figures(self) -> dict:
         return {"seconds": round(self.seconds, 3), "done": self.done, "skipped": self.skipped,
                 "failed": self.failed, "removed": self.removed, "status": self.status,
-                **({"error": self.error} if self.error else {})}
+                **({"error": self.error} if self.error else {}),
+                **({"warning": self.warning} if self.warning else {})}
 
 
 @dataclasses.dataclass
@@ -267,13 +272,30 @@ class Ledger:
     def __init__(self, lake: Lake):
         self.lake = lake
         self.root = lake.root / "ledger"
+        self.unreadable: dict[str, str] = {}    # stage -> why its file could not be read
+        self._empty: dict[tuple, pa.Table] = {}
 
     def path(self, stage: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage)
         return self.root / f"{safe}-{hashlib.sha256(stage.encode()).hexdigest()[:8]}.parquet"
 
+    def _table(self, stage: str, columns: tuple[str, ...] | None = None) -> pa.Table:
+        """The stage's ledger file (``columns`` of it). A file that cannot be read (cut
+        short, not Parquet) counts as no ledger: the stage redoes every item and its next
+        write replaces the file; what was wrong is kept in ``unreadable``."""
+        path = self.path(stage)
+        try:
+            return read_parquet_cached(path, LEDGER, columns=columns)
+        except (OSError, pa.ArrowException) as error:
+            self.unreadable.setdefault(stage, f"{path}: {error}")
+            key = (stage, columns)
+            if key not in self._empty:
+                empty = LEDGER.empty_table()
+                self._empty[key] = empty if columns is None else empty.select(list(columns))
+            return self._empty[key]
+
     def file(self, stage: str) -> _LedgerFile:
-        table = read_parquet_cached(self.path(stage), LEDGER)
+        table = self._table(stage)
         cached = _FILES.get(id(table))
         if cached is None or cached.table is not table:
             _FILES[id(table)] = cached = _LedgerFile(table)
@@ -341,7 +363,7 @@ class Ledger:
 
     def details(self, stage: str) -> dict[str, str | None]:
         """Item -> its detail (JSON text), the marker left out (two columns read, not all)."""
-        table = read_parquet_cached(self.path(stage), LEDGER, columns=("item", "detail"))
+        table = self._table(stage, ("item", "detail"))
         cached = _DETAILS.get(id(table))
         if cached is None or cached[0] is not table:
             details = dict(zip(table.column("item").to_pylist(), table.column("detail").to_pylist()))
@@ -436,6 +458,9 @@ class Runner:
         base = lake_state(self.lake)
         state = self.ledger.stage_state(stage, base)
         owed = self.ledger.owed(stage, base, record=True)
+        if stage.name in self.ledger.unreadable:
+            report.warning = (f"its ledger file could not be read, so every item is redone "
+                              f"({self.ledger.unreadable[stage.name]})")
         if owed is None:
             report.skipped = self.ledger.head(stage.name).rows - 1
             report.seconds = time.perf_counter() - started

@@ -372,8 +372,9 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
             inputs = LakeInputs(lake)
             for stage, needs in nightly_stages(lake, settings, inputs, step, results):
                 report = runner.run(stage, blocked_by=needs)
-                if report.error:
-                    warnings.append(f"{report.stage}: {report.error}")
+                for said in (report.error, report.warning):
+                    if said:
+                        warnings.append(f"{report.stage}: {said}")
             # the stages made new derived tables: the persisted views follow now, so the
             # next night does not pay for it
             if not lake.duckdb_file_current():

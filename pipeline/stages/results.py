@@ -34,6 +34,7 @@ class StageRun:
     removed: int
     status: str                     # ok | problems | failed | skipped
     error: str | None = None
+    warning: str | None = None
 
     @classmethod
     def of(cls, report: StageReport) -> StageRun:
@@ -41,8 +42,9 @@ class StageRun:
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
-        if self.error is None:
-            del out["error"]
+        for name in ("error", "warning"):
+            if out[name] is None:
+                del out[name]
         return out
 
 
