@@ -327,6 +327,58 @@ def test_a_ledger_file_cut_short_costs_a_warning_and_that_stage_redoing_its_work
     assert again.warnings == [] and all(s.done == 0 for s in again.stages)
 
 
+def _same_derived_tables(one: Path, other: Path, tables=("usage_call_rows", "usage_calls_priced",
+                                                       "usage_buckets", "session_log_entries")):
+    import pyarrow.parquet as pq
+
+    for table in tables:
+        stored = [[pq.read_table(p).to_pylist() for p in sorted((root / "derived" / table).glob("*.parquet"))]
+                  for root in (one, other)]
+        assert stored[0] == stored[1], table
+
+
+def test_a_derived_part_cut_short_is_removed_and_the_run_recomputes_what_a_clean_lake_holds(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES[:3])
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    part = sorted((lake_root / "derived" / "usage_call_rows").glob("*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:50])          # a full disk, a bad copy
+    copy_real(tmp_path, SAMPLES[3])                   # and new data
+    summary = _night(lake_root, archive)
+    assert summary.exit_code == 0
+    assert summary.warnings == [f"removed {part} (not a whole Parquet file): every stage redone in full"]
+    assert all(s.skipped == 0 and s.done > 0 for s in summary.stages)
+    _night(tmp_path / "clean", archive)
+    assert snapshot(lake_root, store=False) == snapshot(tmp_path / "clean", store=False)
+    _same_derived_tables(lake_root, tmp_path / "clean")
+    assert _night(lake_root, archive).warnings == []
+
+
+def test_a_stage_that_cannot_read_a_derived_part_has_it_removed_and_every_stage_redo_everything(tmp_path):
+    import pyarrow.parquet as pq
+
+    from pipeline.core.ledger import Runner, Stage
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    parts = sorted((lake_root / "derived" / "usage_call_rows").glob("*.parquet"))
+    schema = pq.read_schema(parts[1])
+    data = parts[0].read_bytes()     # Parquet's magic at both ends, nothing readable inside
+    parts[0].write_bytes(data[:4] + bytes(len(data) - 12) + (len(data) - 12).to_bytes(4, "little") + b"PAR1")
+    lake = Lake(lake_root)
+    runner = Runner(lake, "probe-run")
+    report = runner.run(Stage("probe", {}, lambda: {"one": "1"},
+                              lambda owed, commit: lake.read_derived("usage_call_rows", "all", schema)))
+    assert (report.status, runner.corrupt, parts[0].exists()) == ("failed", str(parts[0]), False)
+    assert report.error.startswith(f"{parts[0]}: cannot read this part of a derived table")
+    summary = _night(lake_root, archive)
+    assert {s.stage: (s.done, s.skipped) for s in summary.stages} == {s: (4, 0) for s in STAGES}
+    _night(tmp_path / "clean", archive)
+    assert snapshot(lake_root, store=False) == snapshot(tmp_path / "clean", store=False)
+    _same_derived_tables(lake_root, tmp_path / "clean")
+
+
 def _hold_lock_with_a_worker(lake_root: str, pid_file: str) -> None:
     lake = Lake(lake_root)
     with lake.lock():

@@ -55,6 +55,12 @@ class RemoteError(CtxlakeError):
     reached (credentials, endpoint, bucket, network)."""
 
 
+class CorruptPartError(CtxlakeError):
+    """A Parquet part of a derived table of the lake cannot be read (cut short, not Parquet).
+    Derived tables are recomputed from the messages: the nightly job removes the part and
+    has every stage redo its work in full."""
+
+
 class RecordError(CtxlakeError):
     """One source line/object cannot be read; it goes to the quarantine with this reason."""
 

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
-from pipeline.core.errors import LakeLockedError, LakeNotFoundError, UnsafePathError
+from pipeline.core.errors import CorruptPartError, LakeLockedError, LakeNotFoundError, UnsafePathError
 from pipeline.core.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
 from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
@@ -264,6 +264,40 @@ def read_parquet_cached(path: Path, empty: pa.Schema, *,
     return table
 
 
+def _whole_parquet(path: Path) -> bool:
+    """Whether ``path`` has Parquet's magic at both ends and a footer that fits in it."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            size = handle.seek(0, os.SEEK_END)
+            if size < 12:
+                return False
+            handle.seek(size - 8)
+            tail = handle.read(8)
+    except OSError:
+        return False
+    footer = int.from_bytes(tail[:4], "little")
+    return head == b"PAR1" and tail[4:] == b"PAR1" and footer + 12 <= size
+
+
+def read_derived_part(path: Path, *, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet part of a derived table (``columns`` of it: a column a later version added
+    may be absent from an older part). A part that cannot be read is a
+    :class:`CorruptPartError` naming it."""
+    try:
+        if columns is None:
+            return pq.read_table(path)
+        stored = pq.ParquetFile(path)
+        return stored.read(columns=[c for c in columns if c in stored.schema_arrow.names])
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as error:
+        raise CorruptPartError(f"cannot read this part of a derived table: {error}",
+                               path=str(path),
+                               hint="the next `ctxlake run` removes it and recomputes the "
+                                    "derived tables") from None
+
+
 def glob_escape(text: str) -> str:
     """``text`` with the glob characters of pathlib's patterns taken literally."""
     return re.sub(r"([*?\[])", r"[\1]", text)
@@ -398,7 +432,7 @@ class Lake:
             wanted = set(sessions)
             buckets = {session_bucket(s) for s in wanted}
             if legacy.exists():          # a whole-table file: every bucket is rewritten from it
-                table = pa.concat_tables([_rows_not_of(pq.read_table(legacy), wanted,
+                table = pa.concat_tables([_rows_not_of(read_derived_part(legacy), wanted,
                                                        table.schema), table])
                 buckets = set(range(DERIVED_BUCKETS))
                 wanted = None
@@ -408,13 +442,40 @@ class Lake:
             path = folder / f"{key}.b{bucket:02d}.parquet"
             new = table.filter(pc.equal(by_bucket, bucket))
             if wanted is not None and path.exists():
-                new = pa.concat_tables([_rows_not_of(pq.read_table(path), wanted, table.schema),
+                new = pa.concat_tables([_rows_not_of(read_derived_part(path), wanted, table.schema),
                                         new])
             write_parquet_atomic(new.sort_by([(c, "ascending") for c in sort_by])
                                  .combine_chunks(), path)
         with contextlib.suppress(FileNotFoundError):
             legacy.unlink()
         return len(buckets)
+
+    def broken_derived_parts(self) -> list[Path]:
+        """The Parquet files of derived tables that are not whole Parquet files (cut short,
+        overwritten: no ``PAR1`` at both ends, or a footer longer than the file), by a few
+        bytes read from each (~10 ms for a few hundred parts): ctxlake writes every part
+        atomically, so one of these was damaged after it was written."""
+        broken = []
+        if not self.derived_dir.is_dir():
+            return broken
+        for folder in sorted(self.derived_dir.iterdir()):
+            if folder.is_symlink() or not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*.parquet")):
+                if not path.is_symlink() and path.is_file() and not _whole_parquet(path):
+                    broken.append(path)
+        return broken
+
+    def remove_derived_part(self, path: str | Path) -> bool:
+        """Delete ``path`` when it is a regular file (not a symlink) of a derived table's
+        folder of this lake (nothing else is ever removed this way). Whether it was."""
+        path = Path(path)
+        derived = os.path.realpath(self.derived_dir)
+        if path.is_symlink() or not path.is_file() or path.suffix != ".parquet" \
+                or os.path.dirname(os.path.dirname(os.path.realpath(path))) != derived:
+            return False
+        path.unlink()
+        return True
 
     def read_derived(self, name: str, key: str, schema: pa.Schema, *,
                      columns: list[str] | None = None) -> pa.Table:
@@ -427,13 +488,7 @@ class Lake:
         if columns is not None:
             schema = pa.schema([schema.field(column) for column in columns])
 
-        def read(path: Path) -> pa.Table:
-            if columns is None:
-                return pq.read_table(path)
-            stored = pq.ParquetFile(path)   # a column a later version added may be absent
-            return stored.read(columns=[c for c in columns if c in stored.schema_arrow.names])
-
-        tables = [_conform(read(p), schema) for p in paths]
+        tables = [_conform(read_derived_part(p, columns=columns), schema) for p in paths]
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

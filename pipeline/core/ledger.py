@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.crash import crash_point
+from pipeline.core.errors import CorruptPartError
 from pipeline.core.lake import Lake, atomic_write_bytes, read_parquet_cached, write_parquet_atomic
 
 LEDGER = pa.schema([
@@ -380,6 +381,23 @@ class Ledger:
         schema = LEDGER.with_metadata({HEAD_KEY: json.dumps(head, sort_keys=True)})
         write_parquet_atomic(pa.Table.from_pylist(ordered, schema=schema), self.path(stage))
 
+    def reset_all(self) -> None:
+        """Every stage owes all its items again (its rows kept, so that what it recorded for
+        items the lake no longer has is still removed): each row's settings are set to a value
+        no stage has. A file that cannot be read is removed (the same: no ledger)."""
+        if not self.root.exists():
+            return
+        for path in sorted(self.root.glob("*.parquet")):
+            try:
+                table = pq.read_table(path)
+            except (OSError, pa.ArrowException):
+                path.unlink()
+                continue
+            stage = table.column("stage")[0].as_py() if table.num_rows else None
+            if stage is not None:
+                rows = {row["item"]: {**row, "settings_fp": "reset"} for row in table.to_pylist()}
+                self.write(stage, rows)
+
     def stages(self) -> list[str]:
         """Every stage with a ledger file."""
         if not self.root.exists():
@@ -443,6 +461,7 @@ class Runner:
         self.run_id = run_id
         self.ledger = Ledger(lake)
         self.reports: list[StageReport] = []
+        self.corrupt: str | None = None    # a derived part found unreadable (and removed)
 
     def run(self, stage: Stage, *, blocked_by: Iterable[str] = ()) -> StageReport:
         report = StageReport(stage.name)
@@ -497,6 +516,16 @@ class Runner:
 
         try:
             report.result = stage.work(owed, commit)
+        except CorruptPartError as error:
+            # a derived part that cannot be read: removed, and every stage owes everything
+            # (the caller runs them all again: any of them may have read that table)
+            report.status = "failed"
+            report.error = str(error).split("\nhint:")[0]
+            report.seconds = time.perf_counter() - started
+            if self.lake.remove_derived_part(error.path):
+                self.corrupt = error.path
+                self.ledger.reset_all()
+            return report
         except Exception as error:   # one stage failing never stops the night
             report.status = "failed"
             report.error = f"{type(error).__name__}: {error}"

@@ -335,6 +335,10 @@ def _settings_changes(before: dict | None, settings: RunSettings) -> list[str]:
             for key, label in names.items() if key in changed]
 
 
+# how many unreadable derived parts one run removes, redoing every stage after each
+CORRUPT_PART_RETRIES = 3
+
+
 def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                 config_path: Path | None = None, policies: tuple[str, ...] | None = None,
                 tz: str | None = None, out: Path | None = None, workers: int | None = None,
@@ -360,6 +364,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
         lake.gc_uncommitted()
         described = settings.describe()
         warnings = _settings_changes(_previous_settings(lake), described)
+        warnings += _remove_broken_parts(lake)
         lake.record_run({"run_id": run_id, "started_at": started_at, "command": "run",
                          "status": "running", "pid": os.getpid(), "ingest_committed": False,
                          "settings_json": json.dumps(described.to_dict(), sort_keys=True)})
@@ -367,14 +372,21 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
             ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
                               run_id=run_id, quiet_minutes=config.quiet_minutes,
                               engine=resolve_engine(None, config))
-            runner = Runner(lake, run_id)
-            results: dict = {}
-            inputs = LakeInputs(lake)
-            for stage, needs in nightly_stages(lake, settings, inputs, step, results):
-                report = runner.run(stage, blocked_by=needs)
-                for said in (report.error, report.warning):
-                    if said:
-                        warnings.append(f"{report.stage}: {said}")
+            for _ in range(CORRUPT_PART_RETRIES + 1):
+                runner = Runner(lake, run_id)
+                results: dict = {}
+                inputs = LakeInputs(lake)
+                for stage, needs in nightly_stages(lake, settings, inputs, step, results):
+                    report = runner.run(stage, blocked_by=needs)
+                    for said in (report.error, report.warning):
+                        if said:
+                            warnings.append(f"{report.stage}: {said}")
+                    if runner.corrupt:
+                        break
+                if not runner.corrupt:
+                    break
+                # every stage again, in full, over derived tables without the bad part
+                warnings.append(f"removed {runner.corrupt} (unreadable): every stage redone in full")
             # the stages made new derived tables: the persisted views follow now, so the
             # next night does not pay for it
             if not lake.duckdb_file_current():
@@ -408,7 +420,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
             summaries=results.get("summaries"), html=results.get("html"),
             touched_sessions=max((r.done for r in reports if not r.stage.startswith("apply:")),
                                  default=0),
-            sessions_ignored=_ignored_count(lake), out_dir=str(settings.out_dir),
+            sessions_ignored=_ignored_count(lake, warnings), out_dir=str(settings.out_dir),
             seconds=round(time.perf_counter() - started, 3), warnings=warnings,
             interrupted_runs=interrupted, settings=described)
         lake.record_run({"run_id": run_id, "finished_at": datetime.now(timezone.utc),
@@ -422,12 +434,31 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
     return summary
 
 
-def _ignored_count(lake: Lake) -> int:
+def _remove_broken_parts(lake: Lake) -> list[str]:
+    """Derived parts damaged since they were written are removed, and every stage redoes all
+    its work (any of them may read those tables): what the run says about it."""
+    said = []
+    for path in lake.broken_derived_parts():
+        if lake.remove_derived_part(path):
+            said.append(f"removed {path} (not a whole Parquet file): every stage redone in full")
+    if said:
+        Ledger(lake).reset_all()
+    return said
+
+
+def _ignored_count(lake: Lake, warnings: list[str]) -> int:
+    """Sessions flagged ignored (0, said in ``warnings``, when the flags cannot be read: the
+    flags stage has then failed and said so; the run's record must still be written)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from pipeline.stages.flags import SESSION_FLAGS
 
-    flags = lake.read_derived("session_flags", "all", SESSION_FLAGS, columns=["ignored"])
+    try:
+        flags = lake.read_derived("session_flags", "all", SESSION_FLAGS, columns=["ignored"])
+    except (OSError, pa.ArrowException) as error:
+        warnings.append(f"ignored sessions not counted: {error}")
+        return 0
     return pc.sum(flags.column("ignored")).as_py() or 0
 
 
