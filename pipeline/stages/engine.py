@@ -125,8 +125,13 @@ def _init_ray(address: str | None) -> None:
             _READY.set()
             return
         # no address: a new local instance (ray.init() alone would join one found running);
-        # no dashboard (its API server still starts: Ray needs it), no worker logs forwarded
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
+        # no dashboard (its API server still starts: Ray needs it), no worker logs forwarded,
+        # and the driver's "ray" logger at ERROR: its start notes ("Started a local Ray
+        # instance", the token-auth and SIGTERM-handler notices) are not a batch job's output
+        import logging
+
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
         if address in (None, "", "local"):
             _START["owned"] = True
             atexit.register(shutdown_owned_instance)
