@@ -1,4 +1,4 @@
--- Stored columns of a messages part: staged rows plus parsed time, lengths and est_tokens (the formula in SQL; its inputs cjk_count/utf16_len measured by the engine, checked against the est_tokens macro by sql/checks)
+-- Stored columns of a messages part: staged rows plus parsed time, lengths and est_tokens (the formula in SQL; its inputs cjk_count/utf16_len measured by the engine, checked against the est_tokens macro by sql/checks; plus media_tokens)
 WITH staged AS (
     SELECT * FROM staged_messages
 ),
@@ -13,7 +13,8 @@ measured AS (
 final AS (
     SELECT
         * EXCLUDE (utf16_len),
-        est_tokens_from(cjk_count, utf16_len) AS est_tokens,
+        -- a tool result's images and PDFs add their estimate (pipeline.text.media)
+        est_tokens_from(cjk_count, utf16_len) + coalesce(media_tokens, 0) AS est_tokens,
         CASE
             WHEN kind <> 'tool_result' THEN NULL
             WHEN text IN ('[Old tool result content cleared]', '[Tool result cleared by context editing]') THEN 'cleared'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import struct
 import hashlib
 import json
 import shutil
@@ -140,8 +141,9 @@ def _with_screenshot(source: Path, target: Path) -> tuple[list, bytes]:
     """The real Claude Code sample with its first tool result turned into a screenshot, as
     Claude Code records a Read of a PNG (an image block, and the base64 again in
     ``toolUseResult``), written compactly as Claude Code writes: (the new content, the file)."""
-    pixels = bytes(range(256)) * 1200        # 300 kB of "PNG": a header, then the data
-    data = base64.b64encode(b"\x89PNG\r\n\x1a\n" + pixels).decode()
+    pixels = bytes(range(256)) * 1200        # 300 kB of "PNG": a 1280x800 header, then the data
+    header = b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sIIBBBBB", 13, b"IHDR", 1280, 800, 8, 6, 0, 0, 0)
+    data = base64.b64encode(header + b"\0\0\0\0" + pixels).decode()
     lines = source.read_text(encoding="utf-8").splitlines()
     for i, line in enumerate(lines):
         obj = json.loads(line)
@@ -179,6 +181,16 @@ def test_a_screenshot_result_is_pruned_by_its_json_and_restored_byte_for_byte(tm
             "JOIN messages m USING (session_id, seq) WHERE r.payload_form = 'json'").fetchall()
     assert (form, nbytes, sha, text) == ("json", len(compact), _sha(compact),
                                          "the screenshot:\n[image]")
+    with lake.connect() as con:
+        # the image counts as Anthropic counts one: 1280 x 800 px / 750 = 1365 tokens
+        assert con.execute(
+            "SELECT r.est_tokens, m.est_tokens, m.media_tokens, est_tokens(m.text) FROM tool_results r "
+            "JOIN messages m USING (session_id, seq) WHERE r.payload_form = 'json'").fetchall() \
+            == [(1365 + 6, 1365 + 6, 1365, 6)]
+        [(before, after)] = con.execute(
+            "SELECT e.tokens_before, e.tokens_after FROM evictions e JOIN tool_results r "
+            "ON r.session_id = e.session_id AND r.seq = e.seq WHERE r.payload_form = 'json'").fetchall()
+    assert before == 1371 and after < before          # pruning the screenshot frees its tokens
     [pruned] = (lake_dir / "out").glob("*/proj/claude_session.jsonl")
     output = pruned.read_bytes()
     assert content[1]["source"]["data"][:64].encode() not in output   # neither copy is left

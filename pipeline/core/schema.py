@@ -62,6 +62,7 @@ STAGED: dict[str, dict[str, pa.DataType]] = {
         "text_sha256": pa.string(),   # sha256 of the UTF-8 text, for tool_result rows (set by the engine)
         "cjk_count": pa.int64(),      # the estimate's inputs, measured by the engine
         "utf16_len": pa.int64(),      # (pipeline.text.tokens.text_counts; checked against SQL)
+        "media_tokens": pa.int64(),   # a tool result's images/PDFs (pipeline.text.media), else NULL
     },
     "tool_calls": {
         **PROVENANCE,

@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from pipeline.core.errors import RecordError
 from pipeline.core.schema import STAGED
+from pipeline.text.media import media_tokens
 
 __all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "dumps",
            "content_text", "SEQ_STRIDE"]
@@ -421,6 +422,12 @@ class Emitter:
         media = media_payload(payload)
         if media is not None:
             cols["payload_json_bytes"], cols["payload_json_sha256"] = media
+            tokens = media_tokens(payload)
+            if tokens is not None:   # on the payload's message row, whose est_tokens adds them
+                for row in reversed(self.rows["messages"]):
+                    if row.get("seq") == seq and row.get("kind") == "tool_result":
+                        row["media_tokens"] = tokens
+                        break
         self.rows["tool_results"].append(self._prov(cols))
 
     def session(self, **cols: Any) -> None:
