@@ -109,23 +109,10 @@ def cached_lake(workdir: Path, *, size_mb: int, seed: int, rebuild: bool,
 
 
 def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, ()))
-    return out
+    """``root`` and every process below it."""
+    from pipeline.stages.engine import descendant_pids
+
+    return [root, *descendant_pids([root])]
 
 
 def _rss_pss(pid: int, *, with_pss: bool = True) -> tuple[int, int]:

@@ -216,7 +216,7 @@ def shutdown_owned_instance() -> None:
 _STOP_GRACE_S = 0.2
 
 
-def _descendants(pids: Iterable[int]) -> list[int]:
+def descendant_pids(pids: Iterable[int]) -> list[int]:
     """Every process below ``pids`` (Linux ``/proc``; elsewhere none are found). Read before
     anything is stopped: an orphan is adopted by init and no longer found from its parent."""
     children: dict[int, list[int]] = {}
@@ -251,7 +251,7 @@ def _stop_together(all_processes: dict) -> None:
     those still running after ``_STOP_GRACE_S``."""
     infos = [info for infos in all_processes.values() for info in infos
              if info.process.poll() is None]
-    below = _descendants(info.process.pid for info in infos)
+    below = descendant_pids(info.process.pid for info in infos)
     for info in infos:
         info.process.terminate()
     for pid in below:
