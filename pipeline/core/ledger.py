@@ -327,8 +327,8 @@ class Ledger:
         key = self._file_key(stage.name)
         checked = self._checked_path(stage.name)
         try:
-            record = json.loads(checked.read_bytes())
-            if record.get("ledger") == key and _folders_unchanged(record.get("folders") or {}):
+            note = json.loads(checked.read_bytes())
+            if note.get("ledger") == key and _folders_unchanged(note.get("folders") or {}):
                 return set()
         except (OSError, ValueError, AttributeError):
             pass
