@@ -379,6 +379,33 @@ def test_a_stage_that_cannot_read_a_derived_part_has_it_removed_and_every_stage_
     _same_derived_tables(lake_root, tmp_path / "clean")
 
 
+def test_a_derived_part_garbled_inside_is_found_by_the_views_and_removed_by_the_next_run(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+    from pipeline.core import lake as lake_module
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night(lake_root, archive)
+    part = sorted((lake_root / "derived" / "session_flags").glob("*.parquet"))[0]
+    data = part.read_bytes()          # whole in shape (magic at both ends), unreadable inside
+    part.write_bytes(data[:4] + bytes(len(data) - 12) + (len(data) - 12).to_bytes(4, "little") + b"PAR1")
+    (lake_root / "ctxlake.duckdb").unlink()            # the views are made again: they read it
+    lake_module._VIEWS.clear()                         # (as in a new process)
+    status = CliRunner().invoke(cli, ["--lake", str(lake_root), "status"], catch_exceptions=False)
+    assert status.exit_code == 1
+    assert status.output.splitlines()[0].startswith(
+        f"Error: {part}: cannot read this part of a derived table: ")
+    assert "hint: the next `ctxlake run` removes it and recomputes the derived tables" in status.output
+    summary = _night(lake_root, archive)
+    assert summary.exit_code == 0
+    assert summary.warnings == [f"removed {part} (unreadable): every stage redone in full"]
+    _night(tmp_path / "clean", archive)
+    assert snapshot(lake_root, store=False) == snapshot(tmp_path / "clean", store=False)
+    assert _night(lake_root, archive).warnings == []
+
+
 def _hold_lock_with_a_worker(lake_root: str, pid_file: str) -> None:
     lake = Lake(lake_root)
     with lake.lock():

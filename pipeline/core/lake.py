@@ -280,6 +280,9 @@ def _whole_parquet(path: Path) -> bool:
     return head == b"PAR1" and tail[4:] == b"PAR1" and footer + 12 <= size
 
 
+CORRUPT_PART_HINT = "the next `ctxlake run` removes it and recomputes the derived tables"
+
+
 def read_derived_part(path: Path, *, columns: list[str] | None = None) -> pa.Table:
     """One Parquet part of a derived table (``columns`` of it: a column a later version added
     may be absent from an older part). A part that cannot be read is a
@@ -293,9 +296,7 @@ def read_derived_part(path: Path, *, columns: list[str] | None = None) -> pa.Tab
         raise
     except (OSError, pa.ArrowException) as error:
         raise CorruptPartError(f"cannot read this part of a derived table: {error}",
-                               path=str(path),
-                               hint="the next `ctxlake run` removes it and recomputes the "
-                                    "derived tables") from None
+                               path=str(path), hint=CORRUPT_PART_HINT) from None
 
 
 def glob_escape(text: str) -> str:
@@ -792,10 +793,24 @@ class Lake:
         return True
 
     def _create_derived_view(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
-        """The view ``name`` over every Parquet file of ``derived/<name>/``."""
-        con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
-                                    glob=sqlfiles.glob_literal(self.derived_dir / name,
-                                                               "*.parquet")))
+        """The view ``name`` over every Parquet file of ``derived/<name>/`` (a part DuckDB
+        cannot read is a :class:`CorruptPartError` naming it)."""
+        import duckdb
+
+        try:
+            con.execute(sqlfiles.render("create_view_derived", name=sqlfiles.ident(name),
+                                        glob=sqlfiles.glob_literal(self.derived_dir / name,
+                                                                   "*.parquet")))
+        except duckdb.Error as error:
+            for path in sorted((self.derived_dir / name).glob("*.parquet")):
+                try:
+                    pq.read_metadata(path)
+                except (OSError, pa.ArrowException):
+                    first_line = (str(error).splitlines() or [""])[0]
+                    raise CorruptPartError(
+                        f"cannot read this part of a derived table: {first_line}",
+                        path=str(path), hint=CORRUPT_PART_HINT) from None
+            raise
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sqlfiles.render("create_view_sources",

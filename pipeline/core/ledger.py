@@ -463,6 +463,17 @@ class Runner:
         self.reports: list[StageReport] = []
         self.corrupt: str | None = None    # a derived part found unreadable (and removed)
 
+    def _corrupt(self, report: StageReport, error: CorruptPartError, started: float) -> StageReport:
+        """A derived part that cannot be read: removed, and every stage owes everything
+        (the caller runs them all again: any of them may have read that table)."""
+        report.status = "failed"
+        report.error = str(error).split("\nhint:")[0]
+        report.seconds = time.perf_counter() - started
+        if error.path and self.lake.remove_derived_part(error.path):
+            self.corrupt = error.path
+            self.ledger.reset_all()
+        return report
+
     def run(self, stage: Stage, *, blocked_by: Iterable[str] = ()) -> StageReport:
         report = StageReport(stage.name)
         self.reports.append(report)
@@ -476,7 +487,10 @@ class Runner:
         crash_point(f"stage:{stage.name}:start")
         base = lake_state(self.lake)
         state = self.ledger.stage_state(stage, base)
-        owed = self.ledger.owed(stage, base, record=True)
+        try:
+            owed = self.ledger.owed(stage, base, record=True)
+        except CorruptPartError as error:     # its inputs read a damaged derived part
+            return self._corrupt(report, error, started)
         if stage.name in self.ledger.unreadable:
             report.warning = (f"its ledger file could not be read, so every item is redone "
                               f"({self.ledger.unreadable[stage.name]})")
@@ -517,15 +531,7 @@ class Runner:
         try:
             report.result = stage.work(owed, commit)
         except CorruptPartError as error:
-            # a derived part that cannot be read: removed, and every stage owes everything
-            # (the caller runs them all again: any of them may have read that table)
-            report.status = "failed"
-            report.error = str(error).split("\nhint:")[0]
-            report.seconds = time.perf_counter() - started
-            if self.lake.remove_derived_part(error.path):
-                self.corrupt = error.path
-                self.ledger.reset_all()
-            return report
+            return self._corrupt(report, error, started)
         except Exception as error:   # one stage failing never stops the night
             report.status = "failed"
             report.error = f"{type(error).__name__}: {error}"

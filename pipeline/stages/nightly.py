@@ -38,6 +38,7 @@ import orjson
 from pipeline import __version__
 from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
+from pipeline.core.errors import CorruptPartError
 from pipeline.stages.engine import resolve as resolve_engine
 from pipeline.core.lake import Lake
 from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Listings, Owed, Pending, Runner,
@@ -369,24 +370,33 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                          "status": "running", "pid": os.getpid(), "ingest_committed": False,
                          "settings_json": json.dumps(described.to_dict(), sort_keys=True)})
         try:
-            ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
-                              run_id=run_id, quiet_minutes=config.quiet_minutes,
-                              engine=resolve_engine(None, config))
-            for _ in range(CORRUPT_PART_RETRIES + 1):
-                runner = Runner(lake, run_id)
-                results: dict = {}
-                inputs = LakeInputs(lake)
-                for stage, needs in nightly_stages(lake, settings, inputs, step, results):
-                    report = runner.run(stage, blocked_by=needs)
-                    for said in (report.error, report.warning):
-                        if said:
-                            warnings.append(f"{report.stage}: {said}")
-                    if runner.corrupt:
-                        break
-                if not runner.corrupt:
+            for attempt in range(CORRUPT_PART_RETRIES + 1):
+                try:
+                    ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
+                                      run_id=run_id, quiet_minutes=config.quiet_minutes,
+                                      engine=resolve_engine(None, config))
+                    runner = Runner(lake, run_id)
+                    results: dict = {}
+                    inputs = LakeInputs(lake)
+                    for stage, needs in nightly_stages(lake, settings, inputs, step, results):
+                        report = runner.run(stage, blocked_by=needs)
+                        for said in (report.error, report.warning):
+                            if said:
+                                warnings.append(f"{report.stage}: {said}")
+                        if runner.corrupt:
+                            break
+                    corrupt = runner.corrupt
+                except CorruptPartError as error:   # met outside a stage (the views of ingest)
+                    if attempt == CORRUPT_PART_RETRIES or not error.path \
+                            or not lake.remove_derived_part(error.path):
+                        raise
+                    Ledger(lake).reset_all()
+                    corrupt = error.path
+                if not corrupt:
                     break
-                # every stage again, in full, over derived tables without the bad part
-                warnings.append(f"removed {runner.corrupt} (unreadable): every stage redone in full")
+                # ingest and every stage again, in full, over derived tables without the bad
+                # part (ingest has nothing new to read the second time)
+                warnings.append(f"removed {corrupt} (unreadable): every stage redone in full")
             # the stages made new derived tables: the persisted views follow now, so the
             # next night does not pay for it
             if not lake.duckdb_file_current():
