@@ -370,11 +370,14 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                          "status": "running", "pid": os.getpid(), "ingest_committed": False,
                          "settings_json": json.dumps(described.to_dict(), sort_keys=True)})
         try:
+            ingested = None
             for attempt in range(CORRUPT_PART_RETRIES + 1):
                 try:
-                    ingested = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
-                                      run_id=run_id, quiet_minutes=config.quiet_minutes,
-                                      engine=resolve_engine(None, config))
+                    read = ingest(paths, lake=lake, workers=workers, progress=step("ingest"),
+                                  run_id=run_id, quiet_minutes=config.quiet_minutes,
+                                  engine=resolve_engine(None, config))
+                    # a second pass reads nothing new: the run reports what the first read
+                    ingested = read if ingested is None else ingested
                     runner = Runner(lake, run_id)
                     results: dict = {}
                     inputs = LakeInputs(lake)
