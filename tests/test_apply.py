@@ -548,3 +548,20 @@ def test_an_output_path_too_long_for_the_filesystem_costs_that_file_and_the_byte
     size = (REAL / "codex" / "codex_session.jsonl").stat().st_size
     assert (applied.files_copied, applied.bytes_before, applied.bytes_after) == (1, size, size)
     assert night.exit_code == 1
+
+
+def test_sources_are_resolved_folder_by_folder_as_realpath_resolves_them(tmp_path):
+    from pipeline.stages.apply import _real_paths
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "real" / "a.jsonl").write_text("{}\n")
+    (tmp_path / "other" / "target.jsonl").write_text("{}\n")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "real" / "to_other.jsonl").symlink_to(tmp_path / "other" / "target.jsonl")
+    paths = [str(tmp_path / "link" / name) for name in ("a.jsonl", "to_other.jsonl", "missing.jsonl")]
+    paths += [str(tmp_path / "link" / ".." / "other" / "target.jsonl"), str(tmp_path / "real" / "a.jsonl")]
+    base = Path(os.path.realpath(tmp_path))
+    assert _real_paths(paths) == {os.path.realpath(p) for p in paths} == {
+        str(base / "real" / "a.jsonl"), str(base / "other" / "target.jsonl"),
+        str(base / "real" / "missing.jsonl")}

@@ -565,7 +565,7 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
         refuse_symlinks(out_root, target_root, what="output folder")
         private_dirs(target_root)
         write_marker(target_root, OUTPUT_MARKER, "ctxlake apply outputs: never read as a transcript archive\n")
-        sources_real = {os.path.realpath(f["path"]) for f in files}
+        sources_real = _real_paths(f["path"] for f in files)
         if source_ids is not None:
             wanted = set(source_ids)
             files = [f for f in files if f["source_id"] in wanted]
@@ -677,6 +677,24 @@ class _Outcome:
             summary.evictions_applied += self.evictions
         elif not self.failed:
             summary.files_copied += 1
+
+
+def _real_paths(paths: Iterable[str]) -> set[str]:
+    """``os.path.realpath`` of each path, each folder resolved once: a file's real path is its
+    folder's real path and its name, unless the file itself is a symlink (one lstat a file,
+    not one per path component: the lake's every source is resolved each run)."""
+    folders: dict[str, str] = {}
+    out = set()
+    for path in paths:
+        folder, name = os.path.split(path)
+        real_folder = folders.get(folder)
+        if real_folder is None:
+            real_folder = folders[folder] = os.path.realpath(folder)
+        real = os.path.join(real_folder, name)
+        if name in ("", ".", "..") or os.path.islink(real):
+            real = os.path.realpath(path)
+        out.add(real)
+    return out
 
 
 def _unsafe_output(target_root: Path, output: Path, sources_real: set[str]) -> str | None:
