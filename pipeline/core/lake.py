@@ -488,7 +488,6 @@ class Lake:
             paths = [folder / f"{key}.parquet"]
         if columns is not None:
             schema = pa.schema([schema.field(column) for column in columns])
-
         tables = [_conform(read_derived_part(p, columns=columns), schema) for p in paths]
         return pa.concat_tables(tables) if tables else schema.empty_table()
 

@@ -244,6 +244,17 @@ def descendant_pids(pids: Iterable[int]) -> list[int]:
     return found
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc``), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read()
+    except OSError:
+        return None
+    fields = stat_line[stat_line.rfind(b")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
 def _stop_together(all_processes: dict) -> None:
     """SIGTERM to every process of the instance and to the processes they started (the
     raylet's workers and agents, which outlive a raylet killed alone: measured, a
@@ -251,21 +262,25 @@ def _stop_together(all_processes: dict) -> None:
     those still running after ``_STOP_GRACE_S``."""
     infos = [info for infos in all_processes.values() for info in infos
              if info.process.poll() is None]
-    below = descendant_pids(info.process.pid for info in infos)
+    # each with its start time, so that a pid the system gave to another process since is
+    # never signalled
+    below = {pid: _start_time(pid) for pid in descendant_pids(info.process.pid for info in infos)}
     for info in infos:
         info.process.terminate()
-    for pid in below:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
+    for pid, started in below.items():
+        if started is not None and _start_time(pid) == started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_GRACE_S
     for info in infos:
         try:
             info.process.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             info.process.kill()
-    for pid in below:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    for pid, started in below.items():
+        if started is not None and _start_time(pid) == started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
     for info in infos:
         with contextlib.suppress(subprocess.TimeoutExpired):
             info.process.wait(timeout=5)
