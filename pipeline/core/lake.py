@@ -316,11 +316,15 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def rows_of_sessions(table: pa.Table, sessions: Iterable[str], *, keep: bool = True) -> pa.Table:
+    """The rows of ``table`` whose ``session_id`` is in ``sessions`` (``keep=False``: the
+    others, rows without a session included)."""
+    mask = pc.is_in(table.column("session_id"), value_set=pa.array(sorted(sessions), pa.string()))
+    return table.filter(mask if keep else pc.fill_null(pc.invert(mask), True))
+
+
 def _rows_not_of(table: pa.Table, sessions: set[str], schema: pa.Schema) -> pa.Table:
-    table = _conform(table, schema)
-    keep = pc.invert(pc.is_in(table.column("session_id"),
-                              value_set=pa.array(sorted(sessions), pa.string())))
-    return table.filter(pc.fill_null(keep, True))
+    return rows_of_sessions(_conform(table, schema), sessions, keep=False)
 
 
 @functools.lru_cache(maxsize=1)

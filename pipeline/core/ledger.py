@@ -398,6 +398,15 @@ class Ledger:
                 rows = {row["item"]: {**row, "settings_fp": "reset"} for row in table.to_pylist()}
                 self.write(stage, rows)
 
+    def drop_part(self, path: str | None) -> bool:
+        """Remove a damaged derived part (``Lake.remove_derived_part``: only a regular file of
+        a derived folder of this lake) and make every stage owe everything (:meth:`reset_all`:
+        any stage may read that table). False, and nothing done, for any other path."""
+        if not path or not self.lake.remove_derived_part(path):
+            return False
+        self.reset_all()
+        return True
+
     def stages(self) -> list[str]:
         """Every stage with a ledger file."""
         if not self.root.exists():
@@ -469,9 +478,8 @@ class Runner:
         report.status = "failed"
         report.error = str(error).split("\nhint:")[0]
         report.seconds = time.perf_counter() - started
-        if error.path and self.lake.remove_derived_part(error.path):
+        if self.ledger.drop_part(error.path):
             self.corrupt = error.path
-            self.ledger.reset_all()
         return report
 
     def run(self, stage: Stage, *, blocked_by: Iterable[str] = ()) -> StageReport:

@@ -216,6 +216,17 @@ def shutdown_owned_instance() -> None:
 _STOP_GRACE_S = 0.2
 
 
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after "pid (comm)" (state, ppid, ...), None if the
+    process is gone (or there is no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read()
+    except OSError:
+        return None
+    return stat_line[stat_line.rfind(b")") + 2:].split()
+
+
 def descendant_pids(pids: Iterable[int]) -> list[int]:
     """Every process below ``pids`` (Linux ``/proc``; elsewhere none are found). Read before
     anything is stopped: an orphan is adopted by init and no longer found from its parent."""
@@ -225,15 +236,8 @@ def descendant_pids(pids: Iterable[int]) -> list[int]:
     except OSError:
         return []
     for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat_line = handle.read()
-        except OSError:
-            continue
-        fields = stat_line[stat_line.rfind(b")") + 2:].split()   # after "pid (comm)"
-        if len(fields) > 1:
+        fields = _stat_fields(int(entry)) if entry.isdigit() else None
+        if fields is not None and len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(entry))
     found, stack = [], list(pids)
     while stack:
@@ -245,14 +249,9 @@ def descendant_pids(pids: Iterable[int]) -> list[int]:
 
 
 def _start_time(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, ``/proc``), None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat_line = handle.read()
-    except OSError:
-        return None
-    fields = stat_line[stat_line.rfind(b")") + 2:].split()
-    return int(fields[19]) if len(fields) > 19 else None
+    """When process ``pid`` started (clock ticks since boot), None if it is gone."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields is not None and len(fields) > 19 else None
 
 
 def _stop_together(all_processes: dict) -> None:

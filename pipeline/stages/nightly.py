@@ -390,10 +390,8 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                             break
                     corrupt = runner.corrupt
                 except CorruptPartError as error:   # met outside a stage (the views of ingest)
-                    if attempt == CORRUPT_PART_RETRIES or not error.path \
-                            or not lake.remove_derived_part(error.path):
+                    if attempt == CORRUPT_PART_RETRIES or not Ledger(lake).drop_part(error.path):
                         raise
-                    Ledger(lake).reset_all()
                     corrupt = error.path
                 if not corrupt:
                     break
@@ -449,14 +447,10 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
 
 def _remove_broken_parts(lake: Lake) -> list[str]:
     """Derived parts damaged since they were written are removed, and every stage redoes all
-    its work (any of them may read those tables): what the run says about it."""
-    said = []
-    for path in lake.broken_derived_parts():
-        if lake.remove_derived_part(path):
-            said.append(f"removed {path} (not a whole Parquet file): every stage redone in full")
-    if said:
-        Ledger(lake).reset_all()
-    return said
+    its work (``Ledger.drop_part``): what the run says about it."""
+    ledger = Ledger(lake)
+    return [f"removed {path} (not a whole Parquet file): every stage redone in full"
+            for path in lake.broken_derived_parts() if ledger.drop_part(str(path))]
 
 
 def _ignored_count(lake: Lake, warnings: list[str]) -> int:

@@ -168,8 +168,9 @@ class UsageRefresh:
 def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
     """Recompute the per-session usage call rows of ``sessions`` (ids; None = all) and store
     every session's rows as ``derived/usage_call_rows`` (per session bucket: only the buckets
-    of ``sessions`` are rewritten, rows of other sessions kept as they are), the sources' state they cover (``derived/usage_call_sources``), and the calls once
-    across the lake with their cost (``derived/usage_calls_priced``, what a report reads).
+    of ``sessions`` are rewritten, rows of other sessions kept as they are), the sources'
+    state they cover (``derived/usage_call_sources``), and the calls once across the lake
+    with their cost (``derived/usage_calls_priced``, what a report reads).
 
     The call rows are before the cross-lake dedup, which ``usage_calls`` applies over them,
     so a session's rows depend on its own files only: the caller passes the sessions whose
@@ -208,17 +209,17 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
         if partial:
             import pyarrow.compute as pc
 
+            from pipeline.core.lake import rows_of_sessions
+
             stored = lake.read_derived(CALL_ROWS, "all", fresh.schema)
-            # a session with rows of a source gone from the lake loses those rows
-            gone = pc.invert(pc.is_in(stored.column("source_id"), present))
-            stale = set(stored.filter(gone).column("session_id").to_pylist()) - set(wanted)
-            if stale:
-                still = _rows_of(stored, stale)
-                fresh = pa.concat_tables([fresh, still.filter(pc.is_in(still.column("source_id"), present))],
-                                         promote_options="permissive")
+            # rows of sources gone from the lake go, and their sessions' buckets are rewritten
+            in_lake = pc.is_in(stored.column("source_id"), present)
+            stale = set(stored.filter(pc.invert(in_lake)).column("session_id").to_pylist()) - set(wanted)
+            kept = stored.filter(in_lake)
+            fresh = pa.concat_tables([fresh, rows_of_sessions(kept, stale)], promote_options="permissive")
             rewrite = set(wanted) | stale
             lake.write_session_rows(CALL_ROWS, "all", fresh, sorted(rewrite), sort_by=CALL_ROWS_ORDER)
-            table = pa.concat_tables([_rows_of(stored, rewrite, keep=False), fresh],
+            table = pa.concat_tables([rows_of_sessions(kept, rewrite, keep=False), fresh],
                                      promote_options="permissive")
         else:
             lake.write_session_rows(CALL_ROWS, "all", fresh, None, sort_by=CALL_ROWS_ORDER)
@@ -250,15 +251,6 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
             con.register(BUCKETS, buckets)
             write_summary(lake.root, con, commit)
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
-
-
-def _rows_of(table, sessions: set[str], *, keep: bool = True):
-    """The rows of ``table`` whose session is in ``sessions`` (``keep=False``: the others)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    mask = pc.is_in(table.column("session_id"), pa.array(sorted(sessions), pa.string()))
-    return table.filter(mask if keep else pc.invert(mask))
 
 
 # ---------------------------------------------------------------------------------------
