@@ -225,3 +225,21 @@ def test_a_command_that_starts_its_own_ray_instance_runs_on_it_and_stops_it_at_e
     finally:
         subprocess.run(["rm", "-rf", str(ray_tmp)], check=False)
     assert other == local
+
+
+def test_a_command_joining_a_running_instance_disconnects_at_exit_and_leaves_it_running(tmp_path):
+    invoke_local("--lake", str(tmp_path / "lake"), "run", str(REAL), "--tz", "UTC")
+    local = json.loads(invoke_local("--lake", str(tmp_path / "lake"), "replay", "--policy",
+                                    "microcompact", "--json"))
+    # this module's instance, joined by its address as a cluster is
+    address = ray.get_runtime_context().gcs_address
+    joined = json.loads(invoke_local("--lake", str(tmp_path / "lake"), "--engine", "ray",
+                                     "--ray-address", address, "replay", "--policy",
+                                     "microcompact", "--json"))
+    assert joined == local
+    # the command's driver is gone from the instance, which still runs tasks
+    assert ray.get(ray.remote(lambda: "up").remote(), timeout=60) == "up"
+    jobs = ray._private.state.state.job_table()
+    assert len(jobs) >= 2       # this process's and the command's
+    own = ray.get_runtime_context().get_job_id()
+    assert [job["JobID"] for job in jobs if not job["IsDead"] and job["JobID"] != own] == []
