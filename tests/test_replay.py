@@ -497,3 +497,16 @@ def test_the_cli_prints_the_table_and_json_and_sweeps_come_from_the_config(tmp_p
     result = runner.invoke(cli, ["--lake", str(lake.root), "replay", "--policy", "none",
                                  "--cache-ttl", "soon"])
     assert result.exit_code == 2 and "--cache-ttl" in result.output
+
+
+def test_the_first_replay_of_a_lake_leaves_its_persisted_views_current(tmp_path):
+    lake, _ = ingest_paths(tmp_path, REAL)
+    assert lake.duckdb_file_current()
+    result = CliRunner().invoke(cli, ["--lake", str(lake.root), "replay", "--policy",
+                                      "microcompact", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["warnings"] == []
+    # policy_eval and replay_turns are new tables: ctxlake.duckdb was written again with
+    # their views, so the next command attaches it instead of binding every view
+    assert {"policy_eval", "replay_turns"} <= set(lake._derived_names())
+    assert lake.duckdb_file_current()

@@ -24,6 +24,8 @@ def _print_replay(result, as_json: bool) -> None:
                                  f"replay {result.replay_id})"))
     if result.sessions_ignored:
         out.print(f"{result.sessions_ignored} sessions skipped by ignore_patterns")
+    for warning in result.warnings:
+        out.print(f"warning: {warning}", markup=False, highlight=False)
     if result.report:
         out.print(f"report: {result.report.report}")
         if result.report.charts_skipped:

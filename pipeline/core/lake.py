@@ -858,6 +858,21 @@ class Lake:
         return fingerprint == self._views_fingerprint(derived) \
             and (self.root / "ctxlake.duckdb").exists()
 
+    def refresh_duckdb_file(self) -> str | None:
+        """Rewrite ``ctxlake.duckdb`` when it is not current (a stage made a new derived
+        table, or the SQL changed), so that the next commands attach it instead of binding
+        every view in memory (~0.5 s each on a 500 MB lake). A warning when it could not be
+        written (the lake's data is unaffected: views are then made in memory), else None."""
+        if self.duckdb_file_current():
+            return None
+        import duckdb   # only now: a night with nothing new never imports it
+
+        try:
+            self.write_duckdb_file()
+        except (OSError, duckdb.Error) as error:
+            return f"ctxlake.duckdb not refreshed: {error}"
+        return None
+
     def write_duckdb_file(self) -> Path:
         """Persist the views into ``ctxlake.duckdb`` for external DuckDB clients and for the
         next processes' :meth:`connect` (its stamp ``.ctxlake.duckdb.views`` goes first and

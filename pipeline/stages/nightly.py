@@ -400,13 +400,9 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                 warnings.append(f"removed {corrupt} (unreadable): every stage redone in full")
             # the stages made new derived tables: the persisted views follow now, so the
             # next night does not pay for it
-            if not lake.duckdb_file_current():
-                import duckdb
-
-                try:
-                    lake.write_duckdb_file()
-                except (OSError, duckdb.Error) as error:
-                    warnings.append(f"ctxlake.duckdb not refreshed: {error}")
+            refreshed = lake.refresh_duckdb_file()
+            if refreshed:
+                warnings.append(refreshed)
         except BaseException as error:
             lake.record_run({"run_id": run_id, "finished_at": datetime.now(timezone.utc),
                              "status": "interrupted" if isinstance(error, KeyboardInterrupt)

@@ -907,6 +907,7 @@ class ReplayResult:
     report: ReportFiles | None = None      # what --report wrote
     replay_id: str | None = None
     settings: str | None = None            # replay_settings(): price model and cache TTL
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"policies": self.policies, "config_hashes": self.config_hashes,
@@ -916,7 +917,8 @@ class ReplayResult:
                 "cache_ttl_minutes": self.cache_ttl_minutes, "price_model": self.price_model,
                 "price_source": self.price_source, "estimator": self.estimator,
                 "summary": self.summary,
-                "report": self.report.to_dict() if self.report is not None else None}
+                "report": self.report.to_dict() if self.report is not None else None,
+                "warnings": self.warnings}
 
 
 def summary_rows(evals: pa.Table | None, policies: Sequence[str], *, con=None,
@@ -1027,6 +1029,9 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
                     mine = mine.sort_by([("session_id", "ascending")] +
                                         ([("turn", "ascending")] if name == "replay_turns" else []))
                 lake.write_derived(name, policy.key + suffix, mine.combine_chunks())
+    # the first replay of a lake adds its tables: the persisted views follow now, so the
+    # commands after it attach them instead of binding every view
+    refreshed = lake.refresh_duckdb_file()
     estimator = CALIBRATED if ctx.calibration is not None else HEURISTIC
     result = ReplayResult(
         policies=names, config_hashes={p.name: p.config_hash for p in resolved}, evals=evals,
@@ -1034,7 +1039,7 @@ def replay(lake: Lake, *, policies: Sequence[str], sweeps: Sequence[str] = (),
         sessions_ignored=len(ignored), cache_ttl_minutes=cache_ttl_minutes,
         price_model=price_model, price_source=prices.source, estimator=estimator,
         steps={p.name: p.describe() for p in resolved}, replay_id=replay_id,
-        settings=settings)
+        settings=settings, warnings=[refreshed] if refreshed else [])
     if report_dir is not None:
         from pipeline.reports.replay_report import write_report
 
