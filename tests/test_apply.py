@@ -565,3 +565,34 @@ def test_sources_are_resolved_folder_by_folder_as_realpath_resolves_them(tmp_pat
     assert _real_paths(paths) == {os.path.realpath(p) for p in paths} == {
         str(base / "real" / "a.jsonl"), str(base / "other" / "target.jsonl"),
         str(base / "real" / "missing.jsonl")}
+
+
+def test_a_large_apply_on_a_forked_pool_writes_the_same_outputs_store_and_counts(tmp_path, monkeypatch):
+    from pipeline.demo.archive import write_demo_archive
+    from pipeline.stages import apply, engine as engines
+    from tests.helpers.lake import file_hashes
+
+    write_demo_archive(tmp_path / "demo", size_bytes=2_000_000, seed=5)
+    monkeypatch.setattr(apply, "ENGINE_TASK_BYTES", 128 * 1024)     # several jobs a worker
+    pools = []
+    real_pool = engines.ForkedPool
+
+    def counted_pool(workers):
+        pools.append(workers)
+        return real_pool(workers)
+
+    monkeypatch.setattr(engines, "ForkedPool", counted_pool)
+    summaries = {}
+    for name, threshold in (("serial", 10**12), ("forked", 0)):
+        monkeypatch.setattr(apply, "PARALLEL_MIN_BYTES", threshold)
+        lake, _ = ingest_paths(tmp_path / name, tmp_path / "demo")
+        CliRunner().invoke(cli, ["--lake", str(lake.root), "plan", "--policy", "payload_prune"],
+                           catch_exceptions=False)
+        summary = apply_policy(lake, policy="payload_prune").to_dict()
+        summaries[name] = {k: v for k, v in summary.items() if k not in ("out", "seconds")}
+    assert pools == [2] if (os.cpu_count() or 1) > 1 else pools == []
+    assert summaries["forked"] == summaries["serial"]
+    assert summaries["serial"]["payloads_stored"] > 0 and summaries["serial"]["files_pruned"] > 0
+    hashes = {name: {k: v for k, v in file_hashes(tmp_path / name / "lake").items()
+                     if k.startswith(("out/", "store/"))} for name in summaries}
+    assert hashes["forked"] == hashes["serial"] and any(k.startswith("store/") for k in hashes["serial"])

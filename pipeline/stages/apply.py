@@ -45,6 +45,8 @@ MANIFEST_VERSION = 1
 # outputs are made durable and renamed into place in batches of this many bytes / files
 BATCH_BYTES = 64 * 1024 * 1024
 BATCH_FILES = 512
+# below this many source bytes, one process is faster than a pool of forked workers
+PARALLEL_MIN_BYTES = 24 * 1024 * 1024
 
 
 class ApplyError(CtxlakeError):
@@ -611,7 +613,16 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
                 pending.clear()
 
             remote = {"stored": 0, "reused": 0, "bytes_added": 0}
-            if engines.is_local(chosen):
+            workers = min(2, os.cpu_count() or 1)
+            if engines.is_local(chosen) and workers > 1 and len(files) > 1 \
+                    and total >= PARALLEL_MIN_BYTES and engines.fork_safe():
+                # the engine path over a forked pool: the same claims, commits and bytes
+                # (the store's exclusive links count each new payload once, whichever
+                # worker writes it first)
+                prepared = _engine_outcomes(engines.ForkedPool(workers), lake.root, files,
+                                            by_source, target_root, taken, summary,
+                                            sources_real, remote)
+            elif engines.is_local(chosen):
                 prepared = ((source, _prepare_one(source, by_source.get(source["source_id"], []),
                                                   store, target_root, taken, summary, sources_real))
                             for source in files)

@@ -77,6 +77,21 @@ class LocalEngine(Engine):
         return {"engine": "local"}
 
 
+class ForkedPool(Engine):
+    """A forked process pool of this machine behind :meth:`Engine.map` (:func:`forked_map`),
+    for a stage whose engine path suits the local engine too: apply's files' work in the
+    workers, the claims and commits in the driver. Check :func:`fork_safe` first."""
+
+    name = "local"
+
+    def __init__(self, workers: int):
+        self.workers = workers
+
+    def map(self, fn: Callable[[Any, Any], Any], jobs: Sequence[Any], *,
+            shared: Any = None) -> Iterator[Any]:
+        return forked_map(fn, list(jobs), shared, workers=self.workers)
+
+
 def _warm_worker() -> None:
     """Import what the jobs run (a Ray worker is a fresh interpreter, not a fork)."""
     import pipeline.stages.apply  # noqa: F401
