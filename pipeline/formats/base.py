@@ -64,8 +64,22 @@ _PY_TYPE = {pa.string(): (str,), pa.bool_(): (bool,), pa.float64(): (float, int)
 _EXPECTED = {str: "a string", bool: "true or false", float: "a number", int: "an integer"}
 
 
+# what check_row checks of a value beyond its type
+_PLAIN, _TIMESTAMP, _TOKENS, _COST, _RANGE = range(5)
+
+
 def _column_specs(table: str) -> dict[str, tuple]:
-    return {name: (_PY_TYPE[dtype], _INT_RANGE.get(dtype)) for name, dtype in STAGED[table].items()}
+    """Per staged column: its Python types, what else is checked of it and its integer range."""
+    def kind(name: str, dtype) -> int:
+        if name == "timestamp_raw":
+            return _TIMESTAMP
+        if name in TOKEN_COLUMNS:
+            return _TOKENS
+        if name == "cost_usd_recorded":
+            return _COST
+        return _RANGE if dtype in _INT_RANGE else _PLAIN
+    return {name: (_PY_TYPE[dtype], kind(name, dtype), _INT_RANGE.get(dtype))
+            for name, dtype in STAGED[table].items()}
 
 
 COLUMN_SPECS = {table: _column_specs(table) for table in ("messages", "tool_calls", "tool_results",
@@ -102,12 +116,18 @@ def _short(value: Any) -> str:
 _YEAR = re.compile(r"\s*([+-]?)(\d+)-")
 _BC = re.compile(r"\bBC\s*$", re.IGNORECASE)
 _INFINITE = frozenset({"infinity", "-infinity", "+infinity", "inf", "-inf", "+inf"})
+_ISO_LAST = frozenset("0123456789Z")
 
 
 def odd_timestamp(raw: str) -> str | None:
     """Why a raw timestamp is outside the years the lake's stages can hold (0002-9998: Python's
     datetime ends at years 1 and 9999, and a time zone moves a time across them), or None.
     DuckDB parses infinity, BC years and years up to 294247: those would reach every stage."""
+    # the usual form first (every line has one): a 4-digit year in range, ending in a digit
+    # or Z, hence neither infinite nor BC
+    if raw[4:5] == "-" and "0002" <= raw[:4] <= "9998" and raw[:4].isascii() and raw[:4].isdigit() \
+            and raw[-1:] in _ISO_LAST:
+        return None
     if raw.strip().lower() in _INFINITE:
         return f"timestamp {_short(raw)} is infinite"
     if _BC.search(raw):
@@ -128,16 +148,18 @@ def check_row(table: str, row: dict) -> str | None:
         spec = specs.get(key)
         if spec is None:
             continue
-        types, bounds = spec
+        types, kind, bounds = spec
         if type(value) not in types:
             return (f"{key} is {json_type_name(value)} ({_short(value)}), expected "
                     f"{_EXPECTED[types[0]]}")
-        if key == "timestamp_raw":
+        if kind == _PLAIN:
+            continue
+        if kind == _TIMESTAMP:
             odd = odd_timestamp(value)
             if odd is not None:
                 return (f"{odd}, the years every report and time zone can hold: the line is "
                         "quarantined so that no later stage meets it")
-        elif key in TOKEN_COLUMNS:
+        elif kind == _TOKENS:
             if value < 0:
                 return (f"usage {key} is {_short(value)}: a token count cannot be negative (the line is "
                         "quarantined so that it stays out of the usage sums)")
@@ -145,12 +167,12 @@ def check_row(table: str, row: dict) -> str | None:
                 return (f"usage {key} is {_short(value)}, over the largest count kept ({MAX_TOKEN_COUNT:,}"
                         " = 2^53-1; a 64-bit count ends at 9,223,372,036,854,775,807): the line"
                         " is quarantined so that it stays out of the usage sums")
-        elif key == "cost_usd_recorded":
+        elif kind == _COST:
             if not 0 <= value <= MAX_COST_USD:   # NaN fails both comparisons
                 return (f"recorded cost {_short(value)} USD is not a cost (negative, not finite or"
                         f" over {MAX_COST_USD:,.0f} USD): the line is quarantined so that it stays"
                         " out of the cost sums")
-        elif bounds is not None and not bounds[0] <= value <= bounds[1]:
+        elif not bounds[0] <= value <= bounds[1]:
             return f"{key} is {value}, outside the {64 if bounds[1] > 2**31 else 32}-bit range"
     return None
 
