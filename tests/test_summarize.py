@@ -330,3 +330,28 @@ def test_a_day_rebuilt_for_a_sub_agent_with_log_details_has_the_full_runs_bytes_
     day.unlink()
     summarize(lake, tz="UTC", log_details=True, sessions=[child])   # its parent's entry is redone
     assert day.read_text(encoding="utf-8") == full
+
+
+def test_recovery_documents_built_in_small_evidence_batches_are_the_bytes_of_one_batch(
+        tmp_path, monkeypatch):
+    from pipeline.stages import recover, summarize as summarize_module
+
+    def documents(name: str, batch_bytes: int) -> tuple[dict[str, bytes], list[int]]:
+        lake, _ = ingest_paths(tmp_path / name, REAL)
+        sizes: list[int] = []
+        render = recover.render_documents
+
+        def counted(con, batch, memory_ids, **options):
+            sizes.append(len(batch))
+            return render(con, batch, memory_ids, **options)
+
+        monkeypatch.setattr(summarize_module, "RECOVERY_BATCH_BYTES", batch_bytes)
+        monkeypatch.setattr(summarize_module, "render_documents", counted)
+        summarize(lake, tz="UTC")
+        folder = lake.summaries_dir / "recovery"
+        return {p.name: p.read_bytes() for p in sorted(folder.glob("*.md"))}, sizes
+
+    whole, one_batch = documents("whole", 10**12)
+    small, batches = documents("small", 20_000)   # a few sessions a batch
+    assert len(one_batch) == 1 and len(batches) > 2 and sum(batches) == one_batch[0]
+    assert small == whole and len(whole) == one_batch[0]

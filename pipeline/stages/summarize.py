@@ -75,6 +75,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
+from pipeline.core.batching import contiguous_runs
 from pipeline.core.errors import ConfigError
 from pipeline.core.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
 from pipeline.stages.recover import (
@@ -87,7 +88,10 @@ TOPIC_CHARS = 120
 NO_TOPIC = "(no topic)"
 PROMPTS_PER_SESSION = 10
 TOPIC_MESSAGES_PER_SESSION = 50     # user messages read per session to find the topic
-RECOVERY_BATCH = 1000
+# recovery documents are built from evidence read this many bytes of it at a time (message
+# texts and tool inputs: its Python objects take about 3x that): each batch's queries scan the
+# lake's tables whole, so batches are as large as memory allows (the 500 MB demo: one)
+RECOVERY_BATCH_BYTES = 96 * 1024 * 1024
 LOG_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 
 
@@ -356,8 +360,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                         if s in by_id and s not in ignored)
         expected_names = set()
         memory_ids = lake_memory_ids(con) if wanted else {}
-        for start in range(0, len(wanted), RECOVERY_BATCH):
-            batch = wanted[start:start + RECOVERY_BATCH]
+        done = 0
+        for batch in _evidence_batches(con, wanted, all_sessions=touched is None):
             for session_id, text in render_documents(con, batch, memory_ids).items():
                 name = recovery_file_name(session_id)
                 expected_names.add(name)
@@ -366,8 +370,9 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                     summary.recovery_written += 1
                 else:
                     summary.recovery_unchanged += 1
+            done += len(batch)
             if progress:
-                progress(min(start + RECOVERY_BATCH, len(wanted)), len(wanted))
+                progress(done, len(wanted))
         stale = ({recovery_file_name(s) for s in ignored | set(removed)} - expected_names
                  if touched is not None else None)
         for session_id in (asked if asked is not None else sorted(by_id)):
@@ -417,6 +422,16 @@ def _read_entries(lake: Lake) -> dict[str, dict]:
     """Every stored log entry, by session id."""
     table = lake.read_derived(LOG_ENTRIES, "all", LOG_ENTRIES_SCHEMA)
     return {row["session_id"]: row for row in table.to_pylist()}
+
+
+def _evidence_batches(con, wanted: list[str], *, all_sessions: bool) -> list[list[str]]:
+    """``wanted`` (top-level session ids, sorted) in runs of about ``RECOVERY_BATCH_BYTES`` of
+    evidence (``select_recovery_evidence_bytes``; one session needs no sizing)."""
+    if len(wanted) <= 1:
+        return [wanted] if wanted else []
+    sizes = dict(con.execute(sqlfiles.load("select_recovery_evidence_bytes"),
+                             {"sessions": None if all_sessions else wanted}).fetchall())
+    return contiguous_runs(wanted, lambda sid: int(sizes.get(sid) or 0), RECOVERY_BATCH_BYTES)
 
 
 def _query(con, name: str, params: dict) -> list[dict]:
