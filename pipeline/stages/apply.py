@@ -550,7 +550,9 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
     ``engine`` (:mod:`pipeline.stages.engine`; default: the activated one): with Ray, the
     files' work (read, store the removed bytes, write the temp output) runs as tasks over
     runs of files (:func:`_engine_outcomes`); the driver claims the outputs and commits them
-    batch by batch exactly as here, so the outputs and the store are the same bytes.
+    batch by batch exactly as here, so the outputs and the store are the same bytes. The
+    local engine takes the same path over a forked pool of 2 once the files hold
+    ``PARALLEL_MIN_BYTES`` (below that, in this process).
     """
     from pipeline.stages import engine as engines
 
