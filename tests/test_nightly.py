@@ -95,7 +95,7 @@ def test_sessions_matching_ignore_patterns_are_ingested_flagged_and_not_summaris
     assert summary.plans[0].sessions_ignored == 2
 
 
-def test_a_night_with_nothing_new_imports_no_stage_module_and_no_duckdb(tmp_path):
+def test_a_night_with_nothing_new_imports_no_stage_module_no_duckdb_and_no_pyarrow_compute(tmp_path):
     import subprocess
     import sys
 
@@ -109,7 +109,8 @@ def test_a_night_with_nothing_new_imports_no_stage_module_and_no_duckdb(tmp_path
              "except SystemExit as done:\n"
              "    assert not done.code, done.code\n"
              "stages = ('correlate', 'calibrate', 'plan', 'apply', 'summarize', 'recover')\n"
-             "print(json.dumps(sorted(m for m in sys.modules if m == 'duckdb' or m == 'rich'\n"
+             "heavy = ('duckdb', 'rich', 'pyarrow.compute', 'pyarrow.dataset')\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m in heavy\n"
              "      or m.rsplit('.', 1)[-1] in stages)))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True)

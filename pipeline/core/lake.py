@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
@@ -259,7 +258,10 @@ def read_parquet_cached(path: Path, empty: pa.Schema, *,
     cached = _READ_CACHE.get((str(path), columns))
     if cached is not None and cached[0] == key:
         return cached[1]
-    table = pq.read_table(path, columns=None if columns is None else list(columns))
+    # ParquetFile, not read_table: the dataset layer read_table goes through costs a night
+    # with nothing new ~70 ms of imports, for one file
+    with pq.ParquetFile(path) as handle:
+        table = handle.read(columns=None if columns is None else list(columns))
     _READ_CACHE[(str(path), columns)] = (key, table)
     return table
 
@@ -310,7 +312,15 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     columns = []
     for field in schema:
         if field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
+            column = table.column(field.name)
+            # a cast only where needed (casting imports pyarrow.compute, ~50 ms); compared as
+            # text, which names a list's item field (type equality does not): a type that
+            # differs only in such names is the same memory, viewed as the schema's type
+            if str(column.type) != str(field.type):
+                column = pa.chunked_array([chunk.view(field.type) for chunk in column.chunks],
+                                          field.type) if column.type == field.type \
+                    else column.cast(field.type)
+            columns.append(column)
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=schema)
@@ -319,6 +329,8 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def rows_of_sessions(table: pa.Table, sessions: Iterable[str], *, keep: bool = True) -> pa.Table:
     """The rows of ``table`` whose ``session_id`` is in ``sessions`` (``keep=False``: the
     others, rows without a session included)."""
+    import pyarrow.compute as pc   # imported on use: a night with nothing new never needs it
+
     mask = pc.is_in(table.column("session_id"), value_set=pa.array(sorted(sessions), pa.string()))
     return table.filter(mask if keep else pc.fill_null(pc.invert(mask), True))
 
@@ -427,6 +439,8 @@ class Lake:
         atomically and sorted by ``sort_by``, so one changed session rewrites 1/16 of the
         table and the bytes do not depend on the order work was done in. Returns the number
         of files written."""
+        import pyarrow.compute as pc
+
         folder = self.derived_dir / name
         private_dirs(folder)
         legacy = folder / f"{key}.parquet"
@@ -656,8 +670,9 @@ class Lake:
 
     def committed_run_ids(self) -> set[str]:
         runs = self.read_runs()
-        committed = pc.fill_null(runs.column("ingest_committed"), False)
-        return set(runs.filter(committed).column("run_id").to_pylist())
+        return {run_id for run_id, committed in zip(runs.column("run_id").to_pylist(),
+                                                     runs.column("ingest_committed").to_pylist())
+                if committed}
 
     def gc_uncommitted(self) -> int:
         """Delete parts left by runs that never committed (a killed run). Returns the count.

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.crash import crash_point
@@ -59,6 +58,8 @@ class _LedgerFile:
     with nothing new reads the heads in the footers and the details column only."""
 
     def __init__(self, table: pa.Table):
+        import pyarrow.compute as pc   # on use: a night with nothing new reads footers only
+
         self.table = table
         self._rows: dict[str, dict] | None = None
         markers = table.filter(pc.equal(table.column("item"), MARKER)).to_pylist()

@@ -48,7 +48,6 @@ from typing import Any, Iterable
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline.formats.base import tool_family as _tool_family
 
@@ -298,6 +297,8 @@ def table_lists(table: pa.Table | None, *, sort: bool = False,
     the epoch, nulls of :data:`FILL_DEFAULTS` columns filled); ``sort``: by ``seq`` first."""
     if table is None:
         return None
+    import pyarrow.compute as pc   # here: a night with nothing new imports the policies only
+
     if sort and table.num_rows > 1 and "seq" in table.column_names:
         seq = table.column("seq")
         if not pc.all(pc.greater_equal(seq.slice(1), seq.slice(0, len(seq) - 1))).as_py():
