@@ -282,7 +282,10 @@ def _whole_parquet(path: Path) -> bool:
     return head == b"PAR1" and tail[4:] == b"PAR1" and footer + 12 <= size
 
 
-CORRUPT_PART_HINT = "the next `ctxlake run` removes it and recomputes the derived tables"
+def _damaged_part(path: Path, reason: str) -> CorruptPartError:
+    """The error of a derived part that cannot be read, naming it and what repairs it."""
+    return CorruptPartError(f"cannot read this part of a derived table: {reason}", path=str(path),
+                            hint="the next `ctxlake run` removes it and recomputes the derived tables")
 
 
 def read_derived_part(path: Path, *, columns: list[str] | None = None) -> pa.Table:
@@ -297,8 +300,7 @@ def read_derived_part(path: Path, *, columns: list[str] | None = None) -> pa.Tab
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as error:
-        raise CorruptPartError(f"cannot read this part of a derived table: {error}",
-                               path=str(path), hint=CORRUPT_PART_HINT) from None
+        raise _damaged_part(path, str(error)) from None
 
 
 def glob_escape(text: str) -> str:
@@ -824,10 +826,7 @@ class Lake:
                 try:
                     pq.read_metadata(path)
                 except (OSError, pa.ArrowException):
-                    first_line = (str(error).splitlines() or [""])[0]
-                    raise CorruptPartError(
-                        f"cannot read this part of a derived table: {first_line}",
-                        path=str(path), hint=CORRUPT_PART_HINT) from None
+                    raise _damaged_part(path, (str(error).splitlines() or [""])[0]) from None
             raise
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:

@@ -615,21 +615,20 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
                 pending.clear()
 
             remote = {"stored": 0, "reused": 0, "bytes_added": 0}
-            workers = min(2, os.cpu_count() or 1)
-            if engines.is_local(chosen) and workers > 1 and len(files) > 1 \
-                    and total >= PARALLEL_MIN_BYTES and engines.fork_safe():
-                # the engine path over a forked pool: the same claims, commits and bytes
-                # (the store's exclusive links count each new payload once, whichever
-                # worker writes it first)
-                prepared = _engine_outcomes(engines.ForkedPool(workers), lake.root, files,
-                                            by_source, target_root, taken, summary,
-                                            sources_real, remote)
-            elif engines.is_local(chosen):
+            pool = chosen
+            if engines.is_local(chosen):
+                # a large apply takes the engine path over a forked pool: the same claims,
+                # commits and bytes (the store's exclusive links count each new payload
+                # once, whichever worker writes it first); a small one runs here
+                workers = engines.default_workers()
+                large = workers > 1 and len(files) > 1 and total >= PARALLEL_MIN_BYTES
+                pool = engines.ForkedPool(workers) if large and engines.fork_safe() else None
+            if pool is None:
                 prepared = ((source, _prepare_one(source, by_source.get(source["source_id"], []),
                                                   store, target_root, taken, summary, sources_real))
                             for source in files)
             else:
-                prepared = _engine_outcomes(chosen, lake.root, files, by_source, target_root,
+                prepared = _engine_outcomes(pool, lake.root, files, by_source, target_root,
                                             taken, summary, sources_real, remote)
             for source, outcome in prepared:
                 summary.outputs[source["source_id"]] = {

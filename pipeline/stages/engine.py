@@ -77,6 +77,12 @@ class LocalEngine(Engine):
         return {"engine": "local"}
 
 
+def default_workers() -> int:
+    """How many forked workers a local stage's pool has by default: up to 2 (this box's
+    cores; more workers than that only share them)."""
+    return min(2, os.cpu_count() or 1)
+
+
 class ForkedPool(Engine):
     """A forked process pool of this machine behind :meth:`Engine.map` (:func:`forked_map`),
     for a stage whose engine path suits the local engine too: apply's files' work in the
@@ -270,6 +276,14 @@ def _start_time(pid: int) -> int | None:
     return int(fields[19]) if fields is not None and len(fields) > 19 else None
 
 
+def _signal_same(started_at: dict[int, int | None], sig: int) -> None:
+    """``sig`` to each pid of ``started_at`` still running the process that started then."""
+    for pid, started in started_at.items():
+        if started is not None and _start_time(pid) == started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+
 def _stop_together(all_processes: dict) -> None:
     """SIGTERM to every process of the instance and to the processes they started (the
     raylet's workers and agents, which outlive a raylet killed alone: measured, a
@@ -282,20 +296,14 @@ def _stop_together(all_processes: dict) -> None:
     below = {pid: _start_time(pid) for pid in descendant_pids(info.process.pid for info in infos)}
     for info in infos:
         info.process.terminate()
-    for pid, started in below.items():
-        if started is not None and _start_time(pid) == started:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
+    _signal_same(below, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_GRACE_S
     for info in infos:
         try:
             info.process.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             info.process.kill()
-    for pid, started in below.items():
-        if started is not None and _start_time(pid) == started:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+    _signal_same(below, signal.SIGKILL)
     for info in infos:
         with contextlib.suppress(subprocess.TimeoutExpired):
             info.process.wait(timeout=5)

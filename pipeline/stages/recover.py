@@ -969,7 +969,7 @@ def render_documents(con, session_ids: list[str], memory_ids: dict[str, str], *,
     from pipeline.stages import engine as engines
 
     items = sorted(load_evidence(con, sorted(set(session_ids))).items())
-    n_workers = workers or min(2, os.cpu_count() or 1)
+    n_workers = workers or engines.default_workers()
     chosen = engines.resolve(None)
     if not engines.is_local(chosen) and len(items) >= PARALLEL_MIN_DOCUMENTS:
         runs = engines.chunked(items, -(-len(items) // (4 * n_workers)))

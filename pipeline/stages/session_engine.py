@@ -7,7 +7,6 @@ piece of work over them chunk by chunk (in this process, a forked pool or Ray ta
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -405,7 +404,7 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     rows = list_sessions(lake, config, session_id=session_id, since=since, sessions=sessions)
     if session_id is not None and not rows:
         raise no_session_error(session_id)
-    n_workers = workers or min(2, os.cpu_count() or 1)
+    n_workers = workers or engines.default_workers()
     run = ChunkRun(rows, [], [], [])
     done = 0
     if progress:
