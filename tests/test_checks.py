@@ -20,6 +20,7 @@ EXPECTED_CHECKS = {
     "checks/select_messages_without_source",
     "checks/select_results_before_calls",
     "checks/select_results_linked_twice",
+    "checks/select_session_rows_without_session_info",
     "checks/select_source_accounting_mismatches",
     "checks/select_tool_results_without_call_id",
 }
@@ -149,6 +150,16 @@ def test_a_message_from_an_unknown_source_is_reported(con):
            "FROM messages_snapshot")
     got = run_check(con, "checks/select_messages_without_source")
     assert [row[0] for row in got] == ["no-such-source"]
+
+
+def test_a_session_whose_rows_session_info_does_not_name_is_reported(con):
+    doctor(con, "tool_calls", "SELECT * REPLACE (CASE WHEN seq = (SELECT min(seq) FROM "
+           "tool_calls_snapshot) THEN 'unlisted-session' ELSE session_id END AS session_id) "
+           "FROM tool_calls_snapshot")
+    source = con.execute("SELECT DISTINCT source_id FROM tool_calls_snapshot WHERE seq = "
+                         "(SELECT min(seq) FROM tool_calls_snapshot)").fetchall()
+    got = run_check(con, "checks/select_session_rows_without_session_info")
+    assert got == [("tool_calls", source_id, "unlisted-session") for (source_id,) in sorted(source)]
 
 
 def test_a_tool_result_without_call_id_is_reported(con):

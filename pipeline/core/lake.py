@@ -722,7 +722,8 @@ class Lake:
         return removed
 
     # -- querying ---------------------------------------------------------------------
-    def connect(self) -> duckdb.DuckDBPyConnection:
+    def connect(self, *, scope: Iterable[str] | None = None,
+                within: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with the lake's views: a cursor of one in-memory database per
         lake and process. Its views are, when ``ctxlake.duckdb`` is current (the last run
         wrote it for these SQL files and derived tables), that file's, attached read-only
@@ -731,7 +732,15 @@ class Lake:
         Names resolve in memory first (temp, then ``memory.main``), then in the attached
         file; a view of the file resolves the names it uses in the file, except temp views,
         which override them as they do in memory. Temp views, temp tables and registered
-        Arrow tables stay the cursor's own."""
+        Arrow tables stay the cursor's own.
+
+        ``scope`` (session ids; None: the whole lake): the part tables read only the files
+        holding these sessions' family (:mod:`pipeline.core.scope`), for queries of these
+        sessions alone, never for one over the whole lake; ``within``: a cursor of this lake
+        already open, whose database the scoped cursor shares."""
+        if scope is not None:
+            from pipeline.core.scope import connect_scoped
+            return connect_scoped(self, scope, within=within)
         if not self.exists():
             raise LakeNotFoundError("no lake here yet", path=str(self.root),
                                     hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")

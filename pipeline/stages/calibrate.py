@@ -494,7 +494,7 @@ def load_calls(lake: Lake, *, store_counts: bool = False,
 
 def _calls_table(lake: Lake, *, store_counts: bool, sessions: Iterable[str] | None) -> pa.Table:
     wanted = None if sessions is None else sorted(set(sessions))
-    with lake.connect() as con:
+    with lake.connect(scope=wanted) as con:
         con.execute(sqlfiles.load("create_table_calibration_rows"), {"session_ids": wanted})
         table = con.sql(sqlfiles.load("select_calibration_calls")).to_arrow_table()
         models = table.column("model").to_pylist()

@@ -151,7 +151,7 @@ def correlate(lake: Lake, *, roots: MemoryRoots | None = None, home: str | None 
     started = time.perf_counter()
     classifier = Classifier(roots or MemoryRoots(), home=home)
     summary = CorrelateSummary()
-    with lake.connect() as con:
+    with lake.connect(scope=wanted) as con:
         candidates = con.sql(sqlfiles.load("select_tool_call_inputs"),
                              params={"pattern": CANDIDATE_PATTERN, "session_ids": wanted}
                              ).to_arrow_table()
@@ -171,7 +171,7 @@ def correlate(lake: Lake, *, roots: MemoryRoots | None = None, home: str | None 
     summary.paths = found.num_rows
     summary.by_class = {name: classes.get(name, 0) for name in MEMORY_CLASSES}
     summary.calls_with_paths = distinct
-    with lake.connect() as con:
+    with lake.connect(scope=wanted) as con:
         statuses = con.execute(sqlfiles.load("select_tool_link_statuses"),
                                {"session_ids": wanted}).fetchall()
     summary.statuses = {status: count for status, count, _ in statuses}

@@ -93,7 +93,7 @@ def flag_ignored_sessions(lake: Lake, patterns, *, sessions=None) -> int:
     from pipeline.policies.ignore_patterns import compile_patterns
 
     compiled = compile_patterns(patterns)
-    with lake.connect() as con:
+    with lake.connect(scope=sessions) as con:
         found = first_prompt_matches(con, compiled, sessions)
     rows = [{"session_id": session_id, "ignored": matched is not None, "ignored_by": matched}
             for session_id, (_text, matched) in found.items()]

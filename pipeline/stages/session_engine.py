@@ -58,7 +58,7 @@ def list_sessions(lake: Lake, config: Config | None = None, *, session_id: str |
 
     ``info.first_user_text`` and ``ignored_by`` are filled by :func:`load_sessions` (the
     first prompt is read from the loaded rows, which saves a scan of every text)."""
-    with lake.connect() as con:
+    with lake.connect(scope=None if sessions is None else sorted(sessions)) as con:
         rows = con.execute(sqlfiles.load("select_plan_sessions"),
                            {"session_id": session_id, "since": parse_since(since, moment=True),
                             "session_ids": None if sessions is None else sorted(sessions)}
@@ -413,7 +413,9 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
     batches = _batches(rows, LOAD_BYTES)
     verdicts = _pass_verdicts(lake, config, batches)
     for batch in batches:
-        with lake.connect() as con:
+        # the owed sessions of a night: each batch's scans read only its sessions' files
+        scope = None if sessions is None else [r.session_id for r in batch]
+        with lake.connect(scope=scope) as con:
             loaded = load_sessions(lake, batch, config, con=con,
                                    all_sessions=len(batches) == 1 and session_id is None
                                    and since is None and sessions is None, verdicts=verdicts)

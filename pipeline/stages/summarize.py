@@ -62,6 +62,7 @@ be placed on a day: they get a recovery document but no log line (counted as und
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass, field
@@ -252,7 +253,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
     for folder in (log_dir, recovery_dir):
         refuse_symlinks(lake.root, folder, what="summaries folder")
     written: list[str] = []   # files written without their own fsync
-    with lake.connect() as con:
+    with lake.connect() as con, contextlib.ExitStack() as stack:
         summary.prices_written = _write_model_prices(lake, con, reuse=sessions is not None)
         rows = _query(con, "select_session_log_keys", {})
         by_id = {row["session_id"]: row for row in rows}
@@ -293,11 +294,15 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                   and kept[s]["settings_fp"] == entries_fp
                   and by_id[s]["log_key"] is not None and kept[s]["log_key"] == by_id[s]["log_key"]}
         fresh = [s for s in considered if s not in stored] if session_logging else []
+        # the queries of these sessions alone read only their family's files when a few are
+        # asked (pipeline.core.scope); those over every session above and below keep `con`
+        local = con if touched is None else stack.enter_context(
+            lake.connect(scope=set(fresh) | touched, within=con))
         scope = {"sessions": None if touched is None else fresh}
-        figures = {row["session_id"]: row for row in _query(con, "select_session_log_rows", scope)} \
+        figures = {row["session_id"]: row for row in _query(local, "select_session_log_rows", scope)} \
             if fresh else {}
-        costs = {row["session_id"]: row for row in _query(con, "select_session_log_costs", {
-            "sessions": None if touched is None else session_families(con, fresh)})} \
+        costs = {row["session_id"]: row for row in _query(local, "select_session_log_costs", {
+            "sessions": None if touched is None else session_families(local, fresh)})} \
             if fresh and log_details else {}
         from pipeline.stages.flags import ignored_sessions
         ignored = set(ignored_sessions(lake, con, ignore_patterns, compiled, considered))
@@ -308,7 +313,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
 
         # daily logs
         if session_logging:
-            topics = _topic_texts(con, fresh)
+            topics = _topic_texts(local, fresh)
             for session_id in fresh:
                 row = figures[session_id]
                 cost = costs.get(session_id) or {"cost_usd": None, "unpriced": False}
@@ -361,8 +366,8 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         expected_names = set()
         memory_ids = lake_memory_ids(con) if wanted else {}
         done = 0
-        for batch in _evidence_batches(con, wanted, all_sessions=touched is None):
-            for session_id, text in render_documents(con, batch, memory_ids).items():
+        for batch in _evidence_batches(local, wanted, all_sessions=touched is None):
+            for session_id, text in render_documents(local, batch, memory_ids).items():
                 name = recovery_file_name(session_id)
                 expected_names.add(name)
                 if write_if_changed(recovery_dir / name, text):

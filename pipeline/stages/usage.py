@@ -196,10 +196,12 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
         with lake.connect() as con:
             con.execute("SET enable_progress_bar = false")   # a nightly stage: no bar on stdout
             if partial:
-                # the rows of the sessions asked for, from their messages; the others' as
-                # stored (per session bucket: only the buckets of these sessions are written)
-                fresh = con.sql(sqlfiles.load("select_usage_call_rows_of_sessions"),
-                                params={"sessions": wanted}).to_arrow_table()
+                # the rows of the sessions asked for, from their messages (read from their
+                # files only); the others' as stored (per session bucket: only the buckets of
+                # these sessions are written)
+                with lake.connect(scope=wanted, within=con) as scoped:
+                    fresh = scoped.sql(sqlfiles.load("select_usage_call_rows_of_sessions"),
+                                       params={"sessions": wanted}).to_arrow_table()
                 present = pa.array(
                     con.sql(sqlfiles.load("select_source_ids")).to_arrow_table().column(0))
             else:
