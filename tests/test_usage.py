@@ -365,3 +365,31 @@ def test_the_default_time_zone_is_the_machines(monkeypatch):
     assert resolve_timezone("Europe/Paris") == "Europe/Paris"
     monkeypatch.setenv("TZ", "Not/AZone")
     assert resolve_timezone(None) != "Not/AZone"
+
+
+def test_the_priced_calls_and_buckets_do_not_depend_on_the_order_of_the_call_rows(tmp_path):
+    import random
+
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.stages.usage import CALL_ROWS, CALL_ROWS_ORDER, price_call_rows, refresh_usage
+
+    lake, _ = ingest_paths(tmp_path, REAL)
+    refresh_usage(lake)
+    stored = pa.concat_tables([pq.read_table(p) for p in
+                               sorted((lake.derived_dir / CALL_ROWS).glob("*.parquet"))])
+    assert stored.num_rows > 100
+
+    def priced(table):
+        with duckdb.connect() as con:
+            return price_call_rows(con, table, lake.root)
+
+    expected = priced(stored.sort_by([(name, "ascending") for name in CALL_ROWS_ORDER]))
+    assert expected[0].num_rows > 100 and expected[1].num_rows > 10
+    for seed in (1, 2):
+        order = list(range(stored.num_rows))
+        random.Random(seed).shuffle(order)
+        got = priced(stored.take(pa.array(order)))
+        assert got[0].equals(expected[0]) and got[1].equals(expected[1])
