@@ -43,7 +43,7 @@ from pipeline.core.locations import default_lake, user_data_dir  # noqa: F401 (r
 from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
 MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
-          "create_macro_est_tokens", "create_macro_safe_timestamp"]
+          "create_macro_est_tokens", "create_macro_safe_timestamp", "create_macro_part_rows_current"]
 # SQL views created after the core views and the derived tables, in this order (one sql/
 # file each). A stage that adds a view appends its file name here (one line).
 EXTRA_VIEWS: list[str] = [
