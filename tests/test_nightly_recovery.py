@@ -583,3 +583,24 @@ def test_after_a_clean_run_the_next_one_does_not_walk_the_summaries_for_temporar
     _night(lake_root, archive)
     assert "tables" in walked and "derived" in walked
     assert not [d for d in walked if d.startswith(("summaries", "store", "out"))]
+
+
+def test_a_stage_not_run_for_a_failure_upstream_keeps_its_own_dependents_from_running(tmp_path, monkeypatch):
+    import pipeline.stages.correlate
+
+    archive = copy_real(tmp_path, *SAMPLES)
+
+    def broken(lake, *, roots=None, sessions=None):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pipeline.stages.correlate, "correlate", broken)
+    summary = run_nightly([archive], lake=Lake(tmp_path / "lake"), workers=1, tz="UTC")
+    states = {s.stage: (s.status, s.error) for s in summary.stages}
+    policy = next(name for name in states if name.startswith("plan:"))[len("plan:"):]
+    assert states["correlate"] == ("failed", "OSError: disk full")
+    assert states[f"plan:{policy}"] == ("skipped", "not run: correlate failed")
+    assert states[f"apply:{policy}"] == ("skipped", f"not run: plan:{policy} was not run")
+    monkeypatch.undo()
+    again = run_nightly([archive], lake=Lake(tmp_path / "lake"), workers=1, tz="UTC")
+    assert {s.stage: s.status for s in again.stages}[f"apply:{policy}"] == "ok"
+    assert again.exit_code == 0

@@ -487,11 +487,14 @@ class Runner:
         report = StageReport(stage.name)
         self.reports.append(report)
         started = time.perf_counter()
-        failed_upstream = [r.stage for r in self.reports if r.stage in set(blocked_by)
-                           and r.status == "failed"]
+        # a stage skipped for a failure upstream blocks its own dependents too (apply never
+        # runs on the plans of a night whose plan did not run)
+        failed_upstream = [f"{r.stage} {'failed' if r.status == 'failed' else 'was not run'}"
+                           for r in self.reports if r.stage in set(blocked_by)
+                           and r.status in ("failed", "skipped")]
         if failed_upstream:
             report.status = "skipped"
-            report.error = f"not run: {', '.join(failed_upstream)} failed"
+            report.error = f"not run: {', '.join(failed_upstream)}"
             return report
         crash_point(f"stage:{stage.name}:start")
         base = lake_state(self.lake)
