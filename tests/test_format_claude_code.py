@@ -149,19 +149,41 @@ def test_session_metadata_lines_of_newer_versions_are_records_but_not_messages(t
         {"type": "mode", "mode": "plan", "sessionId": sid},
         {"type": "pr-link", "prNumber": 42, "prUrl": "https://example.invalid/pr/42",
          "sessionId": sid, "timestamp": "2026-03-14T10:05:00.000Z"},
+        {"type": "permission-mode", "permissionMode": "acceptEdits", "sessionId": sid},
+        {"type": "cost-state", "sessionId": sid},
         {"type": "some-future-type", "sessionId": sid},
     ]
     path = tmp_path / "projects" / "p" / f"{sid}.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
     lake, summary = ingest_paths(tmp_path, path)
-    assert (summary.records, summary.quarantined) == (7, 0)
+    assert (summary.records, summary.quarantined) == (9, 0)
     assert rows(lake, "SELECT format FROM sources") == [("claude_code",)]
     assert rows(lake, "SELECT line_no, role, kind, subtype FROM messages ORDER BY seq") == [
-        (3, "user", "text", None), (7, "system", "other", "some-future-type")]
+        (3, "user", "text", None), (9, "system", "other", "some-future-type")]
     assert rows(lake, "SELECT record_type, count(*) FROM records GROUP BY ALL ORDER BY 1") == [
-        ("agent-name", 1), ("ai-title", 1), ("last-prompt", 1), ("mode", 1), ("pr-link", 1),
-        ("some-future-type", 1), ("user", 1)]
+        ("agent-name", 1), ("ai-title", 1), ("cost-state", 1), ("last-prompt", 1), ("mode", 1),
+        ("permission-mode", 1), ("pr-link", 1), ("some-future-type", 1), ("user", 1)]
+
+
+def test_the_marker_of_an_interrupted_request_is_not_a_prompt(tmp_path):
+    sid = "5a1e0c55-0000-4000-8000-000000000002"
+
+    def user(uuid: str, content) -> dict:
+        return {"type": "user", "uuid": uuid, "parentUuid": None, "sessionId": sid, "cwd": "/w/p",
+                "timestamp": "2026-03-14T10:00:00.000Z", "message": {"role": "user", "content": content}}
+
+    lines = [user("u1", "fix the build"),
+             user("u2", [{"type": "text", "text": "[Request interrupted by user for tool use]"}]),
+             user("u3", "[Request interrupted by user]"),
+             user("u4", "[Request interrupted by user] no, fix the tests first")]
+    path = tmp_path / "projects" / "p" / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT line_no, kind, is_prompt FROM messages ORDER BY seq") == [
+        (1, "text", True), (2, "meta", False), (3, "meta", False), (4, "text", True)]
+    assert rows(lake, "SELECT n_prompts FROM sessions") == [(2,)]
 
 
 def test_a_block_list_with_media_is_measured_by_its_json_and_text_only_blocks_by_their_text():

@@ -442,3 +442,39 @@ def test_a_fork_without_its_parents_session_meta_copied_still_counts_the_copy_on
     report = usage_report(lake, period="day", tz="UTC").to_dict()["rows"]
     assert [(r["api_calls"], r["input_tokens"] + r["cache_read_tokens"], r["output_tokens"])
             for r in report] == [(2, 2500, 120)]
+
+
+def test_unified_exec_outputs_with_a_nonzero_exit_are_errors_and_write_stdin_is_a_shell_call(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+
+    def call(call_id: str, name: str, arguments: str) -> bytes:
+        return _line("response_item", {"type": "function_call", "name": name,
+                                       "arguments": arguments, "call_id": call_id})
+
+    def output(call_id: str, text: str) -> bytes:
+        return _line("response_item", {"type": "function_call_output", "call_id": call_id,
+                                       "output": text})
+
+    path.write_bytes(b"".join([
+        _meta(), _turn("gpt-5-codex"), _say("user", "run the tests"),
+        call("call_a", "exec_command", '{"cmd": "pytest -q", "yield_time_ms": 10000}'),
+        output("call_a", "Chunk ID: 9f2c1a\nWall time: 1.2034 seconds\nProcess exited with code 1\n"
+                         "Original token count: 5\nOutput:\n1 failed\n"),
+        call("call_b", "exec_command", '{"cmd": "python -i", "yield_time_ms": 1000}'),
+        output("call_b", "Chunk ID: 77aa01\nWall time: 1.0005 seconds\nProcess running with session "
+                         "ID 3\nOriginal token count: 2\nOutput:\n>>> \n"),
+        call("call_c", "write_stdin", '{"session_id": 3, "chars": "exit()\\n"}'),
+        output("call_c", "Chunk ID: 77aa02\nWall time: 0.1 seconds\nProcess exited with code 0\n"
+                         "Original token count: 0\nOutput:\n"),
+        # the program's own output naming an exit code is not the header's
+        call("call_d", "exec_command", '{"cmd": "cat log"}'),
+        output("call_d", "Chunk ID: 77aa03\nWall time: 0.1 seconds\nProcess exited with code 0\n"
+                         "Output:\nProcess exited with code 1\n"),
+    ]))
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT call_id, tool_name, tool_family FROM tool_calls ORDER BY call_id") == [
+        ("call_a", "exec_command", "shell"), ("call_b", "exec_command", "shell"),
+        ("call_c", "write_stdin", "shell"), ("call_d", "exec_command", "shell")]
+    assert rows(lake, "SELECT call_id, is_error FROM tool_results ORDER BY call_id") == [
+        ("call_a", True), ("call_b", False), ("call_c", False), ("call_d", False)]

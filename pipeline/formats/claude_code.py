@@ -24,6 +24,7 @@ starts a thread of its own; one without a uuid joins the last thread.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pipeline.formats.base import (
@@ -37,7 +38,11 @@ from pipeline.formats.base import (
 # one line each, never sent to the model.
 BOOKKEEPING = {"file-history-snapshot", "queue-operation", "progress", "attachment",
                "custom-title", "ai-title", "tag", "last-prompt", "agent-name", "agent-color",
-               "agent-setting", "mode", "pr-link", "worktree-state"}
+               "agent-setting", "mode", "pr-link", "worktree-state",
+               # Claude Code 2.1's session-state lines
+               "permission-mode", "bridge-session", "atis-latch", "cost-state"}
+# what Claude Code writes as the user's turn when the user stops a request: not a prompt
+INTERRUPTED = re.compile(r"^\s*\[Request interrupted by user[^\]\n]*\]\s*$")
 KNOWN_TYPES = {"user", "assistant", "summary", "system", *BOOKKEEPING}
 BOUNDARY_SUBTYPES = {"compact_boundary", "microcompact_boundary"}
 
@@ -231,7 +236,7 @@ class ClaudeCodeReader(Reader):
                 kind = special or "text"
                 is_prompt = False
                 if role == "user" and kind == "text":
-                    if COMMAND_WRAPPER.match(text):
+                    if COMMAND_WRAPPER.match(text) or INTERRUPTED.match(text):
                         kind = "meta"
                     else:
                         # in a sub-agent session (agent file or inline sidechain thread) the

@@ -92,6 +92,9 @@ CONTEXTUAL = re.compile(
     r"user_shell_command)>|# AGENTS\.md instructions)", re.IGNORECASE)
 CONTEXT_TAG = re.compile(r"^\s*<([a-z_]+)>", re.IGNORECASE)
 EXIT_CODE = re.compile(r"\s*Exit code: (-?\d+)")
+# unified exec (``exec_command``/``write_stdin``): header lines, then ``Output:``
+PROCESS_EXITED = re.compile(r"\s*(?:Chunk ID|Wall time):[^\n]*\n(?:(?!Output:)[^\n]*\n){0,5}?"
+                            r"Process exited with code (-?\d+)\n")
 ROLLOUT_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 MAX_PENDING_CALLS = 512
 
@@ -116,8 +119,9 @@ def items_text(items: Any) -> str:
 
 
 def output_failed(text: str) -> bool:
-    """``Exit code: N`` (N != 0) at the start, or ``metadata.exit_code != 0`` in a JSON output."""
-    match = EXIT_CODE.match(text)
+    """``Exit code: N`` (N != 0) at the start, ``Process exited with code N`` among a unified
+    exec output's header lines, or ``metadata.exit_code != 0`` in a JSON output."""
+    match = EXIT_CODE.match(text) or PROCESS_EXITED.match(text)
     if match:
         return int(match.group(1)) != 0
     if text.lstrip().startswith("{"):
