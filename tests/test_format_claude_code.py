@@ -198,3 +198,32 @@ def test_a_block_list_with_media_is_measured_by_its_json_and_text_only_blocks_by
     assert media_payload(codex)[0] == len(json.dumps(codex, separators=(",", ":")))
     assert media_payload([{"type": "text", "text": "a"}, "b", {"no_type": 1}]) is None
     assert media_payload("[image]") is None and media_payload({"text": "x"}) is None
+
+
+def test_a_resumed_session_opened_by_summary_lines_gets_its_facts_from_the_first_line_with_them(tmp_path):
+    from pipeline.stages.ingest import ingest
+
+    sid = "5a1e0c55-0000-4000-8000-000000000003"
+    lines = [{"type": "summary", "summary": "Build fix", "leafUuid": "a1"},
+             {"type": "summary", "summary": "Tests", "leafUuid": "a2"},
+             {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": sid, "version": "1.0.98",
+              "cwd": "/w/p", "gitBranch": "main", "timestamp": "2025-09-14T10:00:00.000Z",
+              "message": {"role": "user", "content": "fix the build"}}]
+    path = tmp_path / "projects" / "p" / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines[:2]), encoding="utf-8")
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT session_id, project, git_branch, cli_version FROM sessions") == [
+        (sid, None, None, None)]
+    # the facts arrive in a later append: read from the saved reader state
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(lines[2]) + "\n")
+    ingest([path], lake=lake, workers=1)
+    assert rows(lake, "SELECT session_id, project, git_branch, cli_version FROM sessions") == [
+        (sid, "/w/p", "main", "1.0.98")]
+    whole = tmp_path / "whole" / "projects" / "p" / f"{sid}.jsonl"
+    whole.parent.mkdir(parents=True)
+    whole.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+    again, _ = ingest_paths(tmp_path / "whole", whole)
+    assert rows(again, "SELECT session_id, project, git_branch, cli_version FROM sessions") == [
+        (sid, "/w/p", "main", "1.0.98")]

@@ -82,7 +82,11 @@ class ClaudeCodeReader(Reader):
     def begin(self, state: dict) -> None:
         self.session_id: str | None = state.get("session_id")
         self.seen: set[str] = set(state.get("sessions", []))
-        self._undo: tuple[str | None, str | None] = (self.session_id, None)
+        # sessions opened by a line without the session's facts (a resumed session's leading
+        # ``summary`` lines carry no cwd, branch or version): the first line that has them
+        # adds a second session_info row (the sessions view takes each fact's first non-null)
+        self.bare: set[str] = set(state.get("bare_sessions", []))
+        self._undo: tuple = (self.session_id, None, None)
         # inline sidechain threads: uuid of a sidechain record -> uuid of its thread's root
         self.threads: dict[str, str] = dict(state.get("sidechain_threads", {}))
         self.last_thread: str | None = state.get("last_sidechain_thread")
@@ -90,6 +94,8 @@ class ClaudeCodeReader(Reader):
 
     def finish(self, out: Emitter) -> dict:
         state = {"session_id": self.session_id, "sessions": sorted(self.seen)}
+        if self.bare:
+            state["bare_sessions"] = sorted(self.bare)
         if self.threads:
             state["sidechain_threads"] = dict(sorted(self.threads.items()))
             state["last_sidechain_thread"] = self.last_thread
@@ -135,18 +141,30 @@ class ClaudeCodeReader(Reader):
         return base, None
 
     def rollback(self) -> None:
-        self.session_id, opened = self._undo
+        self.session_id, opened, completed = self._undo
         if opened is not None:
             self.seen.discard(opened)
+            self.bare.discard(opened)
+        if completed is not None:
+            self.bare.add(completed)
 
     def line(self, obj: dict, out: Emitter) -> str:
-        self._undo = (self.session_id, None)
+        self._undo = (self.session_id, None, None)
         rtype = obj.get("type")
         rtype = rtype if isinstance(rtype, str) else "unknown"
         session_id, parent = self._session_of(obj)
-        if session_id not in self.seen and rtype in ("user", "assistant", "system", "summary"):
-            self.seen.add(session_id)
-            self._undo = (self._undo[0], session_id)
+        opens = session_id not in self.seen and rtype in ("user", "assistant", "system", "summary")
+        completes = not opens and session_id in self.bare and isinstance(obj.get("cwd"), str) \
+            and rtype in ("user", "assistant", "system")
+        if opens or completes:
+            if opens:
+                self.seen.add(session_id)
+                self._undo = (self._undo[0], session_id, None)
+            else:
+                self.bare.discard(session_id)
+                self._undo = (self._undo[0], None, session_id)
+            if opens and not isinstance(obj.get("cwd"), str):
+                self.bare.add(session_id)
             out.session(
                 session_id=session_id, format=self.name, project=obj.get("cwd"),
                 git_branch=obj.get("gitBranch") or None, parent_session_id=parent,
