@@ -144,6 +144,10 @@ def _line(ltype: str, payload: dict, second: int = 0) -> bytes:
                        "payload": payload}).encode() + b"\n"
 
 
+def _item(item_type: str, **fields) -> bytes:
+    return _line("response_item", {"type": item_type, **fields})
+
+
 def _meta(**extra) -> bytes:
     return _line("session_meta", {"id": SID, "timestamp": "2026-01-02T10:00:00.000Z",
                                   "cwd": "/w/proj", "originator": "codex_cli_rs",
@@ -449,12 +453,10 @@ def test_unified_exec_outputs_with_a_nonzero_exit_are_errors_and_write_stdin_is_
     path.parent.mkdir(parents=True)
 
     def call(call_id: str, name: str, arguments: str) -> bytes:
-        return _line("response_item", {"type": "function_call", "name": name,
-                                       "arguments": arguments, "call_id": call_id})
+        return _item("function_call", name=name, arguments=arguments, call_id=call_id)
 
     def output(call_id: str, text: str) -> bytes:
-        return _line("response_item", {"type": "function_call_output", "call_id": call_id,
-                                       "output": text})
+        return _item("function_call_output", call_id=call_id, output=text)
 
     path.write_bytes(b"".join([
         _meta(), _turn("gpt-5-codex"), _say("user", "run the tests"),

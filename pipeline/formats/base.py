@@ -338,7 +338,8 @@ _FAMILY = {
     "ls": "glob", "web_fetch": "web", "google_web_search": "web", "web_search": "web",
     "write_todos": "todo", "todo_write": "todo", "save_memory": "memory", "task": "task",
     # Codex CLI
-    "shell": "shell", "shell_command": "shell", "exec_command": "shell", "write_stdin": "shell", "local_shell": "shell",
+    "shell": "shell", "shell_command": "shell", "exec_command": "shell", "write_stdin": "shell",
+    "local_shell": "shell",
     "apply_patch": "edit", "update_plan": "todo", "view_image": "read",
     # SWE-agent / mini-SWE-agent
     "bash": "shell", "str_replace_editor": "edit", "submit": "other", "open": "read",

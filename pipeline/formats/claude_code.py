@@ -148,23 +148,27 @@ class ClaudeCodeReader(Reader):
         if completed is not None:
             self.bare.add(completed)
 
+    def _session_row_due(self, session_id: str, rtype: str, has_facts: bool) -> bool:
+        """Whether this line writes a session_info row: the first session line of the session,
+        or the first with its facts after one without them (``self.bare``)."""
+        if session_id not in self.seen and rtype in ("user", "assistant", "system", "summary"):
+            self.seen.add(session_id)
+            if not has_facts:
+                self.bare.add(session_id)
+            self._undo = (self._undo[0], session_id, None)
+            return True
+        if has_facts and session_id in self.bare and rtype in ("user", "assistant", "system"):
+            self.bare.discard(session_id)
+            self._undo = (self._undo[0], None, session_id)
+            return True
+        return False
+
     def line(self, obj: dict, out: Emitter) -> str:
         self._undo = (self.session_id, None, None)
         rtype = obj.get("type")
         rtype = rtype if isinstance(rtype, str) else "unknown"
         session_id, parent = self._session_of(obj)
-        opens = session_id not in self.seen and rtype in ("user", "assistant", "system", "summary")
-        completes = not opens and session_id in self.bare and isinstance(obj.get("cwd"), str) \
-            and rtype in ("user", "assistant", "system")
-        if opens or completes:
-            if opens:
-                self.seen.add(session_id)
-                self._undo = (self._undo[0], session_id, None)
-            else:
-                self.bare.discard(session_id)
-                self._undo = (self._undo[0], None, session_id)
-            if opens and not isinstance(obj.get("cwd"), str):
-                self.bare.add(session_id)
+        if self._session_row_due(session_id, rtype, isinstance(obj.get("cwd"), str)):
             out.session(
                 session_id=session_id, format=self.name, project=obj.get("cwd"),
                 git_branch=obj.get("gitBranch") or None, parent_session_id=parent,
