@@ -23,7 +23,7 @@ from tests.helpers.lake import REAL, ingest_paths, rows
 from pipeline.stages.apply import apply_policy, encode_json_string
 from pipeline.cli import cli
 from pipeline.core.errors import UsageError
-from pipeline.text.jsonspan import find_spans
+from pipeline.text.jsonspan import find_spans, leading_members
 from pipeline.core.lake import Lake
 from pipeline.stages.restore import restore, verify
 from pipeline.core.schema import EVICTIONS
@@ -444,6 +444,19 @@ def test_the_json_string_encoding_matches_javascript_json_stringify():
     assert encode_json_string('a"b\\c\n\t\x01é😀\u2028', ascii_only=False) == \
         '"a\\"b\\\\c\\n\\t\\u0001é😀\u2028"'.encode()
     assert encode_json_string("é😀", ascii_only=True) == b'"\\u00e9\\ud83d\\ude00"'
+
+
+def test_the_leading_members_of_a_cut_object_are_those_that_end_before_the_cut():
+    line = json.dumps({"sessionId": "s\\1", "n": -2.5e3, "ok": True, "none": None,
+                       "a\"b": [1, {"x": "}"}], "message": {"content": "x" * 50}}).encode()
+    whole = leading_members(line)
+    assert list(whole) == ["sessionId", "n", "ok", "none", 'a"b', "message"]
+    assert leading_members(line[:line.index(b'"message"') + 30]) == \
+        {"sessionId": "s\\1", "n": -2500.0, "ok": True, "none": None, 'a"b': [1, {"x": "}"}]}
+    assert leading_members(line[:line.index(b'"ok"') + 6]) == {"sessionId": "s\\1", "n": -2500.0}
+    for not_an_object in (b"", b"[1, 2]", b'"text"', b"{", b'{"k" 1}', b"{'k': 1}"):
+        assert leading_members(not_an_object) == {}
+    assert leading_members(b' { "k" : 1 , "bad": tru') == {"k": 1}
 
 
 def test_json_spans_agree_with_a_parser_on_random_documents():

@@ -227,3 +227,21 @@ def test_a_resumed_session_opened_by_summary_lines_gets_its_facts_from_the_first
     again, _ = ingest_paths(tmp_path / "whole", whole)
     assert rows(again, "SELECT session_id, project, git_branch, cli_version FROM sessions") == [
         (sid, "/w/p", "main", "1.0.98")]
+
+
+def test_a_session_whose_first_line_runs_past_the_sniffed_head_is_read_outside_a_claude_folder(tmp_path):
+    # a real session exported outside ~/.claude, its first prompt a 100 KB paste: the sniffed
+    # head (64 KiB) holds no whole line, only the members written before the message
+    lines = (CLAUDE / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl").read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    first["message"]["content"] = "paste of a build log\n" + "x" * 100_000
+    archive = tmp_path / "export"
+    archive.mkdir()
+    (archive / "session.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n",
+                                           encoding="utf-8")
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert (summary.files, summary.lines, summary.records, summary.quarantined) == \
+        (1, len(lines), len(lines), 0)
+    assert rows(lake, "SELECT format, count(*) FROM sources GROUP BY ALL") == [("claude_code", 1)]
+    assert rows(lake, "SELECT session_id FROM sessions") == [("1af7fc5e-8455-4414-9ccd-011d40f70b2a",)]
+    assert rows(lake, "SELECT seq, length(text) FROM messages ORDER BY seq LIMIT 1") == [(10000, 100_021)]

@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from pipeline.core.errors import RecordError
 from pipeline.core.schema import STAGED
+from pipeline.text.jsonspan import leading_members
 from pipeline.text.media import media_tokens
 
 __all__ = ["Emitter", "Reader", "SourceContext", "RecordError", "tool_family", "dumps",
@@ -612,6 +613,17 @@ def first_json_values(head: bytes, limit: int = 3) -> tuple[Any, ...]:
     """Up to ``limit`` complete JSON lines from the head of a file (for sniffing; read-only:
     every reader sniffs the same head, so it is parsed once)."""
     return _head_values(head)[:limit]
+
+
+@functools.lru_cache(maxsize=4)
+def first_line_members(head: bytes) -> dict:
+    """The leading members of a first line that runs past ``head`` (parsed up to the first
+    one cut off: :func:`pipeline.text.jsonspan.leading_members`); empty when the first line
+    ends within the head (:func:`first_json_values` has it whole) or is not an object."""
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if b"\n" in text:
+        return {}
+    return leading_members(text)
 
 
 @functools.lru_cache(maxsize=4)

@@ -29,7 +29,8 @@ from typing import Any
 
 from pipeline.formats.base import (
     COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input, anthropic_tool_result,
-    content_shape, content_text, dumps, exact_int, first_json_values, tool_family,
+    content_shape, content_text, dumps, exact_int, first_json_values, first_line_members,
+    tool_family,
 )
 
 # Bookkeeping records: kept in ``records`` only (no message row). Besides snapshots, queue
@@ -70,7 +71,9 @@ class ClaudeCodeReader(Reader):
         if not path.endswith(".jsonl"):
             return 0
         score = 20 if "/.claude/" in path else 0
-        for obj in first_json_values(head, 5):
+        # a first line longer than the head (a pasted log, a large tool result): its members
+        # before the payload (sessionId, type) still say what it is
+        for obj in first_json_values(head, 5) or (first_line_members(head),):
             if not isinstance(obj, dict):
                 continue
             if "sessionId" in obj and isinstance(obj.get("type"), str) and obj["type"] in KNOWN_TYPES:

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 import orjson
 
-__all__ = ["SpanError", "find_spans", "find_span", "parse_pointer"]
+__all__ = ["SpanError", "find_spans", "find_span", "leading_members", "parse_pointer"]
 
 Path = tuple  # tuple[str | int, ...]
 
@@ -269,3 +269,36 @@ def find_spans(data: bytes, paths: Iterable[Sequence], *,
 def find_span(data: bytes, path: Sequence) -> tuple[int, int]:
     """Byte offsets ``(start, end)`` of the value at ``path`` in ``data``."""
     return find_spans(data, [path])[tuple(path)]
+
+
+def leading_members(data: bytes) -> dict:
+    """The members of the JSON object that ``data`` starts with, parsed, up to the first one
+    whose value does not end within ``data`` (a line cut short by a sniffed head: a transcript
+    line whose payload runs past it still shows the small members written before it).
+
+    Empty when ``data`` does not start with an object; a member whose value is not valid JSON
+    ends the walk as a cut does."""
+    members: dict = {}
+    pos = _skip_ws(data, 0)
+    if data[pos:pos + 1] != b"{":
+        return members
+    pos += 1
+    try:
+        while True:
+            pos = _skip_ws(data, pos)
+            if data[pos:pos + 1] != b'"':
+                return members
+            end = _skip_string(data, pos)
+            key = _decode_key(data[pos:end])
+            pos = _skip_ws(data, end)
+            if data[pos:pos + 1] != b":":
+                return members
+            start = _skip_ws(data, pos + 1)
+            pos = _skip_value(data, start)
+            members[key] = orjson.loads(data[start:pos])
+            pos = _skip_ws(data, pos)
+            if data[pos:pos + 1] != b",":
+                return members
+            pos += 1
+    except (SpanError, IndexError, ValueError):
+        return members
