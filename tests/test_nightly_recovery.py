@@ -41,8 +41,8 @@ TABLES = {
 
 
 def _night(lake_root: Path, archive: Path, **options) -> object:
-    return run_nightly([archive], lake=Lake(lake_root), workers=1, tz="UTC",
-                       policies=options.pop("policies", POLICIES), **options)
+    return run_nightly([archive], lake=Lake(lake_root), workers=options.pop("workers", 1),
+                       tz="UTC", policies=options.pop("policies", POLICIES), **options)
 
 
 def snapshot(lake_root: Path, *, store: bool = True) -> dict[str, str]:
@@ -76,20 +76,29 @@ def _assert_same(lake_root: Path, setup, what: str = "") -> None:
     pytest.fail(f"{what} differs from an uninterrupted run: {differing}\n" + "\n".join(detail)[:3000])
 
 
-def _child(lake_root: str, archive: str, crash_at: str | None) -> None:
+def _child(lake_root: str, archive: str, crash_at: str | None, workers: int = 1,
+           stall_calibrate: str | None = None) -> None:
     if crash_at:
         os.environ["CTXLAKE_CRASH_AT"] = crash_at
+    if stall_calibrate:     # calibrate says which process runs it, then takes a minute
+        import pipeline.stages.calibrate
+
+        def stalled(lake, *, sessions=None):
+            Path(stall_calibrate).write_text(str(os.getpid()))
+            time.sleep(60)
+
+        pipeline.stages.calibrate.calibrate = stalled
     try:
-        _night(Path(lake_root), Path(archive))
+        _night(Path(lake_root), Path(archive), workers=workers)
     finally:
         os._exit(0)
 
 
-def _start(lake_root: Path, archive: Path, crash_at: str | None = None):
+def _start(lake_root: Path, archive: Path, crash_at: str | None = None, **options):
     # spawned, not forked: the parent ran DuckDB and the tokenizers' thread pools, which a
     # forked child cannot use
     child = multiprocessing.get_context("spawn").Process(
-        target=_child, args=(str(lake_root), str(archive), crash_at))
+        target=_child, args=(str(lake_root), str(archive), crash_at), kwargs=options)
     child.start()
     return child
 
@@ -124,6 +133,87 @@ def test_a_run_killed_at_a_stage_boundary_is_finished_by_the_next_run(setup, poi
     _assert_same(lake_root, setup)
     statuses = [r[0] for r in rows(Lake(lake_root), "SELECT status FROM runs ORDER BY started_at")]
     assert statuses == ["interrupted", "ok"]
+
+
+def test_a_night_whose_calibrate_and_usage_run_beside_the_other_stages_ends_as_an_inline_one(setup):
+    lake_root = setup["base"] / "side-lane"
+    summary = _night(lake_root, setup["archive"], workers=2)
+    assert summary.status == "ok" and summary.warnings == []
+    assert [s.stage for s in summary.stages] == STAGES
+    assert {s.stage: s.done for s in summary.stages} == {stage: 4 if stage.startswith("apply:") else 4
+                                                         for stage in STAGES}
+    assert summary.calibration_rows > 0 and summary.touched_sessions == 4
+    _assert_same(lake_root, setup)
+
+
+SIDE_LANE_POINTS = [f"stage:{stage}:{when}" for stage in ("calibrate", "usage")
+                    for when in ("start", "batch", "done")] + ["stage:flags:done",
+                                                               "stage:summarize:batch"]
+
+
+@pytest.mark.parametrize("point", SIDE_LANE_POINTS)
+def test_a_run_killed_at_a_boundary_of_either_lane_is_finished_by_the_next_run(setup, point):
+    # with two workers calibrate and usage run in a forked process beside the others: a
+    # crash point in that process kills the run's own process as well
+    lake_root = setup["base"] / ("side-" + point.replace(":", "_").replace("+", "_"))
+    child = _start(lake_root, setup["archive"], point, workers=2)
+    child.join(120)
+    assert child.exitcode == -signal.SIGKILL, f"{point} was not reached"
+    summary = _night(lake_root, setup["archive"], workers=2)
+    assert summary.status == "ok" and summary.interrupted_runs, summary.stages
+    _assert_same(lake_root, setup)
+
+
+def test_killing_a_run_leaves_no_side_lane_running_and_no_lock(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    pid_file = tmp_path / "calibrate.pid"
+    lake_root = tmp_path / "lake"
+    main = _start(lake_root, archive, "stage:summarize:start", workers=2,
+                  stall_calibrate=str(pid_file))
+    main.join(120)
+    assert main.exitcode == -signal.SIGKILL
+    side = int(pid_file.read_text())
+    assert side != main.pid          # calibrate ran in a process of its own
+    for _ in range(100):             # which died with the run (its minute is not over)
+        try:
+            os.kill(side, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the side lane outlived its killed run")
+    with Lake(lake_root).lock():     # and holds no lock
+        pass
+
+
+def test_a_run_interrupted_in_its_own_process_stops_its_side_lane_at_once(tmp_path, monkeypatch):
+    import pipeline.stages.calibrate
+    import pipeline.stages.flags
+
+    archive = copy_real(tmp_path, *SAMPLES)
+    pid_file = tmp_path / "calibrate.pid"
+
+    def stalled(lake, *, sessions=None):      # runs in the side lane (a fork of this process)
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(60)
+
+    def interrupted(*args, **kwargs):
+        for _ in range(200):                   # the side lane is at work
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline.stages.calibrate, "calibrate", stalled)
+    monkeypatch.setattr(pipeline.stages.flags, "flag_ignored_sessions", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _night(tmp_path / "lake", archive, workers=2)
+    side = int(pid_file.read_text())
+    assert side != os.getpid()
+    with pytest.raises(ProcessLookupError):   # killed and reaped before the run returned
+        os.kill(side, 0)
+    monkeypatch.undo()
+    assert _night(tmp_path / "lake", archive, workers=2).status == "ok"
 
 
 def test_twelve_runs_killed_at_random_moments_are_each_finished_by_one_plain_run(setup):

@@ -17,6 +17,13 @@ import os
 import signal
 
 _passed: dict[str, int] = {}
+_also: list[int] = []     # processes that die with this one at a crash point (its run's)
+
+
+def die_with(pid: int) -> None:
+    """At an armed crash point, kill ``pid`` first: a process working beside a run (its
+    forked side lane) is that run, so the crash kills the run as a crash there would."""
+    _also.append(pid)
 
 
 def crash_point(name: str) -> None:
@@ -35,4 +42,6 @@ def crash_point(name: str) -> None:
                 os.close(os.open(once, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
                 return
+        for pid in _also:
+            os.kill(pid, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)

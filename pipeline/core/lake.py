@@ -67,6 +67,7 @@ class _Views(NamedTuple):
 
 # per lake root
 _VIEWS: dict[str, _Views] = {}
+_INHERITED: list[_Views] = []    # a forked process's inherited views (forget_inherited_connections)
 # the catalog name of the attached ``ctxlake.duckdb`` (searched after the in-memory one)
 PERSISTED_CATALOG = "ctxlake_views"
 # the stamp of ``ctxlake.duckdb``: the fingerprint of its views and the DuckDB version
@@ -88,20 +89,39 @@ TEMP_NAME = re.compile(r"^\..+\.tmp$")
 LOCK_HOOKS: list = []
 
 
-def detach_forked_worker() -> None:
+def detach_forked_worker(*, under_parent_lock: bool = False) -> None:
     """Initializer of a forked worker process: let go of the lake locks inherited from the
     parent and die with it.
 
     A forked child shares the parent's lock file description, so a worker outliving a killed
-    parent would hold the lake's lock for ever. Its copies are pointed at /dev/null (the lock
-    stays the parent's alone), and on Linux the kernel kills the worker when the parent dies."""
+    parent would hold the lake's lock for ever (or for the moment it takes to die: long
+    enough for the next run to find the lake busy). Its copies are pointed at /dev/null (the
+    lock stays the parent's alone), and on Linux the kernel kills the worker when the parent
+    dies. ``under_parent_lock``: the process works under its parent's lock (the nightly
+    side lane), so its stages' re-entrant ``Lake.lock()`` still passes."""
     for handle in _HANDLES.values():
         with contextlib.suppress(OSError, ValueError):
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, handle.fileno())
             os.close(null)
-    _HELD.clear()
-    _HANDLES.clear()
+    if not under_parent_lock:
+        _HELD.clear()
+        _HANDLES.clear()
+    die_with_parent()
+
+
+def forget_inherited_connections() -> None:
+    """In a forked process that goes on to use DuckDB: set aside the lake views' connections
+    it inherited (its own are made anew). They are kept referenced, never used or closed:
+    closing one, or letting it be collected, waits for ever on the parent's DuckDB threads,
+    which a fork does not copy."""
+    _INHERITED.extend(_VIEWS.values())
+    _VIEWS.clear()
+
+
+def die_with_parent() -> None:
+    """In a forked process: have the kernel kill it when its parent dies (Linux), and exit
+    at once if the parent already has."""
     parent = os.getppid()
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)

@@ -22,10 +22,13 @@ lets the next run compute what is owed again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -33,9 +36,11 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.crash import crash_point
+from pipeline.core.crash import crash_point, die_with
 from pipeline.core.errors import CorruptPartError
-from pipeline.core.lake import Lake, atomic_write_bytes, read_parquet_cached, write_parquet_atomic
+from pipeline.core.lake import (Lake, atomic_write_bytes, detach_forked_worker,
+                                forget_inherited_connections, read_parquet_cached,
+                                write_parquet_atomic)
 
 LEDGER = pa.schema([
     ("stage", pa.string()),
@@ -262,6 +267,9 @@ class Stage:
     missing: Callable[[dict[str, str | None], Listings], set[str]] | None = None
     upstream: tuple[str, ...] = ()
     same_items: bool = True
+    # reads no table another stage writes and none reads its tables in a run: it may run in
+    # a forked process beside the others (Runner.run_beside)
+    beside: bool = False
 
     @property
     def settings_fp(self) -> str:
@@ -472,6 +480,132 @@ class Runner:
         self.ledger = Ledger(lake)
         self.reports: list[StageReport] = []
         self.corrupt: str | None = None    # a derived part found unreadable (and removed)
+        self._side: _SideLane | None = None      # stages running in a forked process
+        self._in_side_lane = False
+
+    def run_beside(self, stages: list[tuple[Stage, Iterable[str]]], shared: dict) -> None:
+        """Run ``stages`` in order in one forked process while this one runs the others
+        (:meth:`join` collects them; a stage that needs one of them joins first). For
+        stages marked ``beside``: they read no table the others write, so the two lanes
+        only share the cores. ``shared``: the dict their work writes its results into; what
+        they add comes back to it at the join. Nothing is forked when they owe nothing (a
+        night with nothing new) or forking is not safe here; they then run in turn now.
+
+        The process keeps the lake lock's bookkeeping (their stage functions take the lock
+        re-entrantly), dies with this one (PR_SET_PDEATHSIG), and at an armed crash point
+        kills this one too. A damaged part it meets is reported here and removed by this
+        process at the join (one writer of the ledgers)."""
+        from pipeline.stages.engine import fork_safe
+
+        inline = not stages or not hasattr(os, "fork") or not sys.platform.startswith("linux") \
+            or not fork_safe() or not self._owe_any([stage for stage, _ in stages])
+        if inline:
+            for stage, needs in stages:
+                self.run(stage, blocked_by=needs)
+            return
+        import gc
+
+        placeholders = [StageReport(stage.name, status="failed", error="its process ended early")
+                        for stage, _ in stages]
+        self.reports.extend(placeholders)
+        read_end, write_end = os.pipe()
+        before = dict(shared)
+        gc.freeze()          # the pages of what both lanes inherit stay shared
+        pid = os.fork()
+        if pid == 0:         # the side lane: never returns
+            os.close(read_end)
+            self._side_lane(stages, shared, before, write_end)
+        os.close(write_end)
+        self._side = _SideLane(pid, read_end, placeholders, shared)
+
+    def _owe_any(self, stages: list[Stage]) -> bool:
+        """Whether any of ``stages`` owes something (the check :meth:`run` makes first; a
+        stage whose ledger or inputs cannot be read counts as owing: it then says why)."""
+        base = lake_state(self.lake)
+        for stage in stages:
+            try:
+                if self.ledger.owed(stage, base) is not None:
+                    return True
+            except CorruptPartError:
+                return True
+        return False
+
+    def _side_lane(self, stages, shared: dict, before: dict, write_end: int) -> None:
+        import pickle
+        import traceback
+
+        status = 0
+        try:
+            detach_forked_worker(under_parent_lock=True)
+            die_with(os.getppid())
+            forget_inherited_connections()
+            self._in_side_lane = True
+            reports = []
+            for stage, needs in stages:
+                reports.append(self.run(stage, blocked_by=needs))
+                if self.corrupt:
+                    break
+            added = {key: value for key, value in shared.items() if before.get(key) is not value}
+            payload = pickle.dumps(("done", reports, added, self.corrupt))
+        except BaseException:
+            payload = pickle.dumps(("error", traceback.format_exc(limit=8)))
+            status = 1
+        try:
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(payload)
+        finally:
+            os._exit(status)
+
+    def abandon(self) -> None:
+        """Stop a side lane still under way (this run ended early: an error, an interrupt):
+        killed and reaped, so it writes nothing more; its stages are owed again next run."""
+        import gc
+
+        side, self._side = self._side, None
+        if side is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(side.pid, signal.SIGKILL)
+        os.waitpid(side.pid, 0)
+        os.close(side.read_end)
+        gc.unfreeze()
+
+    def join(self) -> None:
+        """Wait for the side lane (:meth:`run_beside`) and take its reports and results."""
+        import gc
+        import pickle
+
+        side, self._side = self._side, None
+        if side is None:
+            return
+        try:
+            with os.fdopen(side.read_end, "rb") as pipe:
+                data = pipe.read()
+            _, wait_status = os.waitpid(side.pid, 0)
+        finally:
+            gc.unfreeze()
+        try:
+            answer = pickle.loads(data) if data else None
+        except Exception:       # cut short: the process died while writing
+            answer = None
+        if answer is not None and answer[0] == "done":
+            _, reports, added, corrupt = answer
+            for placeholder, report in zip(side.placeholders, reports):
+                vars(placeholder).update(vars(report))
+            for placeholder in side.placeholders[len(reports):]:
+                placeholder.status, placeholder.error = "skipped", "not run: a damaged part was found"
+            side.shared.update(added)
+            if corrupt and self.ledger.drop_part(corrupt):
+                self.corrupt = corrupt
+            return
+        if answer is not None:
+            why = answer[1].strip().splitlines()[-1]
+        elif os.WIFSIGNALED(wait_status):
+            why = f"its process was killed (signal {os.WTERMSIG(wait_status)})"
+        else:
+            why = f"its process ended early (exit status {os.waitstatus_to_exitcode(wait_status)})"
+        for placeholder in side.placeholders:
+            placeholder.status, placeholder.error = "failed", why
 
     def _corrupt(self, report: StageReport, error: CorruptPartError, started: float) -> StageReport:
         """A derived part that cannot be read: removed, and every stage owes everything
@@ -479,11 +613,16 @@ class Runner:
         report.status = "failed"
         report.error = str(error).split("\nhint:")[0]
         report.seconds = time.perf_counter() - started
-        if self.ledger.drop_part(error.path):
+        if self._in_side_lane:              # the run's own process removes it (join)
+            self.corrupt = error.path
+        elif self.ledger.drop_part(error.path):
             self.corrupt = error.path
         return report
 
     def run(self, stage: Stage, *, blocked_by: Iterable[str] = ()) -> StageReport:
+        blocked_by = tuple(blocked_by)
+        if self._side is not None and {p.stage for p in self._side.placeholders} & set(blocked_by):
+            self.join()
         report = StageReport(stage.name)
         self.reports.append(report)
         started = time.perf_counter()
@@ -569,6 +708,17 @@ class Runner:
         crash_point(f"stage:{stage.name}:done")
         report.seconds = time.perf_counter() - started
         return report
+
+
+@dataclasses.dataclass
+class _SideLane:
+    """A side lane under way: its process, the read end of its pipe, the reports it fills
+    in and the results dict it adds to."""
+
+    pid: int
+    read_end: int
+    placeholders: list[StageReport]
+    shared: dict
 
 
 def pending(lake: Lake, stages: list[Stage]) -> dict[str, Pending]:

@@ -12,6 +12,11 @@ Stages, in order (each a library function the CLI can also call on its own):
 6. ``apply:<p>``   pruned transcripts under ``<out>/<policy>/`` + the payload store
 7. ``summarize``   daily session logs and recovery documents
 
+``calibrate`` and ``usage`` read no table the others write (and none reads theirs during a
+run): with more than one worker (the default) they run in one forked process beside the
+others, when they owe something (:meth:`pipeline.core.ledger.Runner.run_beside`); the
+reports and the outputs are those of a run that does them in turn.
+
 After ingest, each stage does only what it owes (:mod:`pipeline.core.ledger`): the sessions (or,
 for apply, the files) whose input or settings changed since it last finished them, whose
 outputs are missing, that failed, or that a killed run left undone; and it removes what it
@@ -144,7 +149,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
         (Stage("flags", flags_settings, inputs.sessions, flags_work), ()),
         (Stage("correlate", correlate_settings, inputs.sessions, correlate_work), ()),
         (Stage("calibrate", {"layout": LAYOUT, "version": __version__}, inputs.sessions,
-               calibrate_work), ()),
+               calibrate_work, beside=True), ()),
     ]
     for spec in settings.policies:
         resolved = config.resolve(spec)
@@ -235,7 +240,7 @@ def _usage_stage(lake: Lake, inputs: LakeInputs, results: dict) -> tuple[Stage, 
         commit(_all_done(owed))
 
     return (Stage("usage", {"price_snapshot": prices, "layout": LAYOUT, "version": __version__},
-                  inputs.sessions, usage_work), ())
+                  inputs.sessions, usage_work, beside=True), ())
 
 
 def _html_stage(lake: Lake, settings: NightlySettings, inputs: LakeInputs, results: dict,
@@ -381,13 +386,24 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                     runner = Runner(lake, run_id)
                     results: dict = {}
                     inputs = LakeInputs(lake)
-                    for stage, needs in nightly_stages(lake, settings, inputs, step, results):
-                        report = runner.run(stage, blocked_by=needs)
-                        for said in (report.error, report.warning):
-                            if said:
-                                warnings.append(f"{report.stage}: {said}")
-                        if runner.corrupt:
-                            break
+                    stages = nightly_stages(lake, settings, inputs, step, results)
+                    # calibrate and usage read nothing the others write: with more than one
+                    # worker they run in a forked process beside the others
+                    beside = [(s, n) for s, n in stages if s.beside] if settings.workers != 1 else []
+                    try:
+                        runner.run_beside(beside, results)
+                        for stage, needs in stages:
+                            if runner.corrupt:
+                                break
+                            if not any(stage is other for other, _ in beside):
+                                runner.run(stage, blocked_by=needs)
+                        runner.join()
+                    finally:
+                        runner.abandon()     # a side lane the loop left early never writes on
+                    order = [stage.name for stage, _ in stages]
+                    runner.reports.sort(key=lambda report: order.index(report.stage))
+                    warnings += [f"{report.stage}: {said}" for report in runner.reports
+                                 for said in (report.error, report.warning) if said]
                     corrupt = runner.corrupt
                 except CorruptPartError as error:   # met outside a stage (the views of ingest)
                     if attempt == CORRUPT_PART_RETRIES or not Ledger(lake).drop_part(error.path):
