@@ -35,6 +35,7 @@ def test_each_format_finds_only_the_tool_result_shape_it_declares():
         "anthropic_messages": [("message", "content", 0, "content")],
         "claude_code": [("message", "content", 0, "content")],
         "codex_cli": [("message", "content", 1, "output")],
+        "codex_cli_json": [("message", "content", 1, "output")],
         # the toolCalls entry (its response's output, the response, the result list), then
         # the functionResponse part inside it (apply drops the repeated paths)
         "gemini_cli": GEMINI_PATHS, "gemini_cli_jsonl": GEMINI_PATHS,
@@ -53,6 +54,7 @@ def test_each_format_finds_only_the_tool_input_shape_it_declares():
     assert found == {
         "anthropic_messages": [(0, "input")], "claude_code": [(0, "input")],
         "codex_cli": [(1, "arguments")],
+        "codex_cli_json": [(1, "arguments")],
         "gemini_cli": [(3, "functionCall", "args")], "gemini_cli_jsonl": [(3, "functionCall", "args")],
         "mini_swe_agent": [(2, "function", "arguments")], "openai_chat": [(2, "function", "arguments")],
         "swe_agent": [(2, "function", "arguments")],

@@ -4,9 +4,10 @@ rollouts for token_count deltas, the older header+state form and appends."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pipeline.formats import detect
-from pipeline.formats.codex_cli import CodexCliReader
+from pipeline.formats.codex_cli import CodexCliJsonReader, CodexCliReader
 from pipeline.formats.gemini_cli import GeminiCliJsonlReader
 from pipeline.stages.ingest import ingest
 from tests.helpers.lake import REAL, ingest_paths, rows, scalar
@@ -480,3 +481,275 @@ def test_unified_exec_outputs_with_a_nonzero_exit_are_errors_and_write_stdin_is_
         ("call_c", "write_stdin", "shell"), ("call_d", "exec_command", "shell")]
     assert rows(lake, "SELECT call_id, is_error FROM tool_results ORDER BY call_id") == [
         ("call_a", True), ("call_b", False), ("call_c", False), ("call_d", False)]
+
+
+# ---------------------------------------------------------------------------------------
+# Tool search, compaction's replacement history, the TypeScript CLI's JSON rollouts
+# ---------------------------------------------------------------------------------------
+# the shapes codex-rs writes (protocol/src/models.rs ResponseItem::ToolSearchCall /
+# ToolSearchOutput): a client search has a call_id and an ``arguments`` OBJECT; one the
+# server ran has ``call_id: null`` on both items
+SEARCH_TOOLS = [{"type": "function", "name": "mcp__codex_apps__calendar_create_event",
+                 "description": "Create a calendar event.", "defer_loading": True,
+                 "parameters": {"type": "object", "properties": {"title": {"type": "string"}},
+                                "required": ["title"], "additionalProperties": False}}]
+
+
+def _tool_search_lines() -> list[bytes]:
+    return [
+        _meta(), _turn("gpt-5.4"), _say("user", "add a meeting"),
+        _item("tool_search_call", call_id="search-1", execution="client",
+              arguments={"query": "calendar create", "limit": 1}),
+        _item("tool_search_output", call_id="search-1", status="completed", execution="client",
+              tools=SEARCH_TOOLS),
+        _item("tool_search_call", execution="server", call_id=None, status="completed",
+              arguments={"paths": ["crm"]}),
+        _item("tool_search_output", execution="server", call_id=None, status="completed", tools=[]),
+    ]
+
+
+def test_a_tool_search_call_and_its_output_are_a_tool_call_and_its_linked_result(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(_tool_search_lines()))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (7, 0)
+    tools = json.dumps(SEARCH_TOOLS, separators=(",", ":"))
+    assert rows(lake, "SELECT line_no, role, kind, call_id, tool_name, text FROM messages "
+                      "ORDER BY seq") == [
+        (3, "user", "text", None, None, "add a meeting"),
+        (4, "assistant", "tool_use", "search-1", "tool_search",
+         '{"query":"calendar create","limit":1}'),
+        (5, "tool", "tool_result", "search-1", "tool_search", tools),
+        (6, "assistant", "tool_use", None, "tool_search", '{"paths":["crm"]}'),
+        (7, "tool", "tool_result", None, "tool_search", "[]"),
+    ]
+    assert rows(lake, "SELECT line_no, json_path, call_id, tool_name, tool_family, input_json "
+                      "FROM tool_calls ORDER BY seq") == [
+        (4, "/payload/arguments", "search-1", "tool_search", "other",
+         '{"query":"calendar create","limit":1}'),
+        (6, "/payload/arguments", None, "tool_search", "other", '{"paths":["crm"]}')]
+    # json_path is the payload itself: the server's search has no call_id to find it by
+    assert rows(lake, "SELECT line_no, json_path, call_id, tool_name, is_error, payload_shape "
+                      "FROM tool_results ORDER BY seq") == [
+        (5, "/payload/tools", "search-1", "tool_search", False, "json"),
+        (7, "/payload/tools", None, "tool_search", False, "json")]
+    assert scalar(lake, "SELECT count(*) FROM tool_results r JOIN tool_calls c "
+                        "ON r.call_id = c.call_id AND r.session_id = c.session_id") == 1
+    # apply finds the search's payloads where Codex keeps them
+    call, output = (json.loads(line) for line in _tool_search_lines()[3:5])
+    assert CodexCliReader.input_holders(call, "search-1") == [("payload", "arguments")]
+    assert CodexCliReader.result_holders(output, "search-1") == [("payload", "tools")]
+
+
+def _compacting_rollout(compacted: dict) -> list[bytes]:
+    return [
+        _meta(), _turn("gpt-5.1-codex"), _say("user", "fix the parser"), _tokens(None, 1),
+        _tokens(A, 2), _say("assistant", "Fixed half of it."), _tokens(A, 3),
+        _line("compacted", compacted, 4), _line("event_msg", {"type": "context_compacted"}, 4),
+        _say("user", "go on"), _tokens(B, 5),
+    ]
+
+
+SUMMARY = ("Another language model started to solve this problem and produced a summary of its "
+           "thinking process.\nFixed half of the parser.")
+
+
+def test_a_local_compactions_replacement_history_is_the_new_context_and_counts_nothing_again(tmp_path):
+    # codex-rs core/src/compact.rs: the user messages kept, the summary (the line's message)
+    # last, injected context and ghost snapshots as they were
+    history = [
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<environment_context>\n  <cwd>/w/proj</cwd>\n"
+                                           "</environment_context>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the parser"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": SUMMARY}]},
+        {"type": "ghost_snapshot", "ghost_commit": {"id": "abc", "parent": None}},
+    ]
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(_compacting_rollout({"message": SUMMARY,
+                                                   "replacement_history": history})))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT line_no, role, kind, subtype, is_prompt, json_path, text FROM messages "
+                      "WHERE subtype IS DISTINCT FROM 'token_count' ORDER BY seq") == [
+        (3, "user", "text", None, True, None, "fix the parser"),
+        (6, "assistant", "text", None, False, None, "Fixed half of it."),
+        (8, "system", "boundary", "compacted", False, None, ""),
+        (8, "user", "meta", "environment_context", False, "/payload/replacement_history/0",
+         history[0]["content"][0]["text"]),
+        (8, "user", "summary", "replacement_history", False, "/payload/replacement_history/1",
+         "fix the parser"),
+        (8, "user", "summary", "compacted", False, "/payload/replacement_history/2", SUMMARY),
+        (10, "user", "text", None, True, None, "go on"),
+    ]
+    # the copied prompt is no prompt, the copies are no reply, and usage is the events' alone
+    assert rows(lake, "SELECT n_prompts, n_assistant FROM sessions") == [(2, 1)]
+    assert rows(lake, "SELECT sum(input_tokens) + sum(cache_read_tokens), sum(output_tokens), "
+                      "count(input_tokens) FROM messages") == [
+        (B["input_tokens"], B["output_tokens"], 2)]
+
+
+def test_a_remote_compaction_keeps_its_encrypted_item_and_has_no_empty_summary(tmp_path):
+    # codex-rs core/src/compact_remote.rs: message "", the server's items (user messages and
+    # an encrypted ``compaction``) as the replacement history
+    history = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the parser"}]},
+        {"type": "compaction", "encrypted_content": "gAAAAABpZ"},
+    ]
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(_compacting_rollout({"message": "", "replacement_history": history})))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT line_no, role, kind, subtype, is_prompt, text FROM messages "
+                      "WHERE line_no = 8 ORDER BY seq") == [
+        (8, "system", "boundary", "compacted", False, ""),
+        (8, "user", "summary", "replacement_history", False, "fix the parser"),
+        (8, "system", "other", "compaction", False, ""),
+    ]
+    assert rows(lake, "SELECT n_prompts, n_tool_calls FROM sessions") == [(2, 0)]
+
+
+def test_a_compaction_message_no_replacement_item_repeats_keeps_its_own_summary_row(tmp_path):
+    history = [{"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": "fix the parser"}]}]
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(_compacting_rollout({"message": SUMMARY,
+                                                   "replacement_history": history})))
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT role, kind, subtype, json_path, text FROM messages "
+                      "WHERE line_no = 8 ORDER BY seq") == [
+        ("system", "boundary", "compacted", None, ""),
+        ("user", "summary", "compacted", None, SUMMARY),
+        ("user", "summary", "replacement_history", "/payload/replacement_history/0",
+         "fix the parser"),
+    ]
+
+
+def test_a_replacement_history_item_that_is_not_an_object_quarantines_the_line(tmp_path):
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(_compacting_rollout({"message": "", "replacement_history": ["x"]})))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT line_no, reason FROM quarantine") == [
+        (8, "replacement_history[0] must be a response item object, found str")]
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE line_no = 8") == 0
+
+
+# the TypeScript CLI (codex-cli/src/utils/storage/save-rollout.ts, removed in Aug 2025):
+# JSON.stringify({session: {timestamp, id, instructions}, items}, null, 2), items as the
+# Responses API and the agent loop made them
+TS_ID = "5f7a1c2e-8b9d-4e3f-a1b2-c3d4e5f60718"
+TS_NAME = f"rollout-2025-05-02-{TS_ID}.json"
+TS_SHELL = json.dumps({"output": "ls: nope: No such file or directory\n",
+                       "metadata": {"exit_code": 1, "duration_seconds": 0.1}})
+TS_DOC = {
+    "session": {"timestamp": "2025-05-02T09:14:03.120Z", "id": TS_ID,
+                "instructions": "Prefer small diffs."},
+    "items": [
+        {"role": "user", "content": [{"type": "input_text", "text": "list the nope folder"}],
+         "type": "message"},
+        {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "**Listing**"}],
+         "duration_ms": 2107},
+        {"id": "fc_1", "type": "function_call", "status": "completed",
+         "arguments": "{\"command\":[\"ls\",\"nope\"]}", "call_id": "call_1", "name": "shell"},
+        {"type": "function_call_output", "call_id": "call_1", "output": TS_SHELL},
+        {"id": "lsh_1", "type": "local_shell_call", "call_id": "call_2", "status": "completed",
+         "action": {"type": "exec", "command": ["ls"], "env": {}}},
+        {"type": "local_shell_call_output", "call_id": "call_2",
+         "output": json.dumps({"output": "a.txt\n", "metadata": {"exit_code": 0}})},
+        {"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+         "content": [{"type": "output_text", "annotations": [], "text": "There is no nope folder."}]},
+        {"id": "error-1746177250000", "type": "message", "role": "system",
+         "content": [{"type": "input_text", "text": "⚠️  Network error while contacting OpenAI."}]},
+    ],
+}
+
+
+def _ts_rollout(tmp_path) -> Path:
+    path = tmp_path / ".codex" / "sessions" / TS_NAME
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(TS_DOC, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_the_typescript_clis_whole_json_rollout_is_read_as_one_document(tmp_path):
+    path = _ts_rollout(tmp_path)
+    head = path.read_bytes()[:65536]
+    assert detect(str(path), head) == "codex_cli_json"
+    assert CodexCliReader.sniff(str(path), head) == 0
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.files, summary.lines, summary.records, summary.quarantined) == (1, 1, 1, 0)
+    assert rows(lake, "SELECT format FROM sources") == [("codex_cli_json",)]
+    assert rows(lake, "SELECT record_type FROM records") == [("rollout",)]
+    # the session's time is when it was last saved; the items have none: the session is undated
+    assert rows(lake, "SELECT session_id, format, project, started_at FROM sessions") == [
+        (TS_ID, "codex_cli", None, None)]
+    assert rows(lake, "SELECT json_path FROM session_info") == [("/session",)]
+    assert rows(lake, "SELECT json_path, role, kind, subtype, is_prompt, call_id, text FROM messages "
+                      "ORDER BY seq") == [
+        ("/items/0", "user", "text", None, True, None, "list the nope folder"),
+        ("/items/1", "assistant", "thinking", None, False, None, "**Listing**"),
+        ("/items/2", "assistant", "tool_use", None, False, "call_1", '{"command":["ls","nope"]}'),
+        ("/items/3", "tool", "tool_result", None, False, "call_1", TS_SHELL),
+        ("/items/4", "assistant", "tool_use", None, False, "call_2",
+         '{"type":"exec","command":["ls"],"env":{}}'),
+        ("/items/5", "tool", "tool_result", None, False, "call_2",
+         TS_DOC["items"][5]["output"]),
+        ("/items/6", "assistant", "text", None, False, None, "There is no nope folder."),
+        ("/items/7", "system", "meta", "system", False, None,
+         "⚠️  Network error while contacting OpenAI."),
+    ]
+    assert rows(lake, "SELECT line_no, json_path, call_id, tool_name, tool_family FROM tool_calls "
+                      "ORDER BY seq") == [
+        (1, "/items/2", "call_1", "shell", "shell"), (1, "/items/4", "call_2", "local_shell", "shell")]
+    assert rows(lake, "SELECT line_no, json_path, call_id, tool_name, is_error FROM tool_results "
+                      "ORDER BY seq") == [
+        (1, "/items/3", "call_1", "shell", True), (1, "/items/5", "call_2", "local_shell", False)]
+
+
+def test_sniffing_claims_a_json_rollout_by_its_session_object_and_not_other_json():
+    doc = json.dumps(TS_DOC, indent=2).encode()
+    assert CodexCliJsonReader.sniff(f"/h/.codex/sessions/{TS_NAME}", doc) == 95
+    assert CodexCliJsonReader.sniff("/h/.codex/sessions/old.json", doc) == 90
+    assert CodexCliJsonReader.sniff("/tmp/x.json", doc) == 70
+    assert CodexCliJsonReader.sniff(f"/h/{TS_NAME}l", doc) == 0      # .jsonl
+    for path in REAL.rglob("*"):
+        if path.is_file():
+            assert CodexCliJsonReader.sniff(str(path), path.read_bytes()[:65536]) == 0, path
+    assert CodexCliJsonReader.sniff("/tmp/x.json", b'{"sessionId": "s", "messages": []}') == 0
+
+
+def test_apply_and_restore_are_byte_exact_on_a_json_rollout_and_a_tool_search(tmp_path):
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.restore import restore
+    from tests.test_apply import CLEARED, hand_evictions
+
+    archive = tmp_path / "archive"
+    ts = archive / TS_NAME
+    ts.parent.mkdir(parents=True)
+    ts.write_text(json.dumps(TS_DOC, indent=2, ensure_ascii=False), encoding="utf-8")
+    search = archive / ROLLOUT
+    search.write_bytes(b"".join(_tool_search_lines()))
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.quarantined == 0
+    for action in ("clear", "clear_input"):
+        table = hand_evictions(lake, policy=action, action=action)
+        assert table.num_rows == 4
+        result = apply_policy(lake, policy=action, out=tmp_path / "out", evictions=table)
+        assert result.problems == [] and result.files_pruned == 2, action
+        pruned_ts = json.loads((tmp_path / "out" / action / TS_NAME).read_bytes())
+        pruned_search = [json.loads(line) for line in
+                         (tmp_path / "out" / action / ROLLOUT).read_bytes().splitlines()]
+        if action == "clear":
+            assert [pruned_ts["items"][i]["output"] for i in (3, 5)] == [CLEARED, CLEARED]
+            assert pruned_search[4]["payload"]["tools"] == CLEARED
+        else:
+            assert pruned_ts["items"][2]["arguments"] == "{}"
+            assert pruned_search[3]["payload"]["arguments"] == {}
+        for source in (ts, search):
+            output = tmp_path / "out" / action / source.name
+            assert restore(output, store=lake.store_dir).data == source.read_bytes(), (action, source)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pipeline.core.errors import UsageError
 from pipeline.formats.base import Reader
 from pipeline.formats.claude_code import ClaudeCodeReader
-from pipeline.formats.codex_cli import CodexCliReader
+from pipeline.formats.codex_cli import CodexCliJsonReader, CodexCliReader
 from pipeline.formats.gemini_cli import GeminiCliJsonlReader, GeminiCliReader
 from pipeline.formats.mini_swe_agent import MiniSweAgentReader
 from pipeline.formats.openai_chat import OpenAIChatReader
@@ -20,6 +20,7 @@ READERS: dict[str, type[Reader]] = {
         GeminiCliReader,
         GeminiCliJsonlReader,
         CodexCliReader,
+        CodexCliJsonReader,
         SweAgentReader,
         MiniSweAgentReader,
         OpenAIChatReader,

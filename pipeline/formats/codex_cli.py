@@ -1,6 +1,15 @@
 """Codex CLI rollouts: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``.
 
-Two line shapes (docs/formats.md):
+Two forms, one public format (every ``session_info.format`` row says ``codex_cli``); one
+reader class has one layout, so each form has its own registry key:
+
+- ``codex_cli`` (:class:`CodexCliReader`, JSONL, the Rust CLI), below;
+- ``codex_cli_json`` (:class:`CodexCliJsonReader`, document): the TypeScript CLI's
+  ``~/.codex/sessions/rollout-<YYYY-MM-DD>-<uuid>.json`` (until mid-2025), one pretty-printed
+  ``{"session": {timestamp, id, instructions}, "items": [...]}`` rewritten whole on every
+  item; its items are read as ``response_item`` payloads (``json_path`` ``/items/<i>``).
+
+Two line shapes of the JSONL form (docs/formats.md):
 
 - current: ``{timestamp, type, payload}`` with ``type`` in ``session_meta``, ``turn_context``,
   ``response_item``, ``event_msg``, ``compacted`` (any other type is kept as a system row of
@@ -22,17 +31,37 @@ Rows per response item (one row per item; a message's text items are joined by n
   role assistant -> kind text with the model of the latest ``turn_context``; developer/system
   -> role system, kind meta.
 - ``reasoning`` -> kind thinking (the ``summary`` texts; the raw ``content`` when no summary).
-- ``function_call`` / ``custom_tool_call`` / ``local_shell_call`` / ``web_search_call`` ->
-  kind tool_use + a ``tool_calls`` row (``input_json``: the ``arguments`` JSON text as written,
-  the custom tool's ``input`` string as a JSON string, the action object); ``cwd`` is the
-  latest known cwd.
-- ``function_call_output`` / ``custom_tool_call_output`` -> role tool, kind tool_result + a
-  ``tool_results`` row. There is no is_error field: a result is an error when its output
-  starts with ``Exit code: N`` (N != 0), when a JSON output has ``metadata.exit_code != 0``,
-  or when a structured output says ``success: false``.
+- ``function_call`` / ``custom_tool_call`` / ``local_shell_call`` / ``web_search_call`` /
+  ``tool_search_call`` -> kind tool_use + a ``tool_calls`` row (``input_json``: the
+  ``arguments`` JSON text as written, the custom tool's ``input`` string as a JSON string, the
+  action object, the tool search's ``arguments`` object); ``cwd`` is the latest known cwd.
+  A tool search (``{call_id, execution: client|server, status?, arguments}``, call_id null
+  when the server ran it) is tool ``tool_search``.
+- ``function_call_output`` / ``custom_tool_call_output`` / ``local_shell_call_output``
+  (TypeScript CLI) -> role tool, kind tool_result + a ``tool_results`` row. There is no
+  is_error field: a result is an error when its output starts with ``Exit code: N`` (N != 0),
+  when a JSON output has ``metadata.exit_code != 0``, or when a structured output says
+  ``success: false``. ``tool_search_output{call_id, status, execution, tools}`` -> the same,
+  tool ``tool_search``, text the compact JSON of ``tools`` (the loaded tool definitions),
+  ``payload_shape`` json, never an error. The rows of a tool search carry ``json_path`` the
+  payload itself (``/payload/arguments``, ``/payload/tools``): a search the server ran has
+  ``call_id: null`` on both items, so apply could not find them by call id.
 - ``ghost_snapshot`` (undo bookkeeping, never sent to the model) -> ``records`` only;
-  ``compaction`` items (encrypted) -> system ``other``. A ``compacted`` line -> a ``boundary``
-  row followed by a role user ``summary`` row holding its ``message``.
+  ``compaction`` items (encrypted) -> system ``other``.
+- A ``compacted`` line -> a ``boundary`` row, then the context Codex continued from. Without
+  ``replacement_history`` (older rollouts; null or empty alike): a role user ``summary`` row
+  (subtype ``compacted``) holding its ``message``. With it (remote compaction since Nov
+  2025, local since Feb 2026: the response items that replaced the whole history, written
+  nowhere else in the file), one row per item, so that the live context after the boundary
+  is what the model was given, and nothing in it counts again: no prompt, no reply, no
+  call, no usage. User and assistant messages -> kind ``summary``, subtype ``compacted`` for the one whose text is the
+  line's ``message`` (local compaction ends its list with it) and ``replacement_history``
+  for the others (earlier user messages Codex keeps, re-sent copies); injected context and
+  developer messages -> kind meta as above; ``ghost_snapshot`` -> nothing; any other item
+  (the remote compaction's encrypted ``compaction``) -> system ``other`` with its type as
+  subtype. A non-empty ``message`` that no item repeats keeps its own summary row, first;
+  an empty one (remote compaction) has none. These rows carry ``json_path``
+  ``/payload/replacement_history/<i>``.
 
 Usage: ``token_count`` events carry running totals and each total is written twice (the
 first event of a turn even has ``info: null``), so the reader keeps the last
@@ -97,6 +126,12 @@ PROCESS_EXITED = re.compile(r"\s*(?:Chunk ID|Wall time):[^\n]*\n(?:(?!Output:)[^
                             r"Process exited with code (-?\d+)\n")
 ROLLOUT_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 MAX_PENDING_CALLS = 512
+CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call",
+              "tool_search_call")
+# ``local_shell_call_output``: the TypeScript CLI's answer to a local_shell_call
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+# the whole-JSON rollout of the TypeScript CLI: ``{"session": {...}, "items": [...]}``
+DOCUMENT_HEAD = re.compile(rb'\A\s*\{\s*"session"\s*:\s*\{')
 
 
 def items_text(items: Any) -> str:
@@ -154,11 +189,31 @@ def output_payload(output: Any) -> tuple[str, str, bool]:
     return ("" if output is None else dumps(output)), "json", False
 
 
+def codex_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """Codex's own result items beyond the Responses pair: ``local_shell_call_output{call_id,
+    output}`` (TypeScript CLI) and ``tool_search_output{call_id, tools}``."""
+    if d.get("call_id") != call_id:
+        return None
+    kind = d.get("type")
+    if kind == "local_shell_call_output" and "output" in d:
+        return [here + ("output",)]
+    if kind == "tool_search_output" and "tools" in d:
+        return [here + ("tools",)]
+    return None
+
+
+def codex_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """``tool_search_call{call_id, arguments}`` (``arguments`` is a JSON object, not a string)."""
+    if d.get("type") == "tool_search_call" and d.get("call_id") == call_id and "arguments" in d:
+        return [here + ("arguments",)]
+    return None
+
+
 class CodexCliReader(Reader):
     name = "codex_cli"
     layout = "jsonl"
-    result_shapes = (responses_tool_result,)
-    input_shapes = (responses_tool_input,)
+    result_shapes = (responses_tool_result, codex_tool_result)
+    input_shapes = (responses_tool_input, codex_tool_input)
     append_safe = True
 
     @classmethod
@@ -193,6 +248,8 @@ class CodexCliReader(Reader):
         self.root: str | None = state.get("root")
         self.calls: dict[str, str | None] = dict(state.get("calls") or {})
         self.session_emitted: bool = bool(state.get("session_emitted"))
+        # the JSON pointer of the object being read: set for a document's rows only
+        self.where: str | None = None
 
     def finish(self, out: Emitter) -> dict:
         return {"session_id": self.session_id, "cwd": self.cwd, "model": self.model,
@@ -220,15 +277,11 @@ class CodexCliReader(Reader):
                 self.cwd = str_or_none(payload.get("cwd")) or self.cwd
                 self.model = str_or_none(payload.get("model")) or self.model
             elif ltype == "response_item":
-                self._item(payload, ts, out)
+                self._item(payload, ts, out, "/payload")
             elif ltype == "event_msg":
                 self._event(payload, ts, out)
             elif ltype == "compacted":
-                common = self._common(ts, out)
-                out.message(role="system", kind="boundary", subtype="compacted", text="",
-                            **common)
-                out.message(role="user", kind="summary", subtype="compacted",
-                            text=str_or_none(payload.get("message")) or "", **common)
+                self._compacted(payload, ts, out)
             else:
                 out.message(role="system", kind="other", subtype=ltype, text="",
                             **self._common(ts, out))
@@ -236,7 +289,7 @@ class CodexCliReader(Reader):
         if obj.get("record_type") is not None:
             return str(obj["record_type"])
         if isinstance(ltype, str):
-            self._item(obj, None, out)
+            self._item(obj, None, out, "")
             return "response_item"
         if isinstance(obj.get("id"), str) and ("timestamp" in obj or "instructions" in obj):
             self._session_meta(obj, str_or_none(obj.get("timestamp")), out)
@@ -286,7 +339,8 @@ class CodexCliReader(Reader):
         out.session(session_id=self.session_id, format=FORMAT, project=self.cwd,
                     git_branch=str_or_none(git.get("branch")) or None, parent_session_id=parent,
                     agent_id=agent, cli_version=str_or_none(meta.get("cli_version")),
-                    timestamp_raw=str_or_none(meta.get("timestamp")) or ts, meta_json=dumps(extra))
+                    timestamp_raw=str_or_none(meta.get("timestamp")) or ts, meta_json=dumps(extra),
+                    **self._where())
         self.session_emitted = True
 
     def _common(self, ts: str | None, out: Emitter) -> dict:
@@ -294,10 +348,67 @@ class CodexCliReader(Reader):
             self.session_id = self._fallback_session_id()
         if not self.session_emitted:
             out.session(session_id=self.session_id, format=FORMAT, project=self.cwd,
-                        timestamp_raw=ts, meta_json="{}")
+                        timestamp_raw=ts, meta_json="{}", **self._where())
             self.session_emitted = True
         return dict(session_id=self.session_id, timestamp_raw=ts, is_sidechain=False,
-                    is_prompt=False)
+                    is_prompt=False, **self._where())
+
+    def _where(self) -> dict:
+        return {} if self.where is None else {"json_path": self.where}
+
+    def _compacted(self, payload: dict, ts: str | None, out: Emitter) -> None:
+        """A boundary, then the context the model was given from then on: the items of
+        ``replacement_history`` (one row each, never a prompt), else the ``message`` summary."""
+        message = str_or_none(payload.get("message")) or ""
+        history = payload.get("replacement_history")
+        if isinstance(history, list):
+            # checked before anything is emitted: a bad line is quarantined whole
+            for index, item in enumerate(history):
+                if not isinstance(item, dict):
+                    raise RecordError(f"replacement_history[{index}] must be a response item "
+                                      f"object, found {type(item).__name__}")
+                content = item.get("content")
+                if item.get("type") == "message" and content is not None \
+                        and not isinstance(content, (list, str)):
+                    raise RecordError(f"replacement_history[{index}].content must be a list of "
+                                      f"content items, found {type(content).__name__}")
+        common = self._common(ts, out)
+        out.message(role="system", kind="boundary", subtype="compacted", text="", **common)
+        if not history:   # absent (older rollouts), null or empty: the summary alone
+            out.message(role="user", kind="summary", subtype="compacted", text=message, **common)
+            return
+        texts = [items_text(item.get("content")) for item in history
+                 if item.get("type") == "message"]
+        if message and message not in texts:
+            out.message(role="user", kind="summary", subtype="compacted", text=message, **common)
+        for index, item in enumerate(history):
+            self._replacement_item(item, index, message, common, out)
+
+    def _replacement_item(self, item: dict, index: int, message: str, common: dict,
+                          out: Emitter) -> None:
+        """One ``replacement_history`` item: copies of earlier context (retained user
+        messages, the summary, injected context), never prompts, replies or calls."""
+        itype = item.get("type")
+        if itype == "ghost_snapshot":
+            return
+        row = dict(common, uuid=str_or_none(item.get("id")),
+                   json_path=f"/payload/replacement_history/{index}")
+        if itype != "message":
+            out.message(role="system", kind="other", subtype=str(itype), text="", **row)
+            return
+        text = items_text(item.get("content"))
+        role = item.get("role")
+        if role == "user" and CONTEXTUAL.match(text):
+            tag = CONTEXT_TAG.match(text)
+            out.message(role="user", kind="meta",
+                        subtype=tag.group(1).lower() if tag else "instructions", text=text,
+                        is_meta=True, **row)
+        elif role in ("user", "assistant"):
+            subtype = "compacted" if message and text == message else "replacement_history"
+            out.message(role=role, kind="summary", subtype=subtype, text=text, **row)
+        else:
+            out.message(role="system", kind="meta", subtype=str(role), text=text, is_meta=True,
+                        **row)
 
     def _remember_call(self, call_id: str | None, name: str | None) -> None:
         if not call_id:
@@ -306,7 +417,8 @@ class CodexCliReader(Reader):
         while len(self.calls) > MAX_PENDING_CALLS:
             del self.calls[next(iter(self.calls))]
 
-    def _item(self, item: dict, ts: str | None, out: Emitter) -> None:
+    def _item(self, item: dict, ts: str | None, out: Emitter, path: str) -> None:
+        """One response item; ``path``: its JSON pointer in the line or document."""
         itype = item.get("type")
         content = item.get("content")
         if itype == "message" and content is not None and not isinstance(content, (list, str)):
@@ -317,6 +429,10 @@ class CodexCliReader(Reader):
             return
         common = self._common(ts, out)
         common["uuid"] = str_or_none(item.get("id"))
+        if itype in ("tool_search_call", "tool_search_output"):
+            # the payload itself (``arguments`` / ``tools``): a search the server ran has no
+            # call_id for apply to find its item by
+            common["json_path"] = path + ("/arguments" if itype == "tool_search_call" else "/tools")
         if itype == "message":
             text = items_text(content)
             role = item.get("role")
@@ -341,18 +457,26 @@ class CodexCliReader(Reader):
                 text = items_text(item.get("content"))
             out.message(role="assistant", kind="thinking", text=text, model=self.model,
                         is_meta=False, **common)
-        elif itype in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
+        elif itype in CALL_TYPES:
             self._tool_call(item, itype, common, out)
-        elif itype in ("function_call_output", "custom_tool_call_output"):
+        elif itype in OUTPUT_TYPES or itype == "tool_search_output":
             call_id = str_or_none(item.get("call_id"))
-            output = item.get("output")
-            text, shape, is_error = output_payload(output)
+            if itype == "tool_search_output":
+                # the definitions of the tools the search loaded: no error field
+                output = item.get("tools")
+                text, shape, is_error = ("" if output is None else dumps(output)), "json", False
+            else:
+                output = item.get("output")
+                text, shape, is_error = output_payload(output)
             name = self.calls.pop(call_id, None) if call_id else None
+            if name is None and itype == "tool_search_output":
+                name = "tool_search"
             msg = out.message(role="tool", kind="tool_result", text=text, call_id=call_id,
                               tool_name=name, is_meta=False, **common)
             out.tool_result(seq=msg["seq"], block_no=msg["block_no"], session_id=self.session_id,
                             call_id=call_id, tool_name=name, is_error=is_error,
-                            payload_shape=shape, payload=output, timestamp_raw=ts)
+                            payload_shape=shape, payload=output, timestamp_raw=ts,
+                            json_path=common.get("json_path"))
         else:
             out.message(role="system", kind="other", subtype=str(itype), text="", **common)
 
@@ -378,6 +502,13 @@ class CodexCliReader(Reader):
             parsed = raw
             text = raw if isinstance(raw, str) else dumps(raw)
             input_json = dumps(raw)
+        elif itype == "tool_search_call":
+            # ``arguments`` is a JSON object here (``{query, limit}``; ``{paths}`` when the
+            # search ran on the server), not a string
+            name = "tool_search"
+            parsed = item.get("arguments")
+            input_json = dumps(parsed) if parsed is not None else "{}"
+            text = input_json
         else:  # local_shell_call / web_search_call: the action object is the input
             name = "local_shell" if itype == "local_shell_call" else "web_search"
             parsed = item.get("action")
@@ -390,7 +521,8 @@ class CodexCliReader(Reader):
                           tool_name=name, model=self.model, is_meta=False, **common)
         out.tool_call(seq=msg["seq"], block_no=msg["block_no"], session_id=self.session_id,
                       call_id=call_id, tool_name=name, tool_family=tool_family(name, parsed),
-                      input_json=input_json, cwd=self.cwd, timestamp_raw=common["timestamp_raw"])
+                      input_json=input_json, cwd=self.cwd, timestamp_raw=common["timestamp_raw"],
+                      json_path=common.get("json_path"))
 
     def _event(self, event: dict, ts: str | None, out: Emitter) -> None:
         etype = event.get("type")
@@ -431,3 +563,57 @@ class CodexCliReader(Reader):
                     output_tokens=delta["output_tokens"], cache_read_tokens=cached,
                     reasoning_tokens=delta["reasoning_output_tokens"], usage_scope="call",
                     **common)
+
+
+class CodexCliJsonReader(CodexCliReader):
+    """The TypeScript CLI's whole-JSON rollout (until mid-2025): ``~/.codex/sessions/
+    rollout-<YYYY-MM-DD>-<uuid>.json``, one pretty-printed document ``{"session": {timestamp,
+    id, instructions}, "items": [response items]}``, rewritten whole on every new item
+    (registry key ``codex_cli_json``; its sessions' format is ``codex_cli``). The items are
+    read as the JSONL form's ``response_item`` payloads; rows carry ``line_no = 1`` and
+    ``json_path`` ``/items/<i>`` (the session row ``/session``). Items have no timestamps and
+    the file records neither model, cwd nor usage."""
+
+    name = "codex_cli_json"
+    layout = "document"
+    append_safe = False
+
+    @classmethod
+    def sniff(cls, path: str, head: bytes) -> int:
+        if not path.endswith(".json") or path.endswith(".traj.json"):
+            return 0
+        if not DOCUMENT_HEAD.match(head.lstrip(b"\xef\xbb\xbf")):
+            return 0
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith("rollout-"):
+            return 95
+        if "/.codex/" in path:
+            return 90
+        return 70 if b'"items"' in head else 0
+
+    def document(self, obj: Any, out: Emitter) -> str:
+        if not isinstance(obj, dict):
+            raise RecordError("a Codex CLI JSON rollout holds an object, found "
+                              f"{type(obj).__name__}")
+        session, items = obj.get("session"), obj.get("items")
+        if session is not None and not isinstance(session, dict):
+            raise RecordError(f"a Codex CLI JSON rollout's 'session' must be an object, found "
+                              f"{type(session).__name__}")
+        if not isinstance(items, list):
+            raise RecordError(f"a Codex CLI JSON rollout needs an 'items' list, found "
+                              f"{type(items).__name__}")
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise RecordError(f"items[{index}] must be a response item object, found "
+                                  f"{type(item).__name__}")
+        self.begin({})
+        if isinstance(session, dict):
+            self.where = "/session"
+            self._session_meta(session, str_or_none(session.get("timestamp")), out)
+        for index, item in enumerate(items):
+            self.where = f"/items/{index}"
+            self._item(item, None, out, self.where)
+        if not items:
+            self.where = None
+            self._common(None, out)   # the session row of an empty rollout
+        return "rollout"
