@@ -91,3 +91,107 @@ def test_a_file_whose_recorded_format_is_unknown_is_copied_unpruned_and_named(tm
     assert (lake.root / "out" / "p" / "b" / "s-1.jsonl").read_bytes() == other.read_bytes()
     assert CLEARED.encode() in (lake.root / "out" / "p" / "a" / "s-1.jsonl").read_bytes()
     assert (summary.files_pruned, summary.files_failed) == (1, 1)
+
+
+# -- Claude Code: the results of tools the API runs sit in assistant lines --------------------
+def _fetch_blocks(page: str) -> list[dict]:
+    """A web_fetch server tool call and its result (the fetched page as a text document)."""
+    return [
+        {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_fetch",
+         "input": {"url": "https://example.com/ctxlake"}},
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_01",
+         "content": {"type": "web_fetch_result", "url": "https://example.com/ctxlake",
+                     "retrieved_at": "2026-03-14T10:00:00Z",
+                     "content": {"type": "document", "title": "ctxlake",
+                                 "source": {"type": "text", "media_type": "text/plain",
+                                            "data": page}}}},
+        {"type": "text", "text": "The page says ctxlake keeps every byte."}]
+
+
+def test_claude_code_finds_server_and_mcp_tool_results_and_inputs_in_an_assistant_line():
+    search = [{"type": "web_search_result", "url": "https://example.com", "title": "t",
+               "encrypted_content": "Eq"}]
+    line = {"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}},
+        {"type": "web_search_tool_result", "tool_use_id": "s1", "content": search},
+        {"type": "mcp_tool_use", "id": "m1", "name": "echo", "server_name": "demo", "input": {}},
+        {"type": "mcp_tool_result", "tool_use_id": "m1", "is_error": False, "content": "hi"}]}}
+    claude = READERS["claude_code"]
+    assert claude.result_holders(line, "s1") == [("message", "content", 1, "content")]
+    assert claude.input_holders(line, "s1") == [("message", "content", 0, "input")]
+    assert claude.result_holders(line, "m1") == [("message", "content", 3, "content")]
+    assert claude.input_holders(line, "m1") == [("message", "content", 2, "input")]
+    assert claude.result_holders(line, "other") == claude.input_holders(line, "other") == []
+
+
+def test_a_large_web_fetch_result_in_an_assistant_line_is_pruned_and_restored_byte_for_byte(tmp_path):
+    import hashlib
+    import json
+
+    from pipeline.stages.restore import restore
+    from tests.helpers.lake import ingest_paths, rows
+    from tests.test_apply import hand_evictions
+    from tests.test_format_claude_code import write_with_server_tools
+
+    page = "".join(f"line {i}: what the fetched page says about ctxlake\n" for i in range(2000))
+    source = tmp_path / "archive" / "proj" / "claude_session.jsonl"
+    original = write_with_server_tools(source, _fetch_blocks(page))
+    lake, _ = ingest_paths(tmp_path, tmp_path / "archive")
+    fetched = json.loads(original.splitlines()[3])["message"]["content"][0]["content"]
+    payload = json.dumps(fetched, separators=(",", ":")).encode()
+    assert rows(lake, "SELECT call_id, payload_shape, payload_bytes, payload_sha256 FROM tool_results") \
+        == [("srvtoolu_01", "json", len(payload), hashlib.sha256(payload).hexdigest())]
+    # the result pruned and the call's input cleared, both on assistant lines
+    table = pa.concat_tables([hand_evictions(lake, policy="p", action="prune"),
+                              hand_evictions(lake, policy="p", action="clear_input")])
+    summary = apply_policy(lake, policy="p", evictions=table)
+    assert summary.problems == [] and summary.files_pruned == 1
+    output = lake.root / "out" / "p" / "proj" / "claude_session.jsonl"
+    lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    [prune] = [ev for ev in table.to_pylist() if ev["action"] == "prune"]
+    assert lines[3]["message"]["content"][0] == {"type": "web_fetch_tool_result",
+                                                 "tool_use_id": "srvtoolu_01",
+                                                 "content": prune["replacement"]}
+    assert lines[2]["message"]["content"][0]["input"] == {}
+    assert output.read_bytes().splitlines()[4] == original.splitlines()[4]    # the text line
+    assert (lake.store_dir / f"{hashlib.sha256(payload).hexdigest()}.payload").read_bytes() == payload
+    assert len(original) - output.stat().st_size > len(page) - 4096
+    assert restore(output, store=lake.store_dir).data == original
+
+
+def test_an_oversized_web_search_result_is_pruned_by_the_policy_and_restored_byte_for_byte(tmp_path):
+    import hashlib
+    import json
+
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+    from tests.helpers.lake import rows
+    from tests.test_format_claude_code import write_with_server_tools
+
+    hits = [{"type": "web_search_result", "url": f"https://example.com/{i}", "title": f"Hit {i}",
+             "encrypted_content": "Eq" + "x" * 6000, "page_age": None} for i in range(5)]
+    blocks = [{"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search",
+               "input": {"query": "ctxlake"}},
+              {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": hits},
+              {"type": "text", "text": "Five hits."}]
+    archive = tmp_path / "archive"
+    original = write_with_server_tools(archive / "proj" / "claude_session.jsonl", blocks)
+    lake_dir = tmp_path / "lake"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--lake", str(lake_dir), "-q", "run", str(archive), "--tz", "UTC"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    compact = json.dumps(hits, separators=(",", ":")).encode()
+    sha = hashlib.sha256(compact).hexdigest()
+    lake = Lake(lake_dir)
+    assert rows(lake, "SELECT call_id, action, payload_sha256 FROM evictions") == \
+        [("srvtoolu_01", "prune", sha)]
+    [pruned] = (lake_dir / "out").glob("*/proj/claude_session.jsonl")
+    output = pruned.read_bytes()
+    assert b"x" * 100 not in output and f"compaction://{sha}".encode() in output
+    assert (lake_dir / "store" / f"{sha}.payload").read_bytes() == compact
+    back = runner.invoke(cli, ["--lake", str(lake_dir), "restore", str(pruned), "--out",
+                               str(tmp_path / "back.jsonl")], catch_exceptions=False)
+    assert back.exit_code == 0, back.output
+    assert (tmp_path / "back.jsonl").read_bytes() == original

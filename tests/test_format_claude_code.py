@@ -245,3 +245,117 @@ def test_a_session_whose_first_line_runs_past_the_sniffed_head_is_read_outside_a
     assert rows(lake, "SELECT format, count(*) FROM sources GROUP BY ALL") == [("claude_code", 1)]
     assert rows(lake, "SELECT session_id FROM sessions") == [("1af7fc5e-8455-4414-9ccd-011d40f70b2a",)]
     assert rows(lake, "SELECT seq, length(text) FROM messages ORDER BY seq LIMIT 1") == [(10000, 100_021)]
+
+
+# -- tools the API runs: server tools (web_search, web_fetch, code execution) and MCP connector
+# tools, whose calls and results are blocks of the same assistant message -------------------
+def _response_lines(blocks: list[dict]) -> list[dict]:
+    """One API response as Claude Code writes it: one assistant line per content block (the
+    real sample's text line with its block replaced), sharing message.id and requestId."""
+    template = _lines("claude_session.jsonl")[3]
+    out, parent = [], template["parentUuid"]
+    for index, block in enumerate(blocks):
+        line = json.loads(json.dumps(template))
+        line["uuid"] = f"5e7e0000-0000-4000-8000-{index:012d}"
+        line["parentUuid"], parent = parent, line["uuid"]
+        line["message"]["id"], line["requestId"] = "msg_server_tools", "req_server_tools"
+        line["message"]["content"] = [block]
+        out.append(line)
+    return out
+
+
+def write_with_server_tools(target, blocks: list[dict]) -> bytes:
+    """The real sample's snapshot and prompt lines, then ``blocks`` as one response (line 3 on),
+    written compactly as Claude Code writes: the bytes written to ``target``."""
+    head = (CLAUDE / "claude_session.jsonl").read_text(encoding="utf-8").splitlines()[:2]
+    lines = head + [json.dumps(o, separators=(",", ":"), ensure_ascii=False)
+                    for o in _response_lines(blocks)]
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return data
+
+
+def _server_call(call_id: str, name: str, input_obj: dict, kind: str = "server_tool_use") -> dict:
+    block = {"type": kind, "id": call_id, "name": name, "input": input_obj}
+    if kind == "mcp_tool_use":
+        block["server_name"] = "demo"
+    return block
+
+
+def test_server_and_mcp_tool_blocks_of_an_assistant_message_are_tool_calls_and_results(tmp_path):
+    search_hit = {"type": "web_search_result", "url": "https://example.com/ctxlake",
+                  "title": "ctxlake", "encrypted_content": "EqgfCioIARgBIiQ3", "page_age": "2 days ago"}
+    fetched = {"type": "web_fetch_result", "url": "https://example.com/ctxlake",
+               "retrieved_at": "2026-03-14T10:00:00Z",
+               "content": {"type": "document", "title": "ctxlake",
+                           "source": {"type": "text", "media_type": "text/plain",
+                                      "data": "ctxlake keeps every byte."}}}
+    blocks = [
+        {"type": "text", "text": "Let me look that up."},
+        _server_call("srvtoolu_01", "web_search", {"query": "ctxlake compaction"}),
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [search_hit]},
+        _server_call("srvtoolu_02", "web_fetch", {"url": "https://example.com/ctxlake"}),
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_02", "content": fetched},
+        _server_call("mcptoolu_03", "echo", {"text": "hi"}, kind="mcp_tool_use"),
+        {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_03", "is_error": False,
+         "content": [{"type": "text", "text": "hi"}]},
+        {"type": "text", "text": "Found it."},
+    ]
+    path = tmp_path / "archive" / "proj" / "claude_session.jsonl"
+    write_with_server_tools(path, blocks)
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (10, 0)
+    assert rows(lake, "SELECT line_no, role, kind, subtype, call_id, tool_name FROM messages "
+                      "WHERE line_no >= 3 ORDER BY seq") == [
+        (3, "assistant", "text", None, None, None),
+        (4, "assistant", "tool_use", "server_tool_use", "srvtoolu_01", "web_search"),
+        (5, "tool", "tool_result", "web_search_tool_result", "srvtoolu_01", None),
+        (6, "assistant", "tool_use", "server_tool_use", "srvtoolu_02", "web_fetch"),
+        (7, "tool", "tool_result", "web_fetch_tool_result", "srvtoolu_02", None),
+        (8, "assistant", "tool_use", "mcp_tool_use", "mcptoolu_03", "echo"),
+        (9, "tool", "tool_result", "mcp_tool_result", "mcptoolu_03", None),
+        (10, "assistant", "text", None, None, None)]
+    assert rows(lake, "SELECT line_no, call_id, tool_name, tool_family, input_json FROM tool_calls "
+                      "ORDER BY seq") == [
+        (4, "srvtoolu_01", "web_search", "web", '{"query":"ctxlake compaction"}'),
+        (6, "srvtoolu_02", "web_fetch", "web", '{"url":"https://example.com/ctxlake"}'),
+        (8, "mcptoolu_03", "echo", "other", '{"text":"hi"}')]
+    # the payload is the block's content: its text as content_text reads it
+    assert rows(lake, "SELECT r.line_no, r.call_id, r.is_error, r.payload_shape, m.text "
+                      "FROM tool_results r JOIN messages m USING (source_id, seq) ORDER BY seq") == [
+        (5, "srvtoolu_01", False, "blocks", "[web_search_result]"),
+        (7, "srvtoolu_02", False, "json", json.dumps(fetched, separators=(",", ":"))),
+        (9, "mcptoolu_03", False, "blocks", "hi")]
+    assert rows(lake, "SELECT call_id, tool_name, status FROM tool_links ORDER BY call_seq") == [
+        ("srvtoolu_01", "web_search", "paired"), ("srvtoolu_02", "web_fetch", "paired"),
+        ("mcptoolu_03", "echo", "paired")]
+
+
+def test_a_server_tool_error_content_or_an_mcp_is_error_marks_the_result_as_an_error(tmp_path):
+    blocks = [
+        _server_call("srvtoolu_e1", "web_search", {"query": "ctxlake"}),
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_e1",
+         "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}},
+        _server_call("srvtoolu_e2", "web_fetch", {"url": "https://example.invalid/"}),
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_e2",
+         "content": {"type": "web_fetch_tool_result_error", "error_code": "url_not_accessible"}},
+        # a command that ran and failed is a result, not a tool error
+        _server_call("srvtoolu_e3", "bash_code_execution", {"command": "false"}),
+        {"type": "bash_code_execution_tool_result", "tool_use_id": "srvtoolu_e3",
+         "content": {"type": "bash_code_execution_result", "stdout": "", "stderr": "",
+                     "return_code": 1, "content": []}},
+        _server_call("mcptoolu_e4", "echo", {"text": "hi"}, kind="mcp_tool_use"),
+        {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_e4", "is_error": True,
+         "content": [{"type": "text", "text": "server down"}]},
+    ]
+    path = tmp_path / "archive" / "proj" / "claude_session.jsonl"
+    write_with_server_tools(path, blocks)
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT call_id, is_error, payload_shape FROM tool_results ORDER BY seq") == [
+        ("srvtoolu_e1", True, "json"), ("srvtoolu_e2", True, "json"),
+        ("srvtoolu_e3", False, "json"), ("mcptoolu_e4", True, "blocks")]
+    assert rows(lake, "SELECT call_id, tool_family, status, is_error FROM tool_links "
+                      "ORDER BY call_seq") == [
+        ("srvtoolu_e1", "web", "paired", True), ("srvtoolu_e2", "web", "paired", True),
+        ("srvtoolu_e3", "other", "paired", False), ("mcptoolu_e4", "other", "paired", True)]

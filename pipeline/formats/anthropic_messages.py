@@ -27,7 +27,7 @@ from pipeline.formats.openai_chat import (
     ChatReader, chat_scores, emit_tool_call, emit_tool_result, timestamp_of, usage_columns,
 )
 
-_CALL_TYPES = {"tool_use", "server_tool_use", "mcp_tool_use"}
+CALL_TYPES = {"tool_use", "server_tool_use", "mcp_tool_use"}
 
 
 class AnthropicMessagesReader(ChatReader):
@@ -92,7 +92,7 @@ class AnthropicMessagesReader(ChatReader):
                 thinking = block.get("thinking") if isinstance(block.get("thinking"), str) else ""
                 out.message(role=role_out, kind="thinking", subtype=btype, text=thinking,
                             **block_row)
-            elif isinstance(btype, str) and btype in _CALL_TYPES:
+            elif isinstance(btype, str) and btype in CALL_TYPES:
                 call_id = block.get("id") if isinstance(block.get("id"), str) else None
                 name = block.get("name") if isinstance(block.get("name"), str) else None
                 input_obj = block.get("input")

@@ -20,6 +20,13 @@ first record>`` (the whole uuid if another thread of the file has that prefix) w
 ``parent_session_id = sessionId``, planned, applied, replayed and summarised like a sub-agent
 file (its usage belongs to it, counted once). A sidechain record whose parent is unknown
 starts a thread of its own; one without a uuid joins the last thread.
+
+Tools the API runs (as in :mod:`pipeline.formats.anthropic_messages`): an assistant message's
+``server_tool_use`` (web_search, web_fetch, code_execution, ...) and ``mcp_tool_use`` blocks
+are tool calls, their ``*_tool_result`` / ``mcp_tool_result`` blocks in the same message are
+tool results (role ``tool``, ``subtype`` the block type, payload the block's ``content``;
+``is_error`` when the content is a ``*_tool_result_error`` object or the block says
+``is_error``), declared to apply by :func:`server_tool_result` / :func:`server_tool_input`.
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pipeline.formats.anthropic_messages import CALL_TYPES
 from pipeline.formats.base import (
     COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input, anthropic_tool_result,
-    content_shape, content_text, dumps, exact_int, first_json_values, first_line_members,
-    tool_family,
+    content_text, dumps, exact_int, first_json_values, first_line_members,
 )
+from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 
 # Bookkeeping records: kept in ``records`` only (no message row). Besides snapshots, queue
 # operations, progress and attachments, the session metadata lines Claude Code 2.x appends
@@ -48,12 +56,51 @@ KNOWN_TYPES = {"user", "assistant", "summary", "system", *BOOKKEEPING}
 BOUNDARY_SUBTYPES = {"compact_boundary", "microcompact_boundary"}
 
 
+# Server tools (run by the API: web_search, web_fetch, code_execution, ...) and MCP connector
+# tools: ``server_tool_use`` / ``mcp_tool_use{id, name, input}`` in an assistant message, their
+# results in the same message as ``<tool>_tool_result`` / ``mcp_tool_result{tool_use_id,
+# content}``; a failed server tool's content is ``{"type": "<tool>_tool_result_error",
+# "error_code"}``, an MCP result says ``is_error``.
+SERVER_CALL_TYPES = frozenset(CALL_TYPES - {"tool_use"})
+
+
+def is_result_type(btype: str) -> bool:
+    """``tool_result`` or a server/MCP tool's ``<tool>_tool_result`` block type."""
+    return btype == "tool_result" or btype.endswith("_tool_result")
+
+
+def result_is_error(block: dict) -> bool:
+    """A result block's ``is_error``, or a server tool's error content."""
+    payload = block.get("content")
+    return bool(block.get("is_error")) or (
+        isinstance(payload, dict) and isinstance(payload.get("type"), str)
+        and payload["type"].endswith("_tool_result_error"))
+
+
+def server_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A server/MCP tool's result ``{"type": "<tool>_tool_result", "tool_use_id", "content"}``."""
+    kind = d.get("type")
+    if isinstance(kind, str) and kind.endswith("_tool_result") and d.get("tool_use_id") == call_id \
+            and "content" in d:
+        return [here + ("content",)]
+    return None
+
+
+def server_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A server/MCP tool's call ``{"type": "server_tool_use" | "mcp_tool_use", "id", "input"}``."""
+    kind = d.get("type")
+    if isinstance(kind, str) and kind in SERVER_CALL_TYPES and d.get("id") == call_id \
+            and "input" in d:
+        return [here + ("input",)]
+    return None
+
+
 class ClaudeCodeReader(Reader):
     name = "claude_code"
     layout = "jsonl"
     append_safe = True
-    result_shapes = (anthropic_tool_result,)
-    input_shapes = (anthropic_tool_input,)
+    result_shapes = (anthropic_tool_result, server_tool_result)
+    input_shapes = (anthropic_tool_input, server_tool_input)
 
     @classmethod
     def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
@@ -271,27 +318,21 @@ class ClaudeCodeReader(Reader):
             elif btype in ("thinking", "redacted_thinking"):
                 out.message(role=role, kind="thinking", subtype=btype,
                             text=block.get("thinking") or "", **row)
-            elif btype == "tool_use":
-                call_id, name = block.get("id"), block.get("name")
+            elif isinstance(btype, str) and btype in CALL_TYPES:
+                # tool_use; server_tool_use / mcp_tool_use (subtype: the block type)
                 input_obj = block.get("input")
                 input_json = dumps(input_obj) if input_obj is not None else "{}"
-                msg = out.message(role=role, kind="tool_use", text=input_json, call_id=call_id,
-                                  tool_name=name, **row)
-                out.tool_call(seq=msg["seq"], block_no=msg["block_no"], session_id=row["session_id"],
-                              call_id=call_id, tool_name=name,
-                              tool_family=tool_family(name, input_obj), input_json=input_json,
-                              cwd=cwd, timestamp_raw=row["timestamp_raw"])
-            elif btype == "tool_result":
-                payload = block.get("content")
-                text = content_text(payload)
-                call_id = block.get("tool_use_id")
-                msg = out.message(role="tool", kind="tool_result", text=text, call_id=call_id,
-                                  **row)
-                out.tool_result(seq=msg["seq"], block_no=msg["block_no"],
-                                session_id=row["session_id"], call_id=call_id,
-                                is_error=bool(block.get("is_error")),
-                                payload_shape=content_shape(payload), payload=payload,
-                                timestamp_raw=row["timestamp_raw"])
+                if btype != "tool_use":
+                    row["subtype"] = btype
+                emit_tool_call(out, dict(row, role=role), call_id=block.get("id"),
+                               name=block.get("name"), input_obj=input_obj,
+                               input_json=input_json, cwd=cwd)
+            elif isinstance(btype, str) and is_result_type(btype):
+                # tool_result (user line); a server/MCP tool's result (assistant line)
+                if btype != "tool_result":
+                    row["subtype"] = btype
+                emit_tool_result(out, row, call_id=block.get("tool_use_id"), name=None,
+                                 payload=block.get("content"), is_error=result_is_error(block))
             else:
                 out.message(role=role, kind="other", subtype=str(btype), text=content_text([block]),
                             **row)
