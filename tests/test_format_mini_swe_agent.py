@@ -297,3 +297,154 @@ def test_replays_of_one_instance_in_different_run_folders_are_different_sessions
     assert summary.quarantined == 0 and summary.files == 2
     assert rows(lake, "SELECT session_id, json_extract_string(meta_json, '$.instance_id') "
                       "FROM session_info ORDER BY 1") == [(f"{V1}@gpt", V1), (f"{V1}@sonnet", V1)]
+
+
+# -- Responses API models (litellm_response_model, openrouter_response_model,
+# portkey_response_model): the assistant turn is the response object itself
+# (``response.model_dump()`` + ``extra``), results are ``function_call_output`` items
+def _as_responses(data: dict) -> dict:
+    """The real v2 sample as a Responses API model writes it: system/user/format-error
+    messages as ``{"type": "message", "content": [input_text]}`` (OpenRouter's and Portkey's
+    ``format_message``), each assistant turn as ``{"object": "response", "id", "model",
+    "output": [message, function_call...], "usage", "extra": {actions, cost, timestamp}}``,
+    each tool message as ``{"type": "function_call_output", "call_id", "output", "extra"}``."""
+    messages = []
+    for m in data["messages"]:
+        if m["role"] in ("system", "user"):
+            item = {"type": "message", "role": m["role"],
+                    "content": [{"type": "input_text", "text": m["content"]}]}
+            messages.append(item | ({"extra": m["extra"]} if "extra" in m else {}))
+        elif m["role"] == "assistant":
+            response, usage = m["extra"]["response"], m["extra"]["response"]["usage"]
+            output = [{"id": f"msg_{response['id']}", "type": "message", "role": "assistant",
+                       "status": "completed",
+                       "content": [{"type": "output_text", "text": m["content"], "annotations": []}]}
+                      ] if m["content"] else []
+            output += [{"type": "function_call", "id": f"fc_{c['id']}", "call_id": c["id"],
+                        "name": c["function"]["name"], "arguments": c["function"]["arguments"],
+                        "status": "completed"} for c in m["tool_calls"]]
+            messages.append({
+                "id": response["id"], "object": "response", "created_at": response["created"],
+                "model": response["model"], "status": "completed", "output": output,
+                "usage": {"input_tokens": usage["prompt_tokens"],
+                          "input_tokens_details": {"cached_tokens": usage["prompt_tokens_details"]["cached_tokens"]},
+                          "output_tokens": usage["completion_tokens"],
+                          "total_tokens": usage["total_tokens"]},
+                "extra": {k: m["extra"][k] for k in ("actions", "cost", "timestamp")}})
+        elif m["role"] == "tool":
+            messages.append({"type": "function_call_output", "call_id": m["tool_call_id"],
+                             "output": m["content"], "extra": m["extra"]})
+        else:
+            messages.append(m)
+    return dict(data, messages=messages)
+
+
+COMPARED = ("role, kind, subtype, text, call_id, tool_name, model, api_call_id, input_tokens, "
+            "output_tokens, cache_read_tokens, cost_usd_recorded, timestamp")
+
+
+def test_a_responses_api_trajectory_reads_like_the_same_chat_completions_one(tmp_path):
+    data = _raw(V2)
+    archive = _write(tmp_path, "chat.traj.json", data)
+    _write(tmp_path, "responses.traj.json", _as_responses(data))
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.quarantined == 0
+    chat = rows(lake, f"SELECT {COMPARED} FROM messages WHERE session_id = 'chat' ORDER BY seq")
+    responses = rows(lake, f"SELECT {COMPARED} FROM messages WHERE session_id = 'responses' "
+                           "ORDER BY seq")
+    messages = data["messages"]
+    assert len(chat) == len(messages) + 1 + sum(            # + model_stats, + one per call
+        len(m["tool_calls"]) - (not m["content"]) for m in messages if m["role"] == "assistant")
+    assert responses == chat                                 # every row, in order
+    for table, columns in (("tool_calls", "call_id, tool_name, tool_family, input_json, cwd"),
+                           ("tool_results", "call_id, tool_name, is_error")):
+        got = [rows(lake, f"SELECT {columns} FROM {table} WHERE session_id = ? ORDER BY seq",
+                    [session]) for session in ("chat", "responses")]
+        assert got[0] == got[1] and len(got[0]) >= 83
+    # calls sit on their function_call items, results on their function_call_output messages
+    doc = _as_responses(data)
+    for path, call_id in rows(lake, "SELECT json_path, call_id FROM tool_calls "
+                                    "WHERE session_id = 'responses'"):
+        _, _, i, _, k = path.split("/")
+        assert doc["messages"][int(i)]["output"][int(k)]["call_id"] == call_id
+    for path, call_id in rows(lake, "SELECT json_path, call_id FROM tool_results "
+                                    "WHERE session_id = 'responses'"):
+        assert doc["messages"][int(path.split("/")[2])]["call_id"] == call_id
+    assert scalar(lake, "SELECT count(*) FROM tool_results r JOIN tool_calls c "
+                        "USING (session_id, call_id) WHERE session_id = 'responses'") == 83
+
+
+def test_responses_reasoning_summaries_are_thinking_and_a_turn_without_items_keeps_its_usage(
+        tmp_path):
+    usage = {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 100},
+             "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 30}}
+    doc = {"trajectory_format": "mini-swe-agent-1.1",
+           "info": {"config": {"model": {"model_name": "openai/gpt-5"}}}, "messages": [
+        {"role": "user", "content": "task"},
+        {"id": "resp_1", "object": "response", "model": "gpt-5-2025-08-07", "usage": usage,
+         "output": [
+             {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+             {"type": "reasoning", "id": "rs_2", "content": None,
+              "summary": [{"type": "summary_text", "text": "look first"},
+                          {"type": "summary_text", "text": "then fix"}]},
+             {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "bash",
+              "arguments": "{\"command\": \"ls\"}"}],
+         "extra": {"actions": [{"command": "ls", "tool_call_id": "call_1"}], "cost": 0.01,
+                   "timestamp": 1700000000}},
+        {"type": "function_call_output", "call_id": "call_1", "output": "<returncode>1</returncode>",
+         "extra": {"raw_output": "", "returncode": 1, "timestamp": 1700000001}},
+        {"id": "resp_2", "object": "response", "model": "gpt-5-2025-08-07", "output": [],
+         "usage": {"input_tokens": 200, "output_tokens": 5}, "extra": {"actions": []}},
+    ]}
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "r1.traj.json", doc))
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT json_path, role, kind, subtype, text, api_call_id, input_tokens, "
+                      "cache_read_tokens, output_tokens, reasoning_tokens FROM messages "
+                      "WHERE role <> 'user' ORDER BY seq") == [
+        ("/messages/1/output/1", "assistant", "thinking", "reasoning", "look first\nthen fix",
+         "resp_1", 20, 100, 40, 30),
+        ("/messages/1/output/2", "assistant", "tool_use", None, '{"command":"ls"}', "resp_1",
+         None, None, None, None),
+        ("/messages/2", "tool", "tool_result", "observation", "<returncode>1</returncode>", None,
+         None, None, None, None),
+        ("/messages/3", "assistant", "text", None, "", "resp_2", 200, None, 5, None)]
+    assert rows(lake, "SELECT c.call_id, c.tool_name, c.tool_family, r.is_error FROM tool_calls c "
+                      "JOIN tool_results r USING (session_id, call_id)") == [
+        ("call_1", "bash", "shell", True)]
+    assert rows(lake, "SELECT DISTINCT model FROM messages WHERE role = 'assistant'") == \
+        [("gpt-5-2025-08-07",)]
+
+
+@pytest.mark.parametrize("action", ["clear", "clear_input"])
+def test_responses_payloads_are_rewritten_in_place_and_restored_byte_for_byte(tmp_path, action):
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.restore import restore
+    from tests.test_apply import CLEARED, hand_evictions
+
+    doc = _as_responses(_raw(V2))
+    original = json.dumps(doc, indent=2).encode()
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / "r.traj.json").write_bytes(original)
+    lake, _ = ingest_paths(tmp_path, archive)
+    evictions = hand_evictions(lake, policy=action, action=action)
+    assert evictions.num_rows == (83 if action == "clear" else 84)
+    summary = apply_policy(lake, policy=action, out=tmp_path / "out", evictions=evictions)
+    assert summary.problems == []
+    output = tmp_path / "out" / action / "r.traj.json"
+    new = json.loads(output.read_bytes())
+    for before, after in zip(doc["messages"], new["messages"]):
+        if before.get("type") == "function_call_output":
+            assert after["output"] == (CLEARED if action == "clear" else before["output"])
+            # the raw output is a copy of the payload: cleared with it
+            assert after["extra"]["raw_output"] == (CLEARED if action == "clear" and
+                                                    before["extra"]["raw_output"]
+                                                    else before["extra"]["raw_output"])
+        elif before.get("object") == "response":
+            calls = [(b, a) for b, a in zip(before["output"], after["output"])
+                     if b["type"] == "function_call"]
+            assert all(a["arguments"] == ("{}" if action == "clear_input" else b["arguments"])
+                       for b, a in calls)
+        else:
+            assert after == before
+    assert restore(output, store=lake.store_dir).data == original

@@ -295,6 +295,9 @@ def test_step_by_step_demonstrations_never_become_tool_calls(tmp_path):
     ({"history": ["x"]}, "history[0] is a str"),
     ({"info": {}, "history": [{"role": "assistant", "content": "", "tool_calls": "nope"}]},
      "tool_calls must be a list"),
+    ({"attempts": {"0": {}}}, "'attempts' must be a list"),
+    ({"attempts": [{"trajectory": [], "info": {}}]}, "attempts[0]: a SWE-agent trajectory needs"),
+    ({"attempts": [{"history": [3]}]}, "attempts[0]: history[0] is a int"),
 ])
 def test_a_malformed_trajectory_is_quarantined_with_a_reason(tmp_path, doc, reason):
     lake, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj", doc))
@@ -321,3 +324,143 @@ def test_replays_of_one_instance_in_different_run_folders_are_different_sessions
         (f"{stem}@team/runC", calls)]
     # the made-up ids of text actions are per session too, so no call pairs across runs
     assert scalar(lake, "SELECT count(DISTINCT call_id) FROM tool_calls") == 4 * calls
+
+
+# -- RetryAgent (agent.type: retry): sweagent/agent/agents.py RetryAgent.get_trajectory_data ----
+def _attempt(data: dict, tag: str, stats: dict) -> dict:
+    """One attempt as a RetryAgent stores it: a sub-agent's whole trajectory (its own
+    ``get_trajectory_data``; ``replay_config`` is null: the run config is set on the RetryAgent,
+    not on its sub-agents), here the real 1.x sample with its call ids made unique."""
+    attempt = json.loads(json.dumps({k: data[k] for k in ("trajectory", "history", "info")}))
+    for entry in attempt["history"]:
+        for call in entry.get("tool_calls") or []:
+            call["id"] += tag
+        if isinstance(entry.get("tool_call_ids"), list):
+            entry["tool_call_ids"] = [i + tag for i in entry["tool_call_ids"]]
+    attempt["info"]["model_stats"] = stats
+    attempt["replay_config"] = None
+    attempt["environment"] = "main"
+    return attempt
+
+
+ATTEMPT_STATS = [
+    {"instance_cost": 0.25, "tokens_sent": 1000, "tokens_received": 100, "api_calls": 5},
+    {"instance_cost": 0.5, "tokens_sent": 2000, "tokens_received": 200, "api_calls": 5},
+]
+REVIEW_STATS = {"instance_cost": 0.125, "tokens_sent": 300, "tokens_received": 30, "api_calls": 1}
+
+
+def _retry_doc(*, choose: bool = True) -> dict:
+    """``{"attempts": [...]}`` (the saves during the run), plus, in the final save, a deep copy
+    of the chosen attempt at the top level whose info gains best_attempt_idx,
+    rloop_model_stats and the run's total model_stats (attempts + reviewer)."""
+    data = _raw(SAMPLES[0])
+    attempts = [_attempt(data, f"-a{i}", stats) for i, stats in enumerate(ATTEMPT_STATS)]
+    doc = {"attempts": attempts}
+    if choose:
+        doc |= json.loads(json.dumps(attempts[1]))
+        doc["info"]["best_attempt_idx"] = 1
+        doc["info"]["rloop_model_stats"] = REVIEW_STATS
+        doc["info"]["model_stats"] = {key: sum(s[key] for s in ATTEMPT_STATS) + REVIEW_STATS[key]
+                                      for key in REVIEW_STATS}
+    return doc
+
+
+def test_a_retry_agent_file_reads_every_attempt_once_and_not_the_top_level_copy(tmp_path):
+    doc = _retry_doc()
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "inst.traj", doc))
+    assert summary.quarantined == 0
+    want = _expected(_raw(SAMPLES[0]))
+    # every row comes from an attempt: the top-level history/trajectory are the chosen copy
+    assert rows(lake, "SELECT split_part(json_path, '/', 2) || '/' || split_part(json_path, '/', 3),"
+                      " count(*) FILTER (WHERE kind = 'tool_use'), "
+                      "count(*) FILTER (WHERE kind = 'tool_result') FROM messages "
+                      "WHERE json_path <> '/info/rloop_model_stats' GROUP BY 1 ORDER BY 1") == [
+        ("attempts/0", want["calls"], want["results"]),
+        ("attempts/1", want["calls"], want["results"])]
+    assert scalar(lake, "SELECT count(*) FROM tool_results r JOIN tool_calls c "
+                        "USING (session_id, call_id)") == 2 * want["results"]
+    last = len(doc["trajectory"]) - 1
+    assert rows(lake, "SELECT c.call_id FROM tool_calls c LEFT JOIN tool_results r "
+                      "USING (session_id, call_id) WHERE r.call_id IS NULL ORDER BY 1") == [
+        (f"inst#/attempts/0/trajectory/{last}",), (f"inst#/attempts/1/trajectory/{last}",)]
+    # usage: each attempt's own stats and the reviewer's, which sum to the top-level total
+    got = rows(lake, "SELECT subtype, json_path, input_tokens, output_tokens, cost_usd_recorded "
+                     "FROM messages WHERE usage_scope = 'run' ORDER BY seq")
+    assert got == [("model_stats", f"/attempts/{i}/info/model_stats", s["tokens_sent"],
+                    s["tokens_received"], s["instance_cost"]) for i, s in enumerate(ATTEMPT_STATS)] \
+        + [("rloop_model_stats", "/info/rloop_model_stats", 300, 30, 0.125)]
+    total = doc["info"]["model_stats"]
+    assert rows(lake, "SELECT sum(input_tokens), sum(output_tokens), sum(cost_usd_recorded) "
+                      "FROM messages") == [(total["tokens_sent"], total["tokens_received"],
+                                            total["instance_cost"])]
+    meta = json.loads(scalar(lake, "SELECT meta_json FROM session_info"))
+    assert (meta["attempts"], meta["best_attempt_idx"], meta["api_calls"]) == (2, 1, 11)
+    assert rows(lake, "SELECT DISTINCT session_id FROM messages") == [("inst",)]
+    for path, kind, call_id in rows(lake, "SELECT json_path, kind, call_id FROM messages"):
+        node = doc
+        for part in path.strip("/").split("/"):
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if kind == "tool_use" and "/tool_calls/" in path:
+            assert node["id"] == call_id
+
+
+def test_a_retry_agent_file_saved_during_the_run_holds_only_attempts_and_is_read(tmp_path):
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "inst.traj", _retry_doc(choose=False)))
+    assert summary.quarantined == 0
+    want = _expected(_raw(SAMPLES[0]))
+    assert scalar(lake, "SELECT count(*) FROM tool_calls") == 2 * want["calls"]
+    assert rows(lake, "SELECT json_path FROM messages WHERE usage_scope = 'run' ORDER BY seq") == [
+        ("/attempts/0/info/model_stats",), ("/attempts/1/info/model_stats",)]
+    assert json.loads(scalar(lake, "SELECT meta_json FROM session_info"))["api_calls"] == 10
+
+
+def test_a_retry_agents_own_copy_of_an_attempt_adds_no_rows_beside_its_attempts_list(tmp_path):
+    """The RetryAgent saves each finished attempt to ``<instance>/attempt_<n>/<instance>.traj``
+    right before the ``attempts`` list that holds it: read once, from that list."""
+    archive = tmp_path / "trajectories"
+    doc = _retry_doc()
+    files = {"run/inst/inst.traj": doc, "run/inst/attempt_0/inst.traj": doc["attempts"][0],
+             "run/inst/attempt_1/inst.traj": doc["attempts"][1],
+             # an attempt_<n> folder that is not inside its instance's folder: a plain file
+             "other/attempt_0/inst.traj": doc["attempts"][0]}
+    for rel, content in files.items():
+        (archive / rel).parent.mkdir(parents=True, exist_ok=True)
+        (archive / rel).write_text(json.dumps(content, indent=2), encoding="utf-8")
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.quarantined == 0 and summary.files == 4
+    calls = _expected(_raw(SAMPLES[0]))["calls"]
+    assert rows(lake, "SELECT session_id, count(*) FROM tool_calls GROUP BY 1 ORDER BY 1") == [
+        ("inst@other/attempt_0", calls), ("inst@run", 2 * calls)]
+    assert rows(lake, "SELECT session_id, sum(cost_usd_recorded) FROM messages "
+                      "GROUP BY 1 ORDER BY 1") == [("inst@other/attempt_0", 0.25), ("inst@run", 0.875)]
+    copies = rows(lake, "SELECT session_id, json_extract_string(meta_json, "
+                        "'$.retry_attempt_copy_of') FROM session_info ORDER BY 1")
+    assert copies == [("inst@other/attempt_0", None), ("inst@run", None),
+                      ("inst@run/inst/attempt_0", "inst@run"),
+                      ("inst@run/inst/attempt_1", "inst@run")]
+
+
+def test_apply_clears_a_chosen_attempt_in_its_top_level_copy_too_and_restore_is_byte_exact(
+        tmp_path):
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.restore import restore
+    from tests.test_apply import CLEARED, hand_evictions
+
+    archive = tmp_path / "archive"
+    (archive / "run").mkdir(parents=True)
+    original = json.dumps(_retry_doc(), indent=2).encode()
+    (archive / "run" / "inst.traj").write_bytes(original)
+    lake, _ = ingest_paths(tmp_path, archive)
+    summary = apply_policy(lake, policy="clear", out=tmp_path / "out",
+                           evictions=hand_evictions(lake, policy="clear", action="clear"))
+    assert summary.problems == []
+    output = tmp_path / "out" / "clear" / "run" / "inst.traj"
+    cleared = json.loads(output.read_bytes())
+    tools = [h["role"] == "tool" for h in cleared["history"]]
+    # 5 steps: 4 tool calls answered in history, the final submit only in trajectory
+    steps = [True] * 4 + [False]
+    for run in [*cleared["attempts"], cleared]:     # both attempts, and the chosen one's copy
+        assert [h["content"] == CLEARED for h in run["history"]] == tools
+        assert [t["observation"] == CLEARED for t in run["trajectory"]] == steps
+    assert restore(output, store=lake.store_dir).data == original

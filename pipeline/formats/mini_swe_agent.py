@@ -32,6 +32,21 @@ data is a bare list of messages. Every row carries ``json_path`` (``/messages/<i
   ``api_call_id`` = the response ``id`` (else ``"<session>#<json_path>"``); model = the
   response's ``model``, else ``info.config.model.model_name``. Per-call ``cost`` is NOT
   stored on call rows.
+- v2 Responses API models (``litellm_response_model``, ``openrouter_response_model``,
+  ``portkey_response_model``, mini-swe-agent 2.x ``models/``): the assistant turn is the
+  response object itself (``response.model_dump()`` plus ``extra{actions, cost,
+  timestamp}``; ``object: "response"``, no ``role``). Its ``output[k]`` items are read in
+  order at ``/messages/<i>/output/<k>``: ``reasoning`` (its ``summary``/``content`` texts,
+  kind thinking, subtype ``reasoning``; an encrypted-only one has no text and no row),
+  ``message`` (``output_text``/``refusal`` parts, kind text), ``function_call`` (a call with
+  id ``call_id``, input ``arguments``). Results are ``{"type": "function_call_output",
+  "call_id", "output", extra}`` messages (``output`` is the payload, ``extra.raw_output``
+  its copy; ``is_error`` as for role tool). Usage: the response's own ``usage``
+  (``input_tokens`` incl. ``input_tokens_details.cached_tokens``, ``output_tokens``,
+  ``output_tokens_details.reasoning_tokens``) on the turn's first row; ``api_call_id`` =
+  the response ``id``; model = its ``model``. System, user and format-error messages are
+  ``{"type": "message", "role", "content": [{"type": "input_text"}]}`` with OpenRouter and
+  Portkey (plain chat messages with litellm): read by role as in chat mode.
 - Usage per run: ``info.model_stats.instance_cost`` becomes one row (role assistant, kind
   other, subtype ``model_stats``, ``usage_scope = run``) with the cost ONLY: tokens are
   already on the call rows, so summing tokens and costs over all rows counts nothing twice.
@@ -50,7 +65,7 @@ from pipeline.formats.base import (
 )
 from pipeline.formats.openai_chat import (
     emit_tool_call, emit_tool_result, float_or_none, int_or_none, iso_from_epoch,
-    openai_tool_calls, usage_columns,
+    openai_tool_calls, parse_arguments, usage_columns,
 )
 
 # v1's default fence (```bash) and v2's (```mswea_bash_command), for files without a regex
@@ -78,6 +93,28 @@ def _tool_error(extra: dict) -> bool:
     return (code is not None and code != 0) or bool(extra.get("exception_info"))
 
 
+def _is_response(message: dict) -> bool:
+    """A Responses API response object stored as the assistant turn (``response.model_dump()``,
+    or the JSON of OpenRouter's endpoint), as mini's own models tell it: ``object: "response"``."""
+    return message.get("object") == "response"
+
+
+def _item_text(item: dict, *keys: str) -> str:
+    """The text parts of a Responses output item's ``keys`` lists (``output_text`` /
+    ``refusal`` parts of a message, ``summary_text`` / ``reasoning_text`` of a reasoning)."""
+    texts = []
+    for key in keys:
+        parts = item.get(key)
+        if not isinstance(parts, list):
+            continue
+        for part in parts:
+            if isinstance(part, dict):
+                value = part.get("text") if isinstance(part.get("text"), str) else part.get("refusal")
+                if isinstance(value, str):
+                    texts.append(value)
+    return "\n".join(texts)
+
+
 class MiniSweAgentReader(Reader):
     name = "mini_swe_agent"
     layout = "document"
@@ -86,14 +123,17 @@ class MiniSweAgentReader(Reader):
 
     @classmethod
     def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
-        """v2: a tool message's content is repeated in its ``extra.raw_output``."""
+        """v2: a tool message's content (a ``function_call_output``'s ``output``) is repeated
+        in its ``extra.raw_output``."""
         node = obj
         for step in path[:-1]:
             try:
                 node = node[step]
             except (KeyError, IndexError, TypeError):
                 return []
-        if path and path[-1] == "content" and isinstance(node, dict) and node.get("role") == "tool":
+        if path and isinstance(node, dict) and (
+                (path[-1] == "content" and node.get("role") == "tool")
+                or (path[-1] == "output" and node.get("type") == "function_call_output")):
             extra = node.get("extra")
             if isinstance(extra, dict) and isinstance(extra.get("raw_output"), str) \
                     and extra["raw_output"]:
@@ -171,7 +211,17 @@ class MiniSweAgentReader(Reader):
             extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
             row = dict(session_id=session_id, json_path=where,
                        timestamp_raw=iso_from_epoch(extra.get("timestamp")))
-            if role == "system":
+            if _is_response(message):
+                # Responses API models: the assistant turn is the whole response object
+                awaiting, awaiting_v1, format_error_next = [], False, False
+                self._response(message, row, config_model, cwd, names, out)
+            elif message.get("type") == "function_call_output":
+                call_id = nonempty_str(message.get("call_id"))
+                output = message.get("output")
+                emit_tool_result(out, dict(row, subtype="observation"), call_id=call_id,
+                                 name=names.get(call_id) if call_id else None, payload=output,
+                                 is_error=_tool_error(extra), text=content_text(output))
+            elif role == "system":
                 out.message(role="system", kind="text", text=text, **row)
             elif role == "assistant":
                 awaiting, awaiting_v1, format_error_next = [], False, False
@@ -230,6 +280,50 @@ class MiniSweAgentReader(Reader):
                         cost_usd_recorded=float_or_none(stats.get("instance_cost")),
                         usage_scope="run")
         return "trajectory"
+
+    def _response(self, message: dict, row: dict, config_model: str | None, cwd: str | None,
+                  names: dict, out: Emitter) -> None:
+        """Rows of one Responses API turn, in ``output`` order: ``reasoning`` items (kind
+        thinking), ``message`` items (kind text) and ``function_call`` items (tool calls, id =
+        ``call_id``, answered by the ``function_call_output`` of that ``call_id``); the
+        response's ``usage`` on its first row."""
+        where = row["json_path"]
+        session_id = row["session_id"]
+        model = nonempty_str(message.get("model")) or config_model
+        api_call_id = nonempty_str(message.get("id")) or f"{session_id}#{where}"
+        row = dict(row, role="assistant", model=model, api_call_id=api_call_id)
+        usage = usage_columns(message.get("usage"))
+        output = message.get("output")
+        if output is not None and not isinstance(output, list):
+            raise RecordError(f"messages entry {where}: a response's output must be a list, "
+                              f"found {type(output).__name__}")
+        emitted = False
+        for k, item in enumerate(output or []):
+            if not isinstance(item, dict):
+                raise RecordError(f"messages entry {where}: output[{k}] is a "
+                                  f"{type(item).__name__}, expected an object")
+            kind = item.get("type")
+            cols = dict(row, json_path=f"{where}/output/{k}", **({} if emitted else usage))
+            if kind == "reasoning":
+                text = _item_text(item, "summary", "content")
+                if not text:
+                    continue        # encrypted or empty: nothing the lake can count
+                out.message(kind="thinking", subtype="reasoning", text=text, **cols)
+            elif kind == "message":
+                out.message(kind="text", text=_item_text(item, "content"), **cols)
+            elif kind == "function_call":
+                call_id = nonempty_str(item.get("call_id")) or nonempty_str(item.get("id"))
+                name = nonempty_str(item.get("name"))
+                input_obj, input_json = parse_arguments(item.get("arguments"))
+                emit_tool_call(out, cols, call_id=call_id, name=name, input_obj=input_obj,
+                               input_json=input_json, cwd=cwd)
+                if call_id:
+                    names[call_id] = name
+            else:
+                continue            # other items stay in records.raw
+            emitted = True
+        if not emitted:
+            out.message(kind="text", text="", **dict(row, **usage))
 
     def _assistant(self, message: dict, extra: dict, text: str, row: dict,
                    config_model: str | None, cwd: str | None, action_regex: re.Pattern,

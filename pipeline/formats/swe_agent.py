@@ -40,17 +40,36 @@ carries ``json_path`` (``/history/<i>``, ``/history/<i>/tool_calls/<k>``).
   tokens_sent``, ``output_tokens = tokens_received``, ``cost_usd_recorded = instance_cost``;
   ``api_calls`` is in ``session_info.meta_json``. The rows of one assistant entry share
   ``api_call_id = "<session>#/history/<i>"`` so they count as one API call.
+- RetryAgent (``agent.type: retry``, SWE-agent 1.x ``sweagent/agent/agents.py``): the file is
+  ``{attempts[], ...}`` where each attempt is a whole trajectory ``{trajectory, history,
+  info, replay_config, environment}``; the final save adds a deep copy of the chosen attempt
+  at the top level, whose ``info`` gains ``best_attempt_idx``, ``rloop_model_stats`` (the
+  reviewer's / chooser's own calls) and a ``model_stats`` overwritten with the run total
+  (the attempts' sum plus ``rloop_model_stats``); saves during the run hold ``attempts``
+  only. Every attempt is read (what the agent did; one session, ``<instance>@<run>``), with
+  json paths ``/attempts/<i>/history/<j>``... and made-up ids ``"<session>#/attempts/<i>/..."``;
+  each attempt's ``info.model_stats`` is one run row (``/attempts/<i>/info/model_stats``)
+  and ``info.rloop_model_stats`` one more (subtype ``rloop_model_stats``). The top-level
+  copy and the total are not read, so every call counts once; apply rewrites a chosen
+  attempt's payload in the top-level copy too (:meth:`SweAgentReader.duplicate_paths`).
+  Attempts carry ``replay_config: null`` (the run config is set on the RetryAgent, not its
+  sub-agents), so these rows usually have no model. The RetryAgent also writes each finished
+  attempt to ``<instance>/attempt_<n>/<instance>.traj`` just before the ``attempts`` list
+  that holds it: such a file gets its session row (meta ``retry_attempt_copy_of`` = the
+  RetryAgent file's session) and no other rows, record type ``retry_attempt_copy``.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePosixPath
 from typing import Any
 
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, chat_tool_input, chat_tool_result, content_text, dumps,
-    nested_value, nonempty_str, tool_family,
+    Emitter, Reader, RecordError, SourceContext, chat_tool_input, chat_tool_result, content_text,
+    dumps, nested_value, nonempty_str, tool_family,
 )
 from pipeline.formats.openai_chat import (
     emit_tool_call, emit_tool_result, float_or_none, int_or_none, openai_tool_calls,
@@ -64,6 +83,8 @@ SWE_COMMANDS = {
     "exit_forfeit", "exit_cost", "exit_context", "exit_error", "exit_format", "skip",
 }
 _ROLES = {"system", "user", "assistant", "tool"}
+# the folder a RetryAgent writes each finished attempt's own trajectory to
+_ATTEMPT_DIR = re.compile(r"attempt_\d+")
 
 
 def _dict_or_json(value: Any) -> dict | None:
@@ -77,6 +98,40 @@ def _dict_or_json(value: Any) -> dict | None:
             return None
         return parsed if isinstance(parsed, dict) else None
     return None
+
+
+def _model_of(replay: dict) -> str | None:
+    return nonempty_str(nested_value(replay, "agent", "model", "name")) \
+        or nonempty_str(nested_value(replay, "agent", "model", "model_name"))
+
+
+def _repo_name(replay: dict) -> str | None:
+    repo = nested_value(replay, "env", "repo")
+    return nonempty_str(nested_value(repo, "github_url")) \
+        or nonempty_str(nested_value(repo, "repo_name")) \
+        or nonempty_str(nested_value(repo, "path"))
+
+
+def _workdirs(steps: list[dict]) -> list[str | None]:
+    """The ``working_dir`` of each trajectory step's state (a dict, or a JSON string in 0.x)."""
+    return [nonempty_str((_dict_or_json(step.get("state")) or {}).get("working_dir"))
+            for step in steps]
+
+
+def _model_stats(info: dict) -> dict | None:
+    stats = info.get("model_stats")
+    return stats if isinstance(stats, dict) else None
+
+
+def _same(top: dict, attempt: dict, key: str, index: int, field: str) -> bool:
+    """Whether ``top[key][index][field]`` is there and equals the attempt's (the copy)."""
+    mine, theirs = top.get(key), attempt.get(key)
+    if not isinstance(mine, list) or not isinstance(theirs, list) \
+            or not 0 <= index < min(len(mine), len(theirs)) \
+            or not isinstance(mine[index], dict) or not isinstance(theirs[index], dict) \
+            or field not in mine[index]:
+        return False
+    return mine[index][field] == theirs[index].get(field)
 
 
 def action_tool(action: str) -> tuple[str, str]:
@@ -134,12 +189,32 @@ class SweAgentReader(Reader):
 
     @classmethod
     def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
-        """A ``history`` message's content is repeated in its ``trajectory`` step's observation."""
-        if isinstance(obj, dict) and len(path) == 3 and path[0] == "history" and path[2] == "content":
+        """A ``history`` message's content is repeated in its ``trajectory`` step's observation.
+
+        RetryAgent: an attempt's message (``attempts/<i>/history/<j>/content``) is repeated
+        there too, and, for the chosen attempt (``info.best_attempt_idx``), in the top-level
+        copy (``history/<j>/content`` and its ``trajectory`` step's observation)."""
+        if not isinstance(obj, dict):
+            return []
+        if len(path) == 3 and path[0] == "history" and path[2] == "content":
             step_no = trajectory_step(obj, path[1])
-            if step_no is not None:
-                return [("trajectory", step_no, "observation")]
-        return []
+            return [("trajectory", step_no, "observation")] if step_no is not None else []
+        if len(path) != 5 or path[0] != "attempts" or path[2] != "history" \
+                or path[4] != "content" or not isinstance(obj.get("attempts"), list) \
+                or not isinstance(path[1], int) or not 0 <= path[1] < len(obj["attempts"]):
+            return []
+        attempt, j = obj["attempts"][path[1]], path[3]
+        if not isinstance(attempt, dict):
+            return []
+        step_no = trajectory_step(attempt, j)
+        found = [("attempts", path[1], "trajectory", step_no, "observation")] \
+            if step_no is not None else []
+        best = nested_value(obj, "info", "best_attempt_idx")
+        if type(best) is int and best == path[1] and _same(obj, attempt, "history", j, "content"):
+            found.append(("history", j, "content"))
+            if step_no is not None and _same(obj, attempt, "trajectory", step_no, "observation"):
+                found.append(("trajectory", step_no, "observation"))
+        return found
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:
@@ -153,29 +228,17 @@ class SweAgentReader(Reader):
         if not isinstance(obj, dict):
             raise RecordError("a SWE-agent trajectory must be a JSON object with a 'history' "
                               f"list, found {type(obj).__name__}")
-        history = obj.get("history")
-        if not isinstance(history, list):
-            raise RecordError("a SWE-agent trajectory needs a 'history' list, found "
-                              f"{type(history).__name__}")
-        trajectory = obj.get("trajectory", [])
-        if not isinstance(trajectory, list):
-            raise RecordError("'trajectory' must be a list of steps, found "
-                              f"{type(trajectory).__name__}")
+        if "attempts" in obj:
+            return self._retry_document(obj, out)
+        history, steps = self._run_parts(obj, "")
         info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
         replay = _dict_or_json(obj.get("replay_config")) or {}
         demo_only = "trajectory" not in obj and "info" not in obj
         session_id = self.ctx.run_session_id
-        model = nonempty_str(nested_value(replay, "agent", "model", "name")) \
-            or nonempty_str(nested_value(replay, "agent", "model", "model_name"))
-        steps = [step if isinstance(step, dict) else {} for step in trajectory]
-        states = [_dict_or_json(step.get("state")) or {} for step in steps]
-        workdirs = [nonempty_str(state.get("working_dir")) for state in states]
-        repo = nested_value(replay, "env", "repo")
-        repo_name = nonempty_str(nested_value(repo, "github_url")) \
-            or nonempty_str(nested_value(repo, "repo_name")) \
-            or nonempty_str(nested_value(repo, "path"))
-        project = next((w for w in workdirs if w), None) or repo_name
-        stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
+        model = _model_of(replay)
+        workdirs = _workdirs(steps)
+        repo_name = _repo_name(replay)
+        stats = _model_stats(info)
         meta = {
             "environment": obj.get("environment"),
             "exit_status": info.get("exit_status"),
@@ -184,18 +247,133 @@ class SweAgentReader(Reader):
             "problem_statement_id": nested_value(replay, "problem_statement", "id"),
             "demo_only": demo_only,
         }
-        out.session(session_id=session_id, format=self.name, project=project,
+        copy_of = None if demo_only else self._attempt_copy_of()
+        if copy_of is not None:
+            meta["retry_attempt_copy_of"] = copy_of
+        out.session(session_id=session_id, format=self.name,
+                    project=next((w for w in workdirs if w), None) or repo_name,
                     cli_version=nonempty_str(info.get("swe_agent_version")), json_path="",
                     meta_json=dumps({k: v for k, v in meta.items() if v is not None}))
+        if copy_of is not None:
+            # a RetryAgent's own copy of one attempt: read where the attempt is stored whole
+            return "retry_attempt_copy"
+        self._read_run(history, steps, workdirs, "", session_id, model, demo_only, out)
+        if stats is not None:
+            self._stats_row(stats, "/info/model_stats", "model_stats", session_id, model, out)
+        return "demonstration" if demo_only else "trajectory"
 
+    def _retry_document(self, obj: dict, out: Emitter) -> str:
+        """A RetryAgent trajectory: every attempt is read from ``attempts[i]``; the top-level
+        ``history``/``trajectory``/``info`` are a copy of the chosen attempt (with the run's
+        total ``model_stats``) and are not read again."""
+        attempts = obj["attempts"]
+        if not isinstance(attempts, list):
+            raise RecordError("'attempts' must be a list of attempt trajectories, found "
+                              f"{type(attempts).__name__}")
+        session_id = self.ctx.run_session_id
+        info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+        top_replay = _dict_or_json(obj.get("replay_config")) or {}
+        runs = []
+        for i, attempt in enumerate(attempts):
+            if not isinstance(attempt, dict):
+                raise RecordError(f"attempts[{i}] is a {type(attempt).__name__}, expected an "
+                                  "object")
+            history, steps = self._run_parts(attempt, f"attempts[{i}]: ")
+            replay = _dict_or_json(attempt.get("replay_config")) or top_replay
+            attempt_info = attempt.get("info") if isinstance(attempt.get("info"), dict) else {}
+            runs.append((history, steps, _workdirs(steps), replay, attempt_info))
+        replays = [run[3] for run in runs] + [top_replay]
+        repo_name = next(filter(None, map(_repo_name, replays)), None)
+        project = next((w for run in runs for w in run[2] if w), None) or repo_name
+        stats = _model_stats(info)
+        attempt_stats = [_model_stats(run[4]) for run in runs]
+        api_calls = int_or_none(stats.get("api_calls")) if stats else None
+        if api_calls is None and any(attempt_stats):
+            api_calls = sum(int_or_none(s.get("api_calls")) or 0 for s in attempt_stats if s)
+        best = info.get("best_attempt_idx")
+        version = nonempty_str(info.get("swe_agent_version")) or next(
+            filter(None, (nonempty_str(run[4].get("swe_agent_version")) for run in runs)), None)
+        meta = {
+            "environment": obj.get("environment") or next(
+                (a.get("environment") for a in attempts if a.get("environment")), None),
+            "exit_status": info.get("exit_status"),
+            "api_calls": api_calls,
+            "repo": repo_name,
+            "problem_statement_id": next(filter(None, (nested_value(
+                r, "problem_statement", "id") for r in replays)), None),
+            "demo_only": False,
+            "attempts": len(attempts),
+            "best_attempt_idx": best if type(best) is int else None,
+        }
+        out.session(session_id=session_id, format=self.name, project=project,
+                    cli_version=version, json_path="",
+                    meta_json=dumps({k: v for k, v in meta.items() if v is not None}))
+        for i, (history, steps, workdirs, replay, _) in enumerate(runs):
+            model = _model_of(replay)
+            prefix = f"/attempts/{i}"
+            self._read_run(history, steps, workdirs, prefix, session_id, model, False, out,
+                           label=f"attempts[{i}]: ")
+            if attempt_stats[i] is not None:
+                self._stats_row(attempt_stats[i], f"{prefix}/info/model_stats", "model_stats",
+                                session_id, model, out)
+        # the reviewer's / chooser's own calls: in no attempt (the top-level model_stats is the
+        # attempts' sum plus these, so it is not read)
+        review = info.get("rloop_model_stats")
+        if isinstance(review, dict):
+            self._stats_row(review, "/info/rloop_model_stats", "rloop_model_stats", session_id,
+                            None, out)
+        return "retry_trajectory"
+
+    def _attempt_copy_of(self) -> str | None:
+        """The session of the RetryAgent trajectory this file is an attempt copy of, or None.
+
+        A RetryAgent writes each finished attempt to ``<dir>/attempt_<n>/<instance>.traj``
+        (a plain trajectory) before it writes ``<dir>/<instance>.traj`` with that attempt in
+        its ``attempts`` list; ``<dir>`` is the instance's own folder (``<run>/<instance>``)."""
+        path = PurePosixPath(self.ctx.path)
+        parts = path.parts
+        if len(parts) < 3 or not _ATTEMPT_DIR.fullmatch(parts[-2]) \
+                or parts[-3] != self.ctx.stem:
+            return None
+        main = SourceContext(str(path.parent.parent / path.name), self.ctx.source_id,
+                             self.ctx.generation, self.ctx.root)
+        return main.run_session_id
+
+    def _run_parts(self, run: dict, where: str) -> tuple[list, list[dict]]:
+        """(history, trajectory steps) of one trajectory (the file, or one attempt)."""
+        history = run.get("history")
+        if not isinstance(history, list):
+            raise RecordError(f"{where}a SWE-agent trajectory needs a 'history' list, found "
+                              f"{type(history).__name__}")
+        trajectory = run.get("trajectory", [])
+        if not isinstance(trajectory, list):
+            raise RecordError(f"{where}'trajectory' must be a list of steps, found "
+                              f"{type(trajectory).__name__}")
+        return history, [step if isinstance(step, dict) else {} for step in trajectory]
+
+    @staticmethod
+    def _stats_row(stats: dict, where: str, subtype: str, session_id: str, model: str | None,
+                   out: Emitter) -> None:
+        out.message(session_id=session_id, role="assistant", kind="other", subtype=subtype,
+                    text="", model=model, json_path=where,
+                    input_tokens=int_or_none(stats.get("tokens_sent")),
+                    output_tokens=int_or_none(stats.get("tokens_received")),
+                    cost_usd_recorded=float_or_none(stats.get("instance_cost")),
+                    usage_scope="run")
+
+    def _read_run(self, history: list, steps: list[dict], workdirs: list, prefix: str,
+                  session_id: str, model: str | None, demo_only: bool, out: Emitter,
+                  label: str = "") -> None:
+        """Rows of one trajectory's ``history`` (and its trajectory-only final submit); every
+        json_path starts with ``prefix`` (``/attempts/<i>`` for a RetryAgent attempt)."""
         cursor = 0                      # next trajectory step to match an action against
         unmatched = 0                   # history actions found in no trajectory step
         awaiting: tuple[str, str] | None = None   # made-up call waiting for its observation
         names: dict[str, str | None] = {}
         for index, entry in enumerate(history):
-            where = f"/history/{index}"
+            where = f"{prefix}/history/{index}"
             if not isinstance(entry, dict):
-                raise RecordError(f"history[{index}] is a {type(entry).__name__}, "
+                raise RecordError(f"{label}history[{index}] is a {type(entry).__name__}, "
                                   "expected an object")
             role = entry.get("role")
             content = entry.get("content")
@@ -249,22 +427,12 @@ class SweAgentReader(Reader):
             step = steps[last]
             action = step.get("action") if isinstance(step.get("action"), str) else ""
             if action.strip():
-                where = f"/trajectory/{last}"
+                where = f"{prefix}/trajectory/{last}"
                 response = step.get("response") if isinstance(step.get("response"), str) \
                     else (step.get("thought") or "")
                 entry = {"action": action}
                 self._assistant(entry, content_text(response), action, workdirs[last], model,
                                 dict(session_id=session_id, json_path=where), names, out)
-
-        if stats is not None:
-            out.message(session_id=session_id, role="assistant", kind="other",
-                        subtype="model_stats", text="", model=model,
-                        json_path="/info/model_stats",
-                        input_tokens=int_or_none(stats.get("tokens_sent")),
-                        output_tokens=int_or_none(stats.get("tokens_received")),
-                        cost_usd_recorded=float_or_none(stats.get("instance_cost")),
-                        usage_scope="run")
-        return "demonstration" if demo_only else "trajectory"
 
     @staticmethod
     def _match_step(steps: list[dict], cursor: int, action: str) -> int | None:
