@@ -174,15 +174,9 @@ def test_killing_a_run_leaves_no_side_lane_running_and_no_lock(tmp_path):
     assert main.exitcode == -signal.SIGKILL
     side = int(pid_file.read_text())
     assert side != main.pid          # calibrate ran in a process of its own
-    for _ in range(100):             # which died with the run (its minute is not over)
-        try:
-            os.kill(side, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("the side lane outlived its killed run")
-    with Lake(lake_root).lock():     # and holds no lock
+    # which died with the run (its minute is not over) and holds no lock
+    assert _gone(side), "the side lane outlived its killed run"
+    with Lake(lake_root).lock():
         pass
 
 
@@ -524,14 +518,19 @@ def test_killing_only_the_main_process_leaves_no_lock_and_no_worker(tmp_path):
     main.join(10)
     with lake.lock():        # free at once: the worker never held it
         pass
-    for _ in range(100):     # and the worker died with its parent
+    assert _gone(worker), "the worker outlived its killed parent"
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    """Whether process ``pid`` is gone, or goes within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
         try:
-            os.kill(worker, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
-            break
+            return True
         time.sleep(0.05)
-    else:
-        pytest.fail("the worker outlived its killed parent")
+    return False
 
 
 def test_a_lake_made_before_the_run_log_had_states_still_opens(tmp_path):
