@@ -180,6 +180,102 @@ def test_anthropic_messages_per_line_use_the_file_stem_as_session(tmp_path):
         ("anthropic-log#L2",)]
 
 
+# -- server tools (web_search, web_fetch, ...) in a log with one message per line: apply finds
+# their results and inputs in the assistant message's blocks -------------------------------
+def _server_tool_log(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """An Anthropic Messages log (one message per line): a Glob call and its result, then an
+    assistant message calling web_search and web_fetch, each answered by a large result in
+    the same message (line 4)."""
+    hits = [{"type": "web_search_result", "url": f"https://example.com/{i}", "title": f"Hit {i}",
+             "encrypted_content": "Eq" + "x" * 6000, "page_age": None} for i in range(5)]
+    page = "".join(f"line {i}: what the fetched page says about ctxlake\n" for i in range(2000))
+    fetched = {"type": "web_fetch_result", "url": "https://example.com/ctxlake",
+               "retrieved_at": "2026-03-14T10:00:00Z",
+               "content": {"type": "document", "title": "ctxlake",
+                           "source": {"type": "text", "media_type": "text/plain", "data": page}}}
+    lines = [
+        {"role": "user", "content": "what does ctxlake keep?"},
+        {"role": "assistant", "id": "msg_01", "content": [
+            {"type": "tool_use", "id": "toolu_01", "name": "Glob", "input": {"pattern": "*.md"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01",
+                                      "content": "README.md"}]},
+        {"role": "assistant", "id": "msg_02", "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search",
+             "input": {"query": "ctxlake"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": hits},
+            {"type": "server_tool_use", "id": "srvtoolu_02", "name": "web_fetch",
+             "input": {"url": "https://example.com/ctxlake"}},
+            {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_02", "content": fetched},
+            {"type": "text", "text": "It keeps every byte."}],
+         "usage": {"input_tokens": 20, "output_tokens": 8}},
+        {"role": "user", "content": "thanks"},
+    ]
+    return _jsonl(tmp_path, "anthropic-log.jsonl", lines), lines
+
+
+def test_anthropic_messages_finds_server_tool_results_and_inputs_in_a_message_line():
+    message = {"role": "assistant", "content": [
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}},
+        {"type": "web_search_tool_result", "tool_use_id": "s1", "content": []},
+        {"type": "mcp_tool_use", "id": "m1", "name": "echo", "server_name": "demo", "input": {}},
+        {"type": "mcp_tool_result", "tool_use_id": "m1", "is_error": False, "content": "hi"}]}
+    reader = AnthropicMessagesReader
+    assert reader.result_holders(message, "s1") == [("content", 1, "content")]
+    assert reader.input_holders(message, "s1") == [("content", 0, "input")]
+    assert reader.result_holders(message, "m1") == [("content", 3, "content")]
+    assert reader.input_holders(message, "m1") == [("content", 2, "input")]
+    assert reader.result_holders(message, "other") == reader.input_holders(message, "other") == []
+
+
+def test_large_server_tool_results_in_a_message_line_are_pruned_and_restored_byte_for_byte(tmp_path):
+    import hashlib
+
+    import pyarrow as pa
+
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.restore import restore
+    from tests.test_apply import hand_evictions
+
+    path, lines = _server_tool_log(tmp_path)
+    original = path.read_bytes()
+    lake, summary = ingest_paths(tmp_path, path.parent)
+    assert summary.quarantined == 0
+    assert scalar(lake, "SELECT format FROM session_info") == "anthropic_messages"
+    blocks = lines[3]["content"]
+    payloads = {b["tool_use_id"]: json.dumps(b["content"], separators=(",", ":")).encode()
+                for b in blocks if b["type"].endswith("_tool_result")}
+    assert rows(lake, "SELECT call_id, tool_name, line_no, payload_sha256 FROM tool_results "
+                      "WHERE call_id LIKE 'srvtoolu_%' ORDER BY call_id") == [
+        ("srvtoolu_01", "web_search", 4, hashlib.sha256(payloads["srvtoolu_01"]).hexdigest()),
+        ("srvtoolu_02", "web_fetch", 4, hashlib.sha256(payloads["srvtoolu_02"]).hexdigest())]
+    # both server tool results pruned; only the web_fetch call's input cleared
+    table = pa.concat_tables([
+        hand_evictions(lake, policy="p", action="prune", where="r.call_id LIKE 'srvtoolu_%'"),
+        hand_evictions(lake, policy="p", action="clear_input", where="c.call_id = 'srvtoolu_02'")])
+    assert table.num_rows == 3
+    summary = apply_policy(lake, policy="p", evictions=table)
+    assert summary.problems == [] and summary.files_pruned == 1
+    output = lake.root / "out" / "p" / "anthropic-log.jsonl"
+    data = output.read_bytes()
+    prunes = {ev["call_id"]: ev["replacement"] for ev in table.to_pylist()
+              if ev["action"] == "prune"}
+    expected = json.loads(json.dumps(lines[3]))
+    expected["content"][1]["content"] = prunes["srvtoolu_01"]
+    expected["content"][3]["content"] = prunes["srvtoolu_02"]
+    expected["content"][2]["input"] = {}
+    assert json.loads(data.splitlines()[3]) == expected
+    # the other lines are untouched, the web_search call keeps its input
+    assert [line for i, line in enumerate(data.splitlines()) if i != 3] == \
+        [line for i, line in enumerate(original.splitlines()) if i != 3]
+    assert b'"input": {"query": "ctxlake"}' in data.splitlines()[3]
+    for payload in payloads.values():
+        sha = hashlib.sha256(payload).hexdigest()
+        assert (lake.store_dir / f"{sha}.payload").read_bytes() == payload
+        assert f"compaction://{sha}".encode() in data
+    assert b"x" * 100 not in data and b"line 1999:" not in data
+    assert restore(output, store=lake.store_dir).data == original
+
+
 def test_sniffing_tells_the_two_dialects_apart_and_leaves_other_formats_alone(tmp_path):
     def head(lines):
         return "".join(json.dumps(line) + "\n" for line in lines).encode()

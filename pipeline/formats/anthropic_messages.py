@@ -7,8 +7,11 @@ line). A message is ``{role, content: string | blocks}`` with the block types of
 input}`` (also ``server_tool_use``/``mcp_tool_use``), ``tool_result{tool_use_id, content,
 is_error?}`` (also the server tools' ``*_tool_result`` blocks), images and documents (kept as a
 ``[type]`` token, kind other). Tool results are stored with role ``tool`` (as in the Claude
-Code reader). A conversation-level ``system`` (string or text blocks) becomes a system row
-before the messages (``json_path`` ``/system``).
+Code reader). Apply finds a server/MCP tool's result and input blocks through the shapes
+:func:`~pipeline.formats.base.server_tool_result` / :func:`~pipeline.formats.base.server_tool_input`
+(shared with the Claude Code reader), also in a whole message line. A conversation-level
+``system`` (string or text blocks) becomes a system row before the messages (``json_path``
+``/system``).
 
 Usage: ``usage{input_tokens, output_tokens, cache_creation_input_tokens,
 cache_read_input_tokens}`` on a message (API response) is that call's usage on the message's
@@ -21,19 +24,20 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.formats.base import (
-    Emitter, RecordError, anthropic_tool_input, anthropic_tool_result, content_text, dumps,
+    SERVER_CALL_TYPES, Emitter, RecordError, anthropic_tool_input, anthropic_tool_result,
+    content_text, dumps, server_tool_input, server_tool_result,
 )
 from pipeline.formats.openai_chat import (
     ChatReader, chat_scores, emit_tool_call, emit_tool_result, timestamp_of, usage_columns,
 )
 
-CALL_TYPES = {"tool_use", "server_tool_use", "mcp_tool_use"}
+CALL_TYPES = {"tool_use", *SERVER_CALL_TYPES}
 
 
 class AnthropicMessagesReader(ChatReader):
     name = "anthropic_messages"
-    result_shapes = (anthropic_tool_result,)
-    input_shapes = (anthropic_tool_input,)
+    result_shapes = (anthropic_tool_result, server_tool_result)
+    input_shapes = (anthropic_tool_input, server_tool_input)
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

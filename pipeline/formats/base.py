@@ -511,6 +511,32 @@ def anthropic_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | No
     return None
 
 
+# Server tools (run by the API: web_search, web_fetch, code_execution, ...) and MCP connector
+# tools: ``server_tool_use`` / ``mcp_tool_use{id, name, input}`` in an assistant message, their
+# results in the same message as ``<tool>_tool_result`` / ``mcp_tool_result{tool_use_id,
+# content}``; a failed server tool's content is ``{"type": "<tool>_tool_result_error",
+# "error_code"}``, an MCP result says ``is_error``.
+SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
+
+
+def server_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A server/MCP tool's result ``{"type": "<tool>_tool_result", "tool_use_id", "content"}``."""
+    kind = d.get("type")
+    if isinstance(kind, str) and kind.endswith("_tool_result") and d.get("tool_use_id") == call_id \
+            and "content" in d:
+        return [here + ("content",)]
+    return None
+
+
+def server_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
+    """A server/MCP tool's call ``{"type": "server_tool_use" | "mcp_tool_use", "id", "input"}``."""
+    kind = d.get("type")
+    if isinstance(kind, str) and kind in SERVER_CALL_TYPES and d.get("id") == call_id \
+            and "input" in d:
+        return [here + ("input",)]
+    return None
+
+
 def chat_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
     """OpenAI Chat ``{"role": "tool", "tool_call_id" (or SWE-agent's "tool_call_ids"), "content"}``."""
     if d.get("role") == "tool" and "content" in d and (

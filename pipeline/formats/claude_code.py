@@ -37,7 +37,8 @@ from typing import Any
 from pipeline.formats.anthropic_messages import CALL_TYPES
 from pipeline.formats.base import (
     COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input, anthropic_tool_result,
-    content_text, dumps, exact_int, first_json_values, first_line_members,
+    content_text, dumps, exact_int, first_json_values, first_line_members, server_tool_input,
+    server_tool_result,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 
@@ -56,14 +57,6 @@ KNOWN_TYPES = {"user", "assistant", "summary", "system", *BOOKKEEPING}
 BOUNDARY_SUBTYPES = {"compact_boundary", "microcompact_boundary"}
 
 
-# Server tools (run by the API: web_search, web_fetch, code_execution, ...) and MCP connector
-# tools: ``server_tool_use`` / ``mcp_tool_use{id, name, input}`` in an assistant message, their
-# results in the same message as ``<tool>_tool_result`` / ``mcp_tool_result{tool_use_id,
-# content}``; a failed server tool's content is ``{"type": "<tool>_tool_result_error",
-# "error_code"}``, an MCP result says ``is_error``.
-SERVER_CALL_TYPES = frozenset(CALL_TYPES - {"tool_use"})
-
-
 def is_result_type(btype: str) -> bool:
     """``tool_result`` or a server/MCP tool's ``<tool>_tool_result`` block type."""
     return btype == "tool_result" or btype.endswith("_tool_result")
@@ -75,24 +68,6 @@ def result_is_error(block: dict) -> bool:
     return bool(block.get("is_error")) or (
         isinstance(payload, dict) and isinstance(payload.get("type"), str)
         and payload["type"].endswith("_tool_result_error"))
-
-
-def server_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
-    """A server/MCP tool's result ``{"type": "<tool>_tool_result", "tool_use_id", "content"}``."""
-    kind = d.get("type")
-    if isinstance(kind, str) and kind.endswith("_tool_result") and d.get("tool_use_id") == call_id \
-            and "content" in d:
-        return [here + ("content",)]
-    return None
-
-
-def server_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
-    """A server/MCP tool's call ``{"type": "server_tool_use" | "mcp_tool_use", "id", "input"}``."""
-    kind = d.get("type")
-    if isinstance(kind, str) and kind in SERVER_CALL_TYPES and d.get("id") == call_id \
-            and "input" in d:
-        return [here + ("input",)]
-    return None
 
 
 class ClaudeCodeReader(Reader):
