@@ -464,3 +464,65 @@ def test_apply_clears_a_chosen_attempt_in_its_top_level_copy_too_and_restore_is_
         assert [h["content"] == CLEARED for h in run["history"]] == tools
         assert [t["observation"] == CLEARED for t in run["trajectory"]] == steps
     assert restore(output, store=lake.store_dir).data == original
+
+
+# -- clear_input: a call's input is its own field, never the whole entry ----------------------
+@pytest.mark.parametrize("name", SAMPLES)
+def test_clear_input_clears_only_the_action_of_a_text_action_and_restore_is_byte_exact(
+        tmp_path, name):
+    """A call without a real id (a 0.x text action, the 1.x trajectory-only ``submit``) has its
+    input in the ``action`` field of its history entry / trajectory step: clear_input empties
+    that field (a string input stays a string: ``"{}"``) and keeps the thought, the content,
+    the response and every other field; a function call's ``arguments`` are cleared as before."""
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.restore import restore
+    from tests.helpers.lake import copy_real
+    from tests.test_apply import hand_evictions
+
+    archive = copy_real(tmp_path, f"swe_agent/{name}")
+    original = (archive / "swe_agent" / name).read_bytes()
+    lake, _ = ingest_paths(tmp_path, archive)
+    evictions = hand_evictions(lake, policy="inputs", action="clear_input")
+    data = _raw(name)
+    session = name[: -len(".traj")]
+    # what must change: every call's input, nothing else
+    expected = json.loads(json.dumps(data))
+    text_actions = 0
+    for index, entry in enumerate(data["history"]):
+        if entry["role"] != "assistant" or entry.get("is_demo"):
+            continue
+        if entry.get("tool_calls"):
+            for call in expected["history"][index]["tool_calls"]:
+                call["function"]["arguments"] = "{}"
+        else:
+            expected["history"][index]["action"] = "{}"
+            text_actions += 1
+    last = len(data["trajectory"]) - 1
+    actions = [h["action"] for h in data["history"] if h["role"] == "assistant"]
+    trajectory_only = data["trajectory"][last]["action"].strip() != actions[-1].strip()
+    if trajectory_only:
+        expected["trajectory"][last]["action"] = "{}"
+    assert evictions.num_rows == _expected(data)["calls"]
+    assert sorted(evictions.column("json_path").to_pylist()) == sorted(
+        [f"/history/{i}" for i, h in enumerate(data["history"]) if h["role"] == "assistant"
+         and not h.get("is_demo") and not h.get("tool_calls")]
+        + [f"/history/{i}/tool_calls/{k}" for i, h in enumerate(data["history"])
+           if h["role"] == "assistant" for k in range(len(h.get("tool_calls") or []))]
+        + ([f"/trajectory/{last}"] if trajectory_only else []))
+    assert (text_actions, trajectory_only) == ((12, False) if name == SAMPLES[1] else (0, True))
+
+    summary = apply_policy(lake, policy="inputs", out=tmp_path / "out", evictions=evictions)
+    assert summary.problems == [] and summary.files_pruned == 1
+    output = tmp_path / "out" / "inputs" / "swe_agent" / name
+    new = json.loads(output.read_bytes())
+    assert new == expected
+    # the assistant's own words are all still there
+    for before, after in zip(data["history"], new["history"]):
+        if before["role"] == "assistant":
+            assert (after["thought"], after["content"]) == (before["thought"], before["content"])
+    assert restore(output, store=lake.store_dir).data == original
+    # the pruned file is still a trajectory with the same calls
+    again, summary = ingest_paths(tmp_path / "again", output.parent)
+    assert summary.quarantined == 0
+    assert scalar(again, "SELECT count(*) FROM tool_calls WHERE session_id = ?",
+                  [session]) == _expected(data)["calls"]

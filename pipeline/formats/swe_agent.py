@@ -25,13 +25,16 @@ carries ``json_path`` (``/history/<i>``, ``/history/<i>/tool_calls/<k>``).
   its family is :func:`tool_family`'s for SWE-agent commands and ``shell`` for anything else
   (a plain shell command). The input is ``{"command": <action as written>}``. In 0.x the
   action is also inside the assistant text (``content`` is thought + fenced command), so the
-  command's tokens are counted in both rows.
+  command's tokens are counted in both rows. ``clear_input`` on such a call replaces the
+  entry's ``action`` string only (with the replacement as a string, ``"{}"``); its
+  ``content``/``thought`` (and, in 0.x, the command written inside ``content``) stay.
 - The final ``submit``: current code writes it into ``history`` with its observation (the
   patch); 1.0-era files have it in ``trajectory`` only. When the LAST trajectory step matches
   no history action (while every history action matched a step) it is emitted from the
   trajectory (``/trajectory/<j>``: the response text and a tool_use with id
   ``"<session>#/trajectory/<j>"``) WITHOUT a result: the patch was never shown to the
-  model, so the call is a legitimate orphan. Earlier unmatched
+  model, so the call is a legitimate orphan; its input is the step's ``action`` (what
+  ``clear_input`` clears; ``response``/``thought`` stay). Earlier unmatched
   trajectory steps are requeries (format errors) that never entered the history: not rows.
 - Errors: SWE-agent records no exit code or error flag for an observation, so ``is_error``
   is always false (guessing from output text would be wrong for ``grep`` and friends).
@@ -186,6 +189,11 @@ class SweAgentReader(Reader):
     layout = "document"
     result_shapes = (chat_tool_result,)
     input_shapes = (chat_tool_input,)
+    # a call with a made-up id (a text action, the trajectory-only submit) sits at its history
+    # entry / trajectory step: its input is that node's ``action`` string, never the whole
+    # node (the thought, content and response stay); a function call's input is found by
+    # ``chat_tool_input`` (its ``function.arguments``) first
+    input_keys = ("action",)
 
     @classmethod
     def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
