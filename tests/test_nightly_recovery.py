@@ -45,7 +45,11 @@ def _night(lake_root: Path, archive: Path, **options) -> object:
                        tz="UTC", policies=options.pop("policies", POLICIES), **options)
 
 
-def snapshot(lake_root: Path, *, store: bool = True) -> dict[str, str]:
+# after _night_without: the file set aside and put back has a new ctime, nothing else differs
+TABLES_HELD = dict(TABLES, sources="* EXCLUDE (ingested_at, run_id, ctime_ns)")
+
+
+def snapshot(lake_root: Path, *, store: bool = True, tables: dict = TABLES) -> dict[str, str]:
     """sha256 of every output, store file, summary, and of each table's sorted rows."""
     out = {}
     folders = ["out", "summaries"] + (["store"] if store else [])
@@ -54,23 +58,25 @@ def snapshot(lake_root: Path, *, store: bool = True) -> dict[str, str]:
             if path.is_file():
                 out[str(path.relative_to(lake_root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     lake = Lake(lake_root)
-    for table, columns in TABLES.items():
+    for table, columns in tables.items():
         found = rows(lake, f"SELECT {columns} FROM {table} ORDER BY ALL")
         out[f"table:{table}"] = hashlib.sha256(repr(found).encode()).hexdigest() + f":{len(found)}"
     return out
 
 
-def _assert_same(lake_root: Path, setup, what: str = "") -> None:
-    got = snapshot(lake_root)
-    if got == setup["expected"]:
+def _assert_same(lake_root: Path, setup, what: str = "", *, held: bool = False) -> None:
+    tables = TABLES_HELD if held else TABLES
+    expected = setup["expected_held" if held else "expected"]
+    got = snapshot(lake_root, tables=tables)
+    if got == expected:
         return
-    differing = sorted(k for k in set(got) | set(setup["expected"]) if got.get(k) != setup["expected"].get(k))
+    differing = sorted(k for k in set(got) | set(expected) if got.get(k) != expected.get(k))
     detail = []
     for key in differing:
         if key.startswith("table:"):
             table = key[6:]
-            mine = rows(Lake(lake_root), f"SELECT {TABLES[table]} FROM {table} ORDER BY ALL")
-            theirs = rows(Lake(setup["base"] / "reference"), f"SELECT {TABLES[table]} FROM {table} ORDER BY ALL")
+            mine = rows(Lake(lake_root), f"SELECT {tables[table]} FROM {table} ORDER BY ALL")
+            theirs = rows(Lake(setup["base"] / "reference"), f"SELECT {tables[table]} FROM {table} ORDER BY ALL")
             first = next(((a, b) for a, b in zip(mine, theirs) if a != b), (len(mine), len(theirs)))
             detail.append(f"{table}: {first}")
     pytest.fail(f"{what} differs from an uninterrupted run: {differing}\n" + "\n".join(detail)[:3000])
@@ -117,6 +123,17 @@ def setup(tmp_path_factory):
     return {"base": base, "archive": archive, "expected": expected}
 
 
+@pytest.fixture(scope="module")
+def side_setup(tmp_path_factory):
+    """Like ``setup``, with an archive of its own: the side-lane tests set a file of it aside
+    and put it back (_night_without), which changes its ctime."""
+    base = tmp_path_factory.mktemp("side-lane")
+    archive = copy_real(base, *SAMPLES)
+    _night(base / "reference", archive)
+    return {"base": base, "archive": archive,
+            "expected_held": snapshot(base / "reference", tables=TABLES_HELD)}
+
+
 BOUNDARIES = ["ingest:committed"] + [f"stage:{s}:{when}" for s in STAGES
                                      for when in ("start", "batch", "done")]
 # a stage's ledger is written after each batch (batch) and once more at its end (done)
@@ -135,15 +152,31 @@ def test_a_run_killed_at_a_stage_boundary_is_finished_by_the_next_run(setup, poi
     assert statuses == ["interrupted", "ok"]
 
 
-def test_a_night_whose_calibrate_and_usage_run_beside_the_other_stages_ends_as_an_inline_one(setup):
-    lake_root = setup["base"] / "side-lane"
-    summary = _night(lake_root, setup["archive"], workers=2)
+HELD = "codex/codex_session.jsonl"
+
+
+def _night_without(lake_root: Path, archive: Path, held: str = HELD) -> None:
+    """A night over ``archive`` less the file ``held`` (set aside, then put back), so that
+    the next night owes that file's session only: calibrate and usage then run beside the
+    other stages (a full redo, such as a first run, does them in turn)."""
+    path = archive / held
+    aside = archive.parent / f"held-{path.name}"
+    path.rename(aside)
+    try:
+        assert _night(lake_root, archive, workers=2).status == "ok"
+    finally:
+        aside.rename(path)
+
+
+def test_a_night_whose_calibrate_and_usage_run_beside_the_other_stages_ends_as_an_inline_one(side_setup):
+    lake_root = side_setup["base"] / "side-lane"
+    _night_without(lake_root, side_setup["archive"])
+    summary = _night(lake_root, side_setup["archive"], workers=2)
     assert summary.status == "ok" and summary.warnings == []
     assert [s.stage for s in summary.stages] == STAGES
-    assert {s.stage: s.done for s in summary.stages} == {stage: 4 if stage.startswith("apply:") else 4
-                                                         for stage in STAGES}
-    assert summary.calibration_rows > 0 and summary.touched_sessions == 4
-    _assert_same(lake_root, setup)
+    assert {s.stage: s.done for s in summary.stages} == {stage: 1 for stage in STAGES}
+    assert summary.calibration_rows > 0 and summary.touched_sessions == 1
+    _assert_same(lake_root, side_setup, held=True)
 
 
 SIDE_LANE_POINTS = [f"stage:{stage}:{when}" for stage in ("calibrate", "usage")
@@ -152,22 +185,24 @@ SIDE_LANE_POINTS = [f"stage:{stage}:{when}" for stage in ("calibrate", "usage")
 
 
 @pytest.mark.parametrize("point", SIDE_LANE_POINTS)
-def test_a_run_killed_at_a_boundary_of_either_lane_is_finished_by_the_next_run(setup, point):
+def test_a_run_killed_at_a_boundary_of_either_lane_is_finished_by_the_next_run(side_setup, point):
     # with two workers calibrate and usage run in a forked process beside the others: a
     # crash point in that process kills the run's own process as well
-    lake_root = setup["base"] / ("side-" + point.replace(":", "_").replace("+", "_"))
-    child = _start(lake_root, setup["archive"], point, workers=2)
+    lake_root = side_setup["base"] / ("side-" + point.replace(":", "_").replace("+", "_"))
+    _night_without(lake_root, side_setup["archive"])
+    child = _start(lake_root, side_setup["archive"], point, workers=2)
     child.join(120)
     assert child.exitcode == -signal.SIGKILL, f"{point} was not reached"
-    summary = _night(lake_root, setup["archive"], workers=2)
+    summary = _night(lake_root, side_setup["archive"], workers=2)
     assert summary.status == "ok" and summary.interrupted_runs, summary.stages
-    _assert_same(lake_root, setup)
+    _assert_same(lake_root, side_setup, held=True)
 
 
 def test_killing_a_run_leaves_no_side_lane_running_and_no_lock(tmp_path):
     archive = copy_real(tmp_path, *SAMPLES)
     pid_file = tmp_path / "calibrate.pid"
     lake_root = tmp_path / "lake"
+    _night_without(lake_root, archive)
     main = _start(lake_root, archive, "stage:summarize:start", workers=2,
                   stall_calibrate=str(pid_file))
     main.join(120)
@@ -198,6 +233,7 @@ def test_a_run_interrupted_in_its_own_process_stops_its_side_lane_at_once(tmp_pa
             time.sleep(0.05)
         raise KeyboardInterrupt
 
+    _night_without(tmp_path / "lake", archive)
     monkeypatch.setattr(pipeline.stages.calibrate, "calibrate", stalled)
     monkeypatch.setattr(pipeline.stages.flags, "flag_ignored_sessions", interrupted)
     with pytest.raises(KeyboardInterrupt):
@@ -208,6 +244,23 @@ def test_a_run_interrupted_in_its_own_process_stops_its_side_lane_at_once(tmp_pa
         os.kill(side, 0)
     monkeypatch.undo()
     assert _night(tmp_path / "lake", archive, workers=2).status == "ok"
+
+
+def test_a_first_run_does_calibrate_and_usage_in_turn_in_its_own_process(tmp_path, monkeypatch):
+    # a full redo keeps the peak memory of one stage at a time: nothing is forked
+    import pipeline.stages.calibrate
+
+    ran_in: list[int] = []
+    calibrate = pipeline.stages.calibrate.calibrate
+
+    def recorded(lake, *, sessions=None):
+        ran_in.append(os.getpid())
+        return calibrate(lake, sessions=sessions)
+
+    monkeypatch.setattr(pipeline.stages.calibrate, "calibrate", recorded)
+    archive = copy_real(tmp_path, *SAMPLES)
+    assert _night(tmp_path / "lake", archive, workers=2).status == "ok"
+    assert ran_in == [os.getpid()]
 
 
 def test_twelve_runs_killed_at_random_moments_are_each_finished_by_one_plain_run(setup):
