@@ -516,6 +516,24 @@ def test_a_stage_that_cannot_read_a_derived_part_has_it_removed_and_every_stage_
     _same_derived_tables(lake_root, tmp_path / "clean")
 
 
+def test_a_damaged_part_the_side_lane_meets_is_removed_by_the_run_and_every_stage_redone(tmp_path):
+    archive = copy_real(tmp_path, *SAMPLES)
+    lake_root = tmp_path / "lake"
+    _night_without(lake_root, archive)
+    part = sorted((lake_root / "derived" / "usage_call_rows").glob("*.parquet"))[0]
+    data = part.read_bytes()          # Parquet's magic at both ends, nothing readable inside
+    part.write_bytes(data[:4] + bytes(len(data) - 12) + (len(data) - 12).to_bytes(4, "little") + b"PAR1")
+    summary = _night(lake_root, archive, workers=2)   # usage, beside the others, reads it
+    assert summary.status == "ok"
+    first, removed = summary.warnings
+    assert first.startswith(f"usage: {part}: cannot read this part of a derived table")
+    assert removed == f"removed {part} (unreadable): every stage redone in full"
+    assert {s.stage: s.done for s in summary.stages} == {s: 4 for s in STAGES}
+    _night(tmp_path / "clean", archive)
+    assert snapshot(lake_root, store=False) == snapshot(tmp_path / "clean", store=False)
+    _same_derived_tables(lake_root, tmp_path / "clean")
+
+
 def test_a_derived_part_garbled_inside_is_found_by_the_views_and_removed_by_the_next_run(tmp_path):
     from click.testing import CliRunner
 
