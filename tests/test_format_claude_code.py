@@ -359,3 +359,36 @@ def test_a_server_tool_error_content_or_an_mcp_is_error_marks_the_result_as_an_e
                       "ORDER BY call_seq") == [
         ("srvtoolu_e1", "web", "paired", True), ("srvtoolu_e2", "web", "paired", True),
         ("srvtoolu_e3", "other", "paired", False), ("mcptoolu_e4", "other", "paired", True)]
+
+
+def test_an_mcp_call_and_result_without_ids_are_found_by_their_place_and_restored(tmp_path):
+    """Blocks without an id (nothing for apply to find them by) point at themselves: the
+    nightly prune of such a large result used to stop on "no tool result for call None here"
+    and leave the whole file unpruned."""
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.restore import restore
+    from tests.test_apply import hand_evictions
+
+    big = "".join(f"row {i}: what the MCP server returned\n" for i in range(1000))
+    call = _server_call("mcptoolu_01", "echo", {"text": "hi"}, kind="mcp_tool_use")
+    del call["id"]
+    blocks = [call, {"type": "mcp_tool_result", "tool_use_id": None, "is_error": False,
+                     "content": [{"type": "text", "text": big}]}]
+    path = tmp_path / "archive" / "proj" / "claude_session.jsonl"
+    original = write_with_server_tools(path, blocks)
+    lake, summary = ingest_paths(tmp_path, path.parent)
+    assert summary.quarantined == 0
+    assert rows(lake, "SELECT line_no, json_path, call_id FROM tool_calls") == [
+        (3, "/message/content/0", None)]
+    assert rows(lake, "SELECT line_no, json_path, call_id FROM tool_results") == [
+        (4, "/message/content/0", None)]
+    for action, key, line in (("prune", "content", 3), ("clear_input", "input", 2)):
+        table = hand_evictions(lake, policy=action, action=action)
+        assert table.num_rows == 1
+        result = apply_policy(lake, policy=action, out=tmp_path / "out", evictions=table)
+        assert result.problems == [] and result.files_pruned == 1, action
+        output = tmp_path / "out" / action / path.name
+        block = json.loads(output.read_bytes().splitlines()[line])["message"]["content"][0]
+        assert block[key] == ({} if action == "clear_input"
+                              else table.column("replacement")[0].as_py())
+        assert restore(output, store=lake.store_dir).data == original

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipeline.formats import detect
 from pipeline.formats.codex_cli import CodexCliJsonReader, CodexCliReader
 from pipeline.formats.gemini_cli import GeminiCliJsonlReader
@@ -639,6 +641,20 @@ def test_a_replacement_history_item_that_is_not_an_object_quarantines_the_line(t
     assert scalar(lake, "SELECT count(*) FROM messages WHERE line_no = 8") == 0
 
 
+@pytest.mark.parametrize("history, found", [(True, "bool"), (3, "int"), ("x", "str"),
+                                            ({"a": 1}, "dict")])
+def test_a_replacement_history_that_is_not_a_list_quarantines_the_line(tmp_path, history, found):
+    # it was iterated as a list: the line was lost to "reader failed: TypeError/AttributeError"
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(_compacting_rollout({"message": SUMMARY,
+                                                   "replacement_history": history})))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT line_no, reason FROM quarantine") == [
+        (8, f"replacement_history must be a list of response items, found {found}")]
+    assert (summary.records, summary.quarantined) == (10, 1)
+
+
 # the TypeScript CLI (codex-cli/src/utils/storage/save-rollout.ts, removed in Aug 2025):
 # JSON.stringify({session: {timestamp, id, instructions}, items}, null, 2), items as the
 # Responses API and the agent loop made them
@@ -709,6 +725,20 @@ def test_the_typescript_clis_whole_json_rollout_is_read_as_one_document(tmp_path
     assert rows(lake, "SELECT line_no, json_path, call_id, tool_name, is_error FROM tool_results "
                       "ORDER BY seq") == [
         (1, "/items/3", "call_1", "shell", True), (1, "/items/5", "call_2", "local_shell", False)]
+
+
+def test_a_json_rollout_with_a_bad_message_content_is_quarantined_naming_the_item(tmp_path):
+    # the reason used to be the JSONL form's "message.content must be ...": no item named
+    doc = json.loads(json.dumps(TS_DOC))
+    doc["items"][6]["content"] = 7
+    path = tmp_path / ".codex" / "sessions" / TS_NAME
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.records, summary.quarantined) == (0, 1)
+    assert rows(lake, "SELECT line_no, reason FROM quarantine") == [
+        (1, "items[6].content must be a list of content items, found int")]
+    assert scalar(lake, "SELECT count(*) FROM messages") == 0
 
 
 def test_sniffing_claims_a_json_rollout_by_its_session_object_and_not_other_json():

@@ -276,6 +276,41 @@ def test_large_server_tool_results_in_a_message_line_are_pruned_and_restored_byt
     assert restore(output, store=lake.store_dir).data == original
 
 
+@pytest.mark.parametrize("tool_use_id", [None, "", 7])
+def test_a_server_tool_block_without_an_id_in_a_message_line_is_found_by_its_place(
+        tmp_path, tool_use_id):
+    """Such a block has no id for apply to find it by: its rows point at the block itself
+    (apply used to take the line's whole ``content`` for it, refuse it on its hash check and
+    leave the file unpruned, a problem of the nightly apply stage)."""
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.restore import restore
+    from tests.test_apply import hand_evictions
+
+    path, lines = _server_tool_log(tmp_path)
+    lines[3]["content"][0]["id"] = tool_use_id            # the web_search call
+    lines[3]["content"][1]["tool_use_id"] = tool_use_id   # its result
+    path = _jsonl(tmp_path, "anthropic-log.jsonl", lines)
+    original = path.read_bytes()
+    lake, summary = ingest_paths(tmp_path, path.parent)
+    assert summary.quarantined == 0
+    kept = tool_use_id if isinstance(tool_use_id, str) else None
+    assert rows(lake, "SELECT line_no, json_path, call_id FROM tool_calls ORDER BY seq") == [
+        (2, None, "toolu_01"), (4, "/content/0", kept), (4, None, "srvtoolu_02")]
+    assert rows(lake, "SELECT line_no, json_path, call_id FROM tool_results ORDER BY seq") == [
+        (3, None, "toolu_01"), (4, "/content/1", kept), (4, None, "srvtoolu_02")]
+    for action in ("prune", "clear_input"):
+        where = f"coalesce({'r' if action == 'prune' else 'c'}.call_id, '') = ''"
+        table = hand_evictions(lake, policy=action, action=action, where=where)
+        assert table.num_rows == 1
+        result = apply_policy(lake, policy=action, out=tmp_path / "out", evictions=table)
+        assert result.problems == [] and result.files_pruned == 1, action
+        output = tmp_path / "out" / action / path.name
+        block = json.loads(output.read_bytes().splitlines()[3])["content"][0 if action != "prune" else 1]
+        assert block[("input" if action == "clear_input" else "content")] == \
+            ({} if action == "clear_input" else table.column("replacement")[0].as_py())
+        assert restore(output, store=lake.store_dir).data == original
+
+
 def test_sniffing_tells_the_two_dialects_apart_and_leaves_other_formats_alone(tmp_path):
     def head(lines):
         return "".join(json.dumps(line) + "\n" for line in lines).encode()

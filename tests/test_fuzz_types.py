@@ -16,6 +16,7 @@ Which swaps (deterministic, so the test runs in seconds):
 from __future__ import annotations
 
 import itertools
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -173,3 +174,116 @@ def test_every_field_of_every_real_sample_swapped_to_each_type_aborts_no_run(tmp
     for period in ("day", "session"):
         assert usage_report(lake, period=period, tz="UTC").rows
     assert replay(lake, policies=["microcompact"]).sessions > 0
+
+
+# ---------------------------------------------------------------------------------------
+# The variants the samples do not have (built by the format tests): Codex tool search and
+# replacement_history lines and the TypeScript CLI's JSON rollout, Claude Code server/MCP tool
+# blocks and a first line past the sniffed head, the Anthropic Messages server tools, a
+# SWE-agent RetryAgent file and its attempt copy, a mini-SWE-agent Responses-API trajectory.
+# JSONL: every field of the variant's lines swapped to each value (one line each) after the
+# file's own lines; documents (reduced as above) and the long first line: every field swapped
+# to one value, rotating, one file each.
+# ---------------------------------------------------------------------------------------
+def _variant_files() -> tuple[dict, dict]:
+    """({relative path: (lines, indices of the lines to fuzz)}, {relative path: document})."""
+    from tests import (test_format_claude_code as claude, test_format_codex as codex,
+                       test_format_mini_swe_agent as mini, test_format_openai_anthropic as anthropic,
+                       test_format_swe_agent as swe)
+
+    big = "".join(f"line {i}: a tool output over payload_prune's limit\n" for i in range(400))
+    history = [
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<environment_context>\n</environment_context>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+        {"type": "ghost_snapshot", "ghost_commit": {"id": "abc", "parent": None}},
+        {"type": "compaction", "encrypted_content": "gAAAAABpZ"}]
+    rollout = [orjson.loads(line) for line in codex._tool_search_lines()]
+    rollout += [orjson.loads(line) for line in codex._compacting_rollout(
+        {"message": codex.SUMMARY, "replacement_history": history})[2:]]
+    blocks = [
+        claude._server_call("srvtoolu_01", "web_search", {"query": "q"}),
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [
+            {"type": "web_search_result", "url": "https://e.com/", "title": "t",
+             "encrypted_content": "Eq", "page_age": None}]},
+        claude._server_call("srvtoolu_02", "web_fetch", {"url": "https://e.com/"}),
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_02",
+         "content": {"type": "web_fetch_tool_result_error", "error_code": "url_not_accessible"}},
+        claude._server_call("mcptoolu_03", "echo", {"text": "hi"}, kind="mcp_tool_use"),
+        {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_03", "is_error": False,
+         "content": [{"type": "text", "text": big}]}]
+    server = claude._response_lines(blocks)
+    for line in server:     # the content blocks only: the rest of the line is a real sample's
+        line["message"] = {"id": line["message"]["id"], "content": line["message"]["content"]}
+    head = claude._lines("claude_session.jsonl")[:2]
+    with tempfile.TemporaryDirectory() as tmp:
+        _, log = anthropic._server_tool_log(Path(tmp))
+    jsonl = {
+        f"codex/{codex.ROLLOUT}": (rollout, [i for i, o in enumerate(rollout)
+                                             if o["type"] == "compacted" or o["type"] == "response_item"
+                                             and o["payload"]["type"].startswith("tool_search")]),
+        "claude_code/server-tools.jsonl": (head + server, list(range(2, 2 + len(server)))),
+        "anthropic/anthropic-log.jsonl": (log, [3]),
+    }
+    retry = swe._retry_doc()
+    mini_doc = mini._as_responses(mini._raw(mini.V2))
+    documents = {
+        f"codex/{codex.TS_NAME}": codex.TS_DOC,
+        "swe_agent/run/inst/inst.traj": reduced(retry, set()),
+        "swe_agent/run/inst/attempt_0/inst.traj": reduced(retry["attempts"][0], set()),
+        "mini_swe_agent/r.traj.json": reduced(mini_doc, set()),
+    }
+    return jsonl, documents
+
+
+def test_every_field_of_the_variants_the_samples_lack_swapped_to_each_type_aborts_no_run(tmp_path):
+    archive = tmp_path / "fuzz"
+    jsonl, documents = _variant_files()
+    rotation = itertools.cycle(SWAPS)
+    files = lines_total = 0
+    heads: dict[str, int] = {}   # files whose format detection may not know them -> lines
+    for rel, (objs, fuzzed) in jsonl.items():
+        out = [orjson.dumps(obj) for obj in objs]
+        out += [swapped(objs[i], path, raw) for i in fuzzed for path in field_paths(objs[i])
+                for raw in SWAPS]
+        target = archive / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"\n".join(out) + b"\n")
+        files, lines_total = files + 1, lines_total + len(out)
+    for rel, doc in documents.items():
+        for n, path in enumerate(field_paths(doc)):
+            target = archive / f"{rel.rsplit('/', 1)[0]}/f{n:04d}" / rel.rsplit("/", 1)[1]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(swapped(doc, path, next(rotation)))
+            if path == ("session",):    # what tells a Codex JSON rollout: may be unrecognised
+                heads[str(target)] = 1
+            else:
+                files, lines_total = files + 1, lines_total + 1
+    # a Claude Code first line past the sniffed head: its members swapped (one file each)
+    first = next(o for o in map(orjson.loads, (REAL / "claude_code" / "claude_session.jsonl")
+                                .read_bytes().splitlines()) if o.get("type") == "user")
+    first["message"]["content"] = "p" * 70_000
+    for n, path in enumerate(field_paths(first)):
+        if path[:2] == ("message", "content"):
+            continue
+        head = archive / "claude_long" / f"head-{n:04d}.jsonl"
+        head.parent.mkdir(parents=True, exist_ok=True)
+        head.write_bytes(swapped(first, path, next(rotation)) + b"\n")
+        heads[str(head)] = 1
+    lake = Lake(tmp_path / "lake")
+
+    summary = ingest([archive], lake=lake, workers=1)
+
+    assert set(summary.unrecognized) <= set(heads)
+    read_heads = set(heads) - set(summary.unrecognized)
+    assert read_heads
+    assert summary.files == files + len(read_heads)
+    assert summary.lines == lines_total + sum(heads[h] for h in read_heads)
+    assert summary.records + summary.quarantined == summary.lines
+    reasons = [p.reason for p in summary.problems]
+    assert [r for r in reasons if r.startswith("reader failed")] == []
+    assert all(reasons)
+    result = run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    assert [(s.stage, s.status) for s in result.stages if s.status != "ok"] == []
+    assert [p for a in result.applied.values() for p in a.problems] == []
+    assert result.status == "ok" and result.ingest.lines == 0

@@ -9,9 +9,10 @@ is_error?}`` (also the server tools' ``*_tool_result`` blocks), images and docum
 ``[type]`` token, kind other). Tool results are stored with role ``tool`` (as in the Claude
 Code reader). Apply finds a server/MCP tool's result and input blocks through the shapes
 :func:`~pipeline.formats.base.server_tool_result` / :func:`~pipeline.formats.base.server_tool_input`
-(shared with the Claude Code reader), also in a whole message line. A conversation-level
-``system`` (string or text blocks) becomes a system row before the messages (``json_path``
-``/system``).
+(shared with the Claude Code reader), also in a whole message line; there a call or result
+block without an id (nothing to find it by) carries ``json_path`` ``/content/<i>``. A
+conversation-level ``system`` (string or text blocks) becomes a system row before the
+messages (``json_path`` ``/system``).
 
 Usage: ``usage{input_tokens, output_tokens, cache_creation_input_tokens,
 cache_read_input_tokens}`` on a message (API response) is that call's usage on the message's
@@ -99,6 +100,8 @@ class AnthropicMessagesReader(ChatReader):
             elif isinstance(btype, str) and btype in CALL_TYPES:
                 call_id = block.get("id") if isinstance(block.get("id"), str) else None
                 name = block.get("name") if isinstance(block.get("name"), str) else None
+                if not call_id and path is None:
+                    block_row["json_path"] = f"/content/{index}"   # no id to find it by
                 input_obj = block.get("input")
                 input_json = dumps(input_obj) if input_obj is not None else "{}"
                 emit_tool_call(out, dict(block_row, role=role_out, subtype=btype),
@@ -110,6 +113,9 @@ class AnthropicMessagesReader(ChatReader):
                 call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) \
                     else None
                 name = pending.pop(call_id, None) if call_id else None
+                if not call_id and path is None:
+                    # a line is one message: without an id apply finds the block by its place
+                    block_row["json_path"] = f"/content/{index}"
                 emit_tool_result(out, dict(block_row, subtype=btype), call_id=call_id, name=name,
                                  payload=block.get("content"),
                                  is_error=block.get("is_error") is True)

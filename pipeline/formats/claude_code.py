@@ -27,6 +27,8 @@ are tool calls, their ``*_tool_result`` / ``mcp_tool_result`` blocks in the same
 tool results (role ``tool``, ``subtype`` the block type, payload the block's ``content``;
 ``is_error`` when the content is a ``*_tool_result_error`` object or the block says
 ``is_error``), declared to apply by :func:`server_tool_result` / :func:`server_tool_input`.
+A call or result block without an id (nothing for apply to find it by) carries ``json_path``
+``/message/content/<i>``, the block itself.
 """
 
 from __future__ import annotations
@@ -299,6 +301,8 @@ class ClaudeCodeReader(Reader):
                 input_json = dumps(input_obj) if input_obj is not None else "{}"
                 if btype != "tool_use":
                     row["subtype"] = btype
+                if not block.get("id"):    # no id for apply to find the block by: its place
+                    row["json_path"] = f"/message/content/{index}"
                 emit_tool_call(out, dict(row, role=role), call_id=block.get("id"),
                                name=block.get("name"), input_obj=input_obj,
                                input_json=input_json, cwd=cwd)
@@ -306,6 +310,8 @@ class ClaudeCodeReader(Reader):
                 # tool_result (user line); a server/MCP tool's result (assistant line)
                 if btype != "tool_result":
                     row["subtype"] = btype
+                if not block.get("tool_use_id"):
+                    row["json_path"] = f"/message/content/{index}"
                 emit_tool_result(out, row, call_id=block.get("tool_use_id"), name=None,
                                  payload=block.get("content"), is_error=result_is_error(block))
             else:

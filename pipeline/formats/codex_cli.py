@@ -361,6 +361,9 @@ class CodexCliReader(Reader):
         ``replacement_history`` (one row each, never a prompt), else the ``message`` summary."""
         message = str_or_none(payload.get("message")) or ""
         history = payload.get("replacement_history")
+        if history is not None and not isinstance(history, list):
+            raise RecordError("replacement_history must be a list of response items, found "
+                              f"{type(history).__name__}")
         if isinstance(history, list):
             # checked before anything is emitted: a bad line is quarantined whole
             for index, item in enumerate(history):
@@ -606,6 +609,12 @@ class CodexCliJsonReader(CodexCliReader):
             if not isinstance(item, dict):
                 raise RecordError(f"items[{index}] must be a response item object, found "
                                   f"{type(item).__name__}")
+            content = item.get("content")
+            if item.get("type") == "message" and content is not None \
+                    and not isinstance(content, (list, str)):
+                # said here, with the item's index: the whole rollout is quarantined
+                raise RecordError(f"items[{index}].content must be a list of content items, "
+                                  f"found {type(content).__name__}")
         self.begin({})
         if isinstance(session, dict):
             self.where = "/session"
