@@ -189,6 +189,21 @@ def output_payload(output: Any) -> tuple[str, str, bool]:
     return ("" if output is None else dumps(output)), "json", False
 
 
+def check_response_items(items: list, where: str) -> None:
+    """Each of ``items`` a response item object, and a message's content a list or a string:
+    checked before anything is emitted, so that a bad item quarantines its line or document
+    whole, with a reason naming it (``<where>[i]``)."""
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise RecordError(f"{where}[{index}] must be a response item object, found "
+                              f"{type(item).__name__}")
+        content = item.get("content")
+        if item.get("type") == "message" and content is not None \
+                and not isinstance(content, (list, str)):
+            raise RecordError(f"{where}[{index}].content must be a list of content items, "
+                              f"found {type(content).__name__}")
+
+
 def codex_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
     """Codex's own result items beyond the Responses pair: ``local_shell_call_output{call_id,
     output}`` (TypeScript CLI) and ``tool_search_output{call_id, tools}``."""
@@ -365,16 +380,7 @@ class CodexCliReader(Reader):
             raise RecordError("replacement_history must be a list of response items, found "
                               f"{type(history).__name__}")
         if isinstance(history, list):
-            # checked before anything is emitted: a bad line is quarantined whole
-            for index, item in enumerate(history):
-                if not isinstance(item, dict):
-                    raise RecordError(f"replacement_history[{index}] must be a response item "
-                                      f"object, found {type(item).__name__}")
-                content = item.get("content")
-                if item.get("type") == "message" and content is not None \
-                        and not isinstance(content, (list, str)):
-                    raise RecordError(f"replacement_history[{index}].content must be a list of "
-                                      f"content items, found {type(content).__name__}")
+            check_response_items(history, "replacement_history")
         common = self._common(ts, out)
         out.message(role="system", kind="boundary", subtype="compacted", text="", **common)
         if not history:   # absent (older rollouts), null or empty: the summary alone
@@ -605,16 +611,7 @@ class CodexCliJsonReader(CodexCliReader):
         if not isinstance(items, list):
             raise RecordError(f"a Codex CLI JSON rollout needs an 'items' list, found "
                               f"{type(items).__name__}")
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise RecordError(f"items[{index}] must be a response item object, found "
-                                  f"{type(item).__name__}")
-            content = item.get("content")
-            if item.get("type") == "message" and content is not None \
-                    and not isinstance(content, (list, str)):
-                # said here, with the item's index: the whole rollout is quarantined
-                raise RecordError(f"items[{index}].content must be a list of content items, "
-                                  f"found {type(content).__name__}")
+        check_response_items(items, "items")
         self.begin({})
         if isinstance(session, dict):
             self.where = "/session"
