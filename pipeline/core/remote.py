@@ -367,7 +367,7 @@ class Mirror:
                 raise
             try:
                 return json.loads(data)
-            except json.JSONDecodeError:
+            except ValueError:     # not JSON yet, or not even UTF-8 (cut inside a character)
                 if attempt == attempts - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
