@@ -562,34 +562,37 @@ class Runner:
         finally:
             os._exit(status)
 
-    def abandon(self) -> None:
-        """Stop a side lane still under way (this run ended early: an error, an interrupt):
-        killed and reaped, so it writes nothing more; its stages are owed again next run."""
+    def _reap(self) -> tuple[_SideLane, bytes, int] | None:
+        """The side lane's end: what it wrote to its pipe and its wait status (None: none)."""
         import gc
 
         side, self._side = self._side, None
         if side is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(side.pid, signal.SIGKILL)
-        os.waitpid(side.pid, 0)
-        os.close(side.read_end)
-        gc.unfreeze()
-
-    def join(self) -> None:
-        """Wait for the side lane (:meth:`run_beside`) and take its reports and results."""
-        import gc
-        import pickle
-
-        side, self._side = self._side, None
-        if side is None:
-            return
+            return None
         try:
             with os.fdopen(side.read_end, "rb") as pipe:
                 data = pipe.read()
             _, wait_status = os.waitpid(side.pid, 0)
         finally:
             gc.unfreeze()
+        return side, data, wait_status
+
+    def abandon(self) -> None:
+        """Stop a side lane still under way (this run ended early: an error, an interrupt):
+        killed and reaped, so it writes nothing more; its stages are owed again next run."""
+        if self._side is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._side.pid, signal.SIGKILL)
+            self._reap()
+
+    def join(self) -> None:
+        """Wait for the side lane (:meth:`run_beside`) and take its reports and results."""
+        import pickle
+
+        ended = self._reap()
+        if ended is None:
+            return
+        side, data, wait_status = ended
         try:
             answer = pickle.loads(data) if data else None
         except Exception:       # cut short: the process died while writing

@@ -25,14 +25,12 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.formats.base import (
-    SERVER_CALL_TYPES, Emitter, RecordError, anthropic_tool_input, anthropic_tool_result,
-    content_text, dumps, server_tool_input, server_tool_result,
+    CALL_TYPES, Emitter, RecordError, anthropic_tool_input, anthropic_tool_result, content_text,
+    dumps, server_tool_input, server_tool_result,
 )
 from pipeline.formats.openai_chat import (
     ChatReader, chat_scores, emit_tool_call, emit_tool_result, timestamp_of, usage_columns,
 )
-
-CALL_TYPES = {"tool_use", *SERVER_CALL_TYPES}
 
 
 class AnthropicMessagesReader(ChatReader):

@@ -517,6 +517,8 @@ def anthropic_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | No
 # content}``; a failed server tool's content is ``{"type": "<tool>_tool_result_error",
 # "error_code"}``, an MCP result says ``is_error``.
 SERVER_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
+# the content blocks of an Anthropic message that are tool calls
+CALL_TYPES = frozenset({"tool_use", *SERVER_CALL_TYPES})
 
 
 def server_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:

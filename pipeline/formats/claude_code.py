@@ -36,11 +36,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipeline.formats.anthropic_messages import CALL_TYPES
 from pipeline.formats.base import (
-    COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input, anthropic_tool_result,
-    content_text, dumps, exact_int, first_json_values, first_line_members, server_tool_input,
-    server_tool_result,
+    CALL_TYPES, COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input,
+    anthropic_tool_result, content_text, dumps, exact_int, first_json_values, first_line_members,
+    server_tool_input, server_tool_result,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 

@@ -391,12 +391,13 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                     # calibrate and usage read nothing the others write: with more than one
                     # worker they run in a forked process beside the others
                     beside = [(s, n) for s, n in stages if s.beside] if settings.workers != 1 else []
+                    in_side_lane = {id(stage) for stage, _ in beside}
                     try:
                         runner.run_beside(beside, results)
                         for stage, needs in stages:
                             if runner.corrupt:
                                 break
-                            if not any(stage is other for other, _ in beside):
+                            if id(stage) not in in_side_lane:
                                 runner.run(stage, blocked_by=needs)
                         runner.join()
                     finally:
