@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from pipeline.text.jsonspan import find_spans, leading_members
 from pipeline.core.lake import Lake
 from pipeline.stages.restore import restore, verify
 from pipeline.core.schema import EVICTIONS
+from pipeline.formats import READERS
 
 CLEARED = "[Old tool result content cleared]"
 SAMPLES = sorted(str(p.relative_to(REAL)) for p in REAL.rglob("*")
@@ -43,13 +45,16 @@ def prune_text(payload: str, sha: str) -> str:
             f"payload: sha256 {sha}; retrieve it from the payload store: compaction://{sha}")
 
 
-def hand_evictions(lake: Lake, *, policy: str, action: str, where: str = "TRUE") -> pa.Table:
-    """Evictions of EVERY tool result (clear/prune) or every tool call input (clear_input)."""
+def hand_evictions(lake: Lake, *, policy: str, action: str, where: str = "TRUE",
+                   every_input: bool = False) -> pa.Table:
+    """Evictions of EVERY tool result (clear/prune) or every tool call input (clear_input;
+    only the inputs the format keeps in a field of their own unless ``every_input``)."""
     if action == "clear_input":
-        found = rows(lake, f"""
+        found = [row[:-1] for row in rows(lake, f"""
             SELECT c.session_id, c.call_id, c.tool_name, c.source_id, c.line_no, c.json_path,
-                   c.seq, c.block_no, NULL AS sha, ''
+                   c.seq, c.block_no, NULL AS sha, '', s.format
             FROM tool_calls c JOIN sources s USING (source_id) WHERE {where} ORDER BY c.seq""")
+                 if every_input or READERS[row[-1]].input_clearable(row[1])]
     else:
         found = rows(lake, f"""
             SELECT r.session_id, r.call_id, r.tool_name, r.source_id, r.line_no, r.json_path,
@@ -108,8 +113,11 @@ def test_every_real_sample_restores_to_its_sha256_after_apply(real_lake, tmp_pat
             changed.add(rel)
         result = restore(output, store=lake.store_dir)
         assert _sha(result.data) == _sha(original), rel
-    # claude_agent.jsonl holds no tool call at all (grep -c tool_ claude_agent.jsonl == 0)
-    assert changed == set(SAMPLES) - {"claude_code/claude_agent.jsonl"}
+    # claude_agent.jsonl holds no tool call at all (grep -c tool_ claude_agent.jsonl == 0);
+    # the mini-SWE-agent v1 sample's commands are inside its replies' text: no input to clear
+    unchanged = {"claude_code/claude_agent.jsonl"} | (
+        {"mini_swe_agent/django__django-14155.traj.json"} if action == "clear_input" else set())
+    assert changed == set(SAMPLES) - unchanged
     assert verify(lake, out=tmp_path / "out").problems == []
 
 
@@ -208,6 +216,27 @@ def test_clear_input_empties_object_inputs_and_string_arguments(real_lake, tmp_p
              (out / "codex/codex_session.jsonl").read_text().splitlines()]
     assert all(p["arguments"] == "{}" for p in codex if p.get("type") == "function_call")
     assert all(p["input"] == "{}" for p in codex if p.get("type") == "custom_tool_call")
+
+
+def test_clearing_the_input_of_a_command_written_inside_a_reply_is_refused_not_the_reply_wiped(
+        real_lake, tmp_path):
+    lake, archive = _fresh_copy(real_lake, tmp_path)
+    where = "s.rel_path = 'mini_swe_agent/django__django-14155.traj.json'"
+    table = hand_evictions(lake, policy="inputs", action="clear_input", where=where,
+                           every_input=True)
+    replies = json.loads((archive / "mini_swe_agent/django__django-14155.traj.json").read_text())
+    one_command = [m for m in replies["messages"] if m["role"] == "assistant"
+                   and len(re.findall(r"```bash\s*\n(.*?)\n```", m["content"], re.DOTALL)) == 1]
+    assert table.num_rows == len(one_command) == 17
+    summary = apply_policy(lake, policy="inputs", out=tmp_path / "out", evictions=table)
+    refused = {f"no input for call {call!r} here (output left unpruned)"
+               for call in table.column("call_id").to_pylist()}
+    assert [p.kind for p in summary.problems] == ["plan"]
+    assert summary.problems[0].error in refused
+    assert not (tmp_path / "out" / "inputs" / "mini_swe_agent").exists() \
+        or (tmp_path / "out" / "inputs" / "mini_swe_agent/django__django-14155.traj.json"
+            ).read_bytes() == (archive / "mini_swe_agent/django__django-14155.traj.json").read_bytes()
+    assert hand_evictions(lake, policy="inputs", action="clear_input", where=where).num_rows == 0
 
 
 def test_reapplying_the_same_plan_is_a_no_op(real_lake, tmp_path):

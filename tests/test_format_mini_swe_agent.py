@@ -448,3 +448,31 @@ def test_responses_payloads_are_rewritten_in_place_and_restored_byte_for_byte(tm
         else:
             assert after == before
     assert restore(output, store=lake.store_dir).data == original
+
+
+def test_context_editing_clears_a_text_mode_calls_results_and_keeps_the_replies_that_hold_them(
+        tmp_path):
+    from pipeline.stages.apply import apply_policy
+    from pipeline.stages.plan import plan_many
+    from pipeline.stages.restore import restore
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    original = (REAL / "mini_swe_agent" / f"{V1}.traj.json").read_bytes()
+    (archive / f"{V1}.traj.json").write_bytes(original)
+    lake, _ = ingest_paths(tmp_path, archive)
+    spec = "context_editing(trigger=1000, keep=1, clear_tool_inputs=true)"
+    [planned] = plan_many(lake, policies=[spec], workers=1)
+    assert planned.evictions > 0
+    assert scalar(lake, "SELECT count(*) FROM evictions WHERE action = 'clear_input'") == 0
+    summary = apply_policy(lake, policy=spec, out=tmp_path / "out")
+    assert summary.problems == []
+    output = Path(summary.out) / f"{V1}.traj.json"
+    before, after = json.loads(original)["messages"], json.loads(output.read_bytes())["messages"]
+    changed = [i for i, (b, a) in enumerate(zip(before, after)) if a != b]
+    assert len(before) == len(after) and len(changed) == planned.evictions
+    assert all(before[i]["role"] == "user" and after[i] == dict(before[i], content=after[i]["content"])
+               for i in changed)
+    assert [m for m in after if m["role"] == "assistant"] == \
+        [m for m in before if m["role"] == "assistant"]
+    assert restore(output, store=lake.store_dir).data == original

@@ -581,8 +581,8 @@ class Reader:
     Apply reads where a format keeps its payloads from the class: ``result_shapes`` and
     ``input_shapes`` (the tool results and tool-call inputs answering a call id, through
     :meth:`result_holders` / :meth:`input_holders`), ``result_keys`` / ``input_keys`` (the
-    fields of the row's own JSON node tried after them) and :meth:`duplicate_paths` (fields
-    that hold a copy of a payload)."""
+    fields of the row's own JSON node tried after them), :meth:`duplicate_paths` (fields
+    that hold a copy of a payload) and :meth:`input_clearable` (calls with no input field)."""
 
     name: ClassVar[str] = ""
     layout: ClassVar[str] = "jsonl"          # jsonl | document
@@ -606,6 +606,12 @@ class Reader:
     def duplicate_paths(cls, obj: Any, path: tuple) -> list[tuple]:
         """Fields of the line/document ``obj`` holding a copy of the payload at ``path``."""
         return []
+
+    @classmethod
+    def input_clearable(cls, call_id: str | None) -> bool:
+        """Whether the call's input sits in a field of its own that ``clear_input`` can
+        replace (False where the format writes the command inside the reply's text)."""
+        return True
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

@@ -24,6 +24,8 @@ data is a bare list of messages. Every row carries ``json_path`` (``/messages/<i
   ``is_error`` when N != 0 or on a timeout notice. With 0 or >= 2 blocks nothing ran: no
   call, and the next user message (the format-error notice) is ``kind = meta``, subtype
   ``format_error``.
+- Text-mode calls (v1 and v2) have no input field of their own: the command is part of the
+  reply's text, so ``clear_input`` never applies to them (:meth:`MiniSweAgentReader.input_clearable`).
 - Usage per call: assistant ``extra.response.usage`` (OpenAI shape) on the message's first
   row, ``usage_scope = call``: ``input_tokens = prompt_tokens - cached_tokens``,
   ``cache_read_tokens = prompt_tokens_details.cached_tokens``, ``output_tokens =
@@ -115,6 +117,10 @@ def _item_text(item: dict, *keys: str) -> str:
     return "\n".join(texts)
 
 
+# The end of a made-up text-mode call id (see the module docstring).
+TEXT_MODE_CALL_ID = re.compile(r"#/(?:messages/)?\d+(?:/extra/actions/\d+)?\Z")
+
+
 class MiniSweAgentReader(Reader):
     name = "mini_swe_agent"
     layout = "document"
@@ -139,6 +145,14 @@ class MiniSweAgentReader(Reader):
                     and extra["raw_output"]:
                 return [path[:-1] + ("extra", "raw_output")]
         return []
+
+    @classmethod
+    def input_clearable(cls, call_id: str | None) -> bool:
+        """A text-mode call (made-up id ``<session>#<json_path>``, v1, or
+        ``...#<json_path>/extra/actions/<k>``, v2) is a command written inside the reply's
+        text: there is no input field to clear (``extra.actions`` is only a copy of it), so
+        ``clear_input`` leaves it alone."""
+        return not (call_id and TEXT_MODE_CALL_ID.search(call_id))
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:

@@ -202,6 +202,7 @@ class Call:
     memory_classes: tuple[str, ...] = ()
     id_count: int = 1        # request-side calls in the session with this call id
     turn: int = -1
+    input_clearable: bool = True   # the format keeps the input in a field of its own
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -552,6 +553,15 @@ def _is_turn_row(role: str | None, kind: str | None) -> bool:
     return role == "assistant" and kind in ("text", "thinking", "tool_use")
 
 
+def _input_clearable(format_name: str | None):
+    """The session format's :meth:`Reader.input_clearable` (every input, for an unknown
+    format or a session built by hand)."""
+    from pipeline.formats import READERS
+
+    reader = READERS.get(format_name or "")
+    return reader.input_clearable if reader is not None else (lambda call_id: True)
+
+
 def build_view(session_id: str, messages: dict[str, list], tool_calls: dict[str, list] | None,
                tool_results: dict[str, list] | None, call_paths: dict[str, list] | None,
                info: SessionInfo) -> SessionView:
@@ -638,12 +648,14 @@ def build_view(session_id: str, messages: dict[str, list], tool_calls: dict[str,
         c_line = _get(tool_calls, "line_no")
         c_path = _get(tool_calls, "json_path")
         c_block = _get(tool_calls, "block_no")
+        clearable = _input_clearable(info.format)
         for j in range(tool_calls["__len__"][0]):
             known = paths_by_seq.get(c_seq[j])
             call = Call(j, c_seq[j], c_id[j], c_name[j], c_family[j] or _tool_family(c_name[j]),
                         c_input[j], c_tokens[j], (c_source[j], c_line[j], c_path[j], c_block[j]),
                         c_cwd[j] or info.project, tuple(known[0]) if known else None,
-                        tuple(known[1]) if known else (), 1, turn_at(c_seq[j]))
+                        tuple(known[1]) if known else (), 1, turn_at(c_seq[j]),
+                        clearable(c_id[j]))
             view.calls.append(call)
             view.call_by_seq[call.seq] = call
             if call.call_id is not None:

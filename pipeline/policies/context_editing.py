@@ -14,7 +14,9 @@ Evaluated at every assistant turn start (each API request):
   nothing is cleared at that point (a plan row with ``evicted = 0`` and
   ``skippedReason = "clear_at_least"`` records it).
 - ``clear_tool_inputs``: also replace each cleared call's input by ``{}`` (action
-  ``clear_input``; the tool_use block keeps its id and name).
+  ``clear_input``; the tool_use block keeps its id and name). A call whose format has no
+  input field of its own (a mini-SWE-agent text-mode command, written inside the reply's
+  text: ``Reader.input_clearable``) keeps its input: only its result is cleared.
 Placeholder of a cleared result: ``[Tool result cleared by context editing]``.
 Metadata: ``applied_edits: [{type: "clear_tool_uses_20250919", cleared_tool_uses,
 cleared_input_tokens}]`` (tokens freed, results and inputs), plus ``clearedToolIds``,
@@ -105,7 +107,8 @@ def plan_session(session: SessionInput, params: ContextEditingParams) -> PolicyO
         if params.clear_tool_inputs:
             for item in cleared:
                 call = item.call
-                if call is None or call.seq in inputs_cleared or call.seq >= at_seq:
+                if call is None or call.seq in inputs_cleared or call.seq >= at_seq \
+                        or not call.input_clearable:
                     continue
                 if (call.input_json or "") == CLEARED_INPUT_TEXT:
                     continue

@@ -87,13 +87,17 @@ def _codec_for(value: Any, raw: bytes) -> str:
 def _candidates(fmt: type[Reader], obj: Any, ev: dict) -> list[tuple]:
     """Absolute paths where the eviction's payload may be, most specific first: where the
     file's format puts the call's payload under the row's ``json_path``, then that node's own
-    payload fields, then the node itself."""
+    payload fields, then the node itself (Gemini's ``json_path`` of a call is its ``args``).
+    Empty for the input of a call whose format keeps it inside the reply's text
+    (``input_clearable``): that message is refused, never replaced by ``{}``."""
     pointer = ev.get("json_path") or ""
+    is_input = ev["action"] == "clear_input"
+    if is_input and not fmt.input_clearable(ev.get("call_id")):
+        return []
     try:
         node, base = resolve(obj, parse_pointer(pointer))
     except SpanError as exc:
         raise ApplyError(f"json_path {pointer!r} not found ({exc})") from None
-    is_input = ev["action"] == "clear_input"
     holders = fmt.input_holders(node, ev.get("call_id")) if is_input \
         else fmt.result_holders(node, ev.get("call_id"))
     out = [base + rel for rel in holders]
