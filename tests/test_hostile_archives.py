@@ -146,6 +146,19 @@ def test_lines_with_fields_of_the_wrong_json_type_cost_one_line_each(tmp_path):
         [("s-bad", 1)]
 
 
+@pytest.mark.parametrize("first", [b"\x00" * 64, b'{"type":"user","n":NaN}', b"\xff\xfe not json"])
+def test_a_damaged_first_line_costs_that_line_and_the_file_is_still_read(tmp_path, first):
+    archive = archive_with(tmp_path, {"claude/bad.jsonl": first + b"\n" + claude(uuid="u2").encode()
+                                      + b"\n" + claude(uuid="u3").encode() + b"\n"})
+    lake, summary = night(tmp_path, archive)
+    assert (summary.ingest.lines, summary.ingest.records, summary.ingest.quarantined) == \
+        (GOOD_LINES + 3, GOOD_LINES + 2, 1)
+    good_is_intact(lake)
+    assert [(name, line) for name, line, _ in reasons(lake)] == [("bad.jsonl", 1)]
+    assert rows(lake, "SELECT session_id, n_messages FROM sessions WHERE session_id = 's-bad'") == \
+        [("s-bad", 2)]
+
+
 def test_a_file_name_that_is_not_utf8_is_reported_and_the_rest_is_read(tmp_path):
     archive = archive_with(tmp_path)
     folder = os.fsencode(archive) + b"/d\xff"

@@ -645,7 +645,9 @@ class Reader:
 
 def first_json_values(head: bytes, limit: int = 3) -> tuple[Any, ...]:
     """Up to ``limit`` complete JSON lines from the head of a file (for sniffing; read-only:
-    every reader sniffs the same head, so it is parsed once)."""
+    every reader sniffs the same head, so it is parsed once). A line that is not JSON (a
+    damaged first line: NUL bytes, ``NaN``) is passed over, so the file is still recognised
+    by its good lines and ingest quarantines that one line, not the whole file."""
     return _head_values(head)[:limit]
 
 
@@ -671,7 +673,7 @@ def _head_values(head: bytes, most: int = 5) -> tuple[Any, ...]:
         try:
             values.append(orjson.loads(raw))
         except orjson.JSONDecodeError:
-            break
+            continue
     return tuple(values)
 
 
