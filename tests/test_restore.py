@@ -202,3 +202,55 @@ def test_a_screenshot_result_is_pruned_by_its_json_and_restored_byte_for_byte(tm
                                str(tmp_path / "back.jsonl")], catch_exceptions=False)
     assert back.exit_code == 0, back.output
     assert (tmp_path / "back.jsonl").read_bytes() == original
+
+
+@pytest.mark.parametrize("copy_first", [True, False], ids=["copy-first", "original-first"])
+def test_a_pruned_output_put_back_into_the_archive_is_copied_without_a_problem_in_either_order(
+        pruned, tmp_path, copy_first):
+    # The copy leaves the same bytes as the original's pruned output: its manifest (no edits,
+    # "I am my own original") and the original's (edits) share one name. The one that removes
+    # something wins whichever came first, so the original still restores and nothing fails.
+    _, archive, out = pruned
+    pruned_codex = (out / CODEX).read_bytes()
+    scratch = tmp_path / "scratch"
+    original = scratch / "archive" / CODEX
+    copy = scratch / "archive" / "backup" / "codex_session.pruned.jsonl"
+    original.parent.mkdir(parents=True)
+    copy.parent.mkdir(parents=True)
+    lake = Lake(scratch / "lake")
+    problems = []
+    for step in ((copy, original) if copy_first else (original, copy)):
+        if step is copy:
+            copy.write_bytes(pruned_codex)
+        else:
+            shutil.copy2(archive / CODEX, original)
+        ingest_paths(scratch, scratch / "archive")
+        summary = apply_policy(lake, policy="prune", evictions=hand_evictions(
+            lake, policy="prune", action="prune", where=f"s.path = '{original}'"))
+        problems += summary.problems
+    assert problems == []
+    written = lake.root / "out" / "prune"
+    assert (written / CODEX).read_bytes() == pruned_codex
+    assert (written / "backup" / "codex_session.pruned.jsonl").read_bytes() == pruned_codex
+    # both outputs restore, to the fuller original (the bytes cannot tell which file they came from)
+    for name in (CODEX, "backup/codex_session.pruned.jsonl"):
+        restore(written / name, store=lake.store_dir, out=tmp_path / "restored")
+        assert (tmp_path / "restored").read_bytes() == (archive / CODEX).read_bytes()
+    report = verify(lake)
+    assert report.ok and report.problems == [] and report.manifests == 1
+
+
+def test_two_manifests_that_both_remove_something_for_the_same_bytes_stay_a_conflict(tmp_path):
+    from pipeline.core.store import PayloadStore
+
+    manifest = dict(ctxlake_restore=1, original_sha256="a" * 64, original_size=10,
+                    pruned_sha256="p" * 64, pruned_size=5, edits=[[0, 3, "c" * 64, "raw"]])
+    with PayloadStore.for_lake(tmp_path) as store:
+        assert store.put_manifest("p" * 64, json.dumps(manifest).encode())
+        other = dict(manifest, original_sha256="b" * 64)
+        with pytest.raises(StoreError, match="different bytes"):
+            store.put_manifest("p" * 64, json.dumps(other).encode())
+        # the identity manifest of a copy of these bytes is not written over the one with edits
+        same = dict(manifest, original_sha256="p" * 64, original_size=5, edits=[])
+        assert store.put_manifest("p" * 64, json.dumps(same).encode()) is False
+    assert json.loads((tmp_path / "store" / "manifests" / f"{'p' * 64}.json").read_bytes()) == manifest

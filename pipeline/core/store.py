@@ -20,7 +20,11 @@ Safety rules, all enforced here:
   mid-write leaves only a ``.tmp-*`` file (removed by :meth:`PayloadStore.remove_temps` at the
   next apply), never a half-written payload under its final name.
 - An existing file with identical bytes is reused (a no-op); different bytes raise
-  :class:`~pipeline.core.errors.StoreError`. Reads re-check the hash.
+  :class:`~pipeline.core.errors.StoreError`. Reads re-check the hash. One exception, for
+  manifests only (:func:`settle_manifest`): two originals can leave the same pruned bytes
+  when one of them IS the other's pruned output (a pruned copy put back into the archive):
+  the manifest that removes something wins over the one that removes nothing, whichever
+  came first (an identity manifest is atomically replaced; it holds nothing a restore needs).
 
 ``crash_point`` is a test hook: with ``CTXLAKE_TEST_CRASH_AT=N`` in the environment (read by
 :func:`arm_crash_points`), the N-th write step of a run (a store write, link, or an output
@@ -339,18 +343,25 @@ class PayloadStore:
         finally:
             os.close(fd)
 
-    def _put_named(self, sub: str, name: str, data: bytes) -> bool:
-        """Create ``name`` holding ``data`` exclusively; True when created, False when reused."""
+    def _put_named(self, sub: str, name: str, data: bytes, settle=None) -> bool:
+        """Create ``name`` holding ``data`` exclusively; True when created, False when reused.
+        ``settle(existing, data)``, for a name that holds other bytes: "keep" (reuse the
+        existing file), "replace" (atomically put ``data`` in its place) or None (a
+        :class:`StoreError`)."""
         dir_fd = self._dir_fd(sub, create=True)
         shown = (self.root / sub / name) if sub else (self.root / name)
         if not sub and name in self._known:   # content-addressed: same name, same bytes
             self.reused += 1
             return False
         existing = self._read_named(dir_fd, name, shown)
-        if existing is not None:
-            if existing != data:
+        replace = False
+        if existing is not None and existing != data:
+            verdict = settle(existing, data) if settle else None
+            if verdict is None:
                 raise StoreError("store file exists with different bytes", path=str(shown),
                                  hint="the store is corrupt or was edited; run `ctxlake verify`")
+            replace = verdict == "replace"
+        if existing is not None and not replace:
             self.reused += 1
             if not sub:
                 self._known.add(name)
@@ -373,12 +384,21 @@ class PayloadStore:
             finally:
                 os.close(fd)
             try:
-                os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                if replace:
+                    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                else:
+                    os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             except FileExistsError:
                 again = self._read_named(dir_fd, name, shown)
                 if again != data:
-                    raise StoreError("store file exists with different bytes",
-                                     path=str(shown)) from None
+                    # another writer's file came first: settled as above, once more
+                    if not settle or settle(again, data) is None:
+                        raise StoreError("store file exists with different bytes",
+                                         path=str(shown)) from None
+                    if settle(again, data) == "replace":
+                        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                        self.stored += 1
+                        return True
                 self.reused += 1
                 return False
             crash_point()
@@ -432,7 +452,8 @@ class PayloadStore:
         return data
 
     def put_manifest(self, pruned_sha256: str, data: bytes) -> bool:
-        return self._put_named(MANIFEST_DIR, f"{pruned_sha256}{MANIFEST_SUFFIX}", data)
+        return self._put_named(MANIFEST_DIR, f"{pruned_sha256}{MANIFEST_SUFFIX}", data,
+                               settle=settle_manifest)
 
     def get_manifest(self, pruned_sha256: str) -> bytes | None:
         dir_fd = self._dir_fd(MANIFEST_DIR, create=False)
@@ -482,3 +503,36 @@ class PayloadStore:
             return None
         shown = (self.root / sub / name) if sub else (self.root / name)
         return self._read_named(dir_fd, name, shown)
+
+
+def settle_manifest(existing: bytes, new: bytes) -> str | None:
+    """Two restore manifests for the same pruned bytes: "keep" the existing one, "replace"
+    it by ``new``, or None (a conflict: the store was edited).
+
+    Same pruned bytes from two originals happen when one original is the other's pruned
+    output (a pruned copy put back into the archive, or a backup of the outputs ingested):
+    the copy removes nothing (its manifest has no edits and names itself as the original),
+    the other removes payloads. The manifest with edits is the one a restore needs (the
+    identity one only says "this file is its own original"), so it wins in either order:
+    restoring that content gives back the fuller original. Two manifests that both remove
+    something are never settled (placeholders name their payload's sha256, so they cannot
+    leave the same bytes unless the store was edited)."""
+    import orjson
+
+    try:
+        old, fresh = orjson.loads(existing), orjson.loads(new)
+    except orjson.JSONDecodeError:
+        return None
+    if not (isinstance(old, dict) and isinstance(fresh, dict)) \
+            or old.get("pruned_sha256") != fresh.get("pruned_sha256"):
+        return None
+
+    def identity(manifest: dict) -> bool:
+        return manifest.get("edits") == [] \
+            and manifest.get("original_sha256") == manifest.get("pruned_sha256")
+
+    if identity(fresh) and not identity(old) and old.get("edits"):
+        return "keep"
+    if identity(old) and not identity(fresh) and fresh.get("edits"):
+        return "replace"
+    return None
