@@ -341,6 +341,42 @@ def test_sniffing_tells_the_two_dialects_apart_and_leaves_other_formats_alone(tm
     assert AnthropicMessagesReader.sniff("/x/rollout.jsonl", old_codex) == 0
 
 
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+def test_a_log_whose_first_request_opens_with_a_large_document_is_read_in_its_own_dialect(
+        tmp_path, dialect):
+    # the first 64 KiB hold only the document's text: no byte says which dialect it is, so
+    # the sniff reads the whole first line (before: an Anthropic log was taken for OpenAI and
+    # its tool_use/tool_result blocks were not calls)
+    document = "lorem ipsum " * 10000
+    if dialect == "anthropic":
+        line = {"model": "claude-sonnet-4-5", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": document}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "a.py"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "print(1)"}]}],
+            "system": "be brief"}
+    else:
+        line = {"model": "gpt-4o", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": document}]},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "Read", "arguments": "{\"path\": \"a.py\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"}]}
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / "log.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    assert b"\n" not in (archive / "log.jsonl").read_bytes()[:65536]
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.problems == []
+    assert rows(lake, "SELECT format FROM sources") == [
+        ("anthropic_messages" if dialect == "anthropic" else "openai_chat",)]
+    assert rows(lake, "SELECT tool_name, call_id FROM tool_calls") == [
+        ("Read", "toolu_1" if dialect == "anthropic" else "call_1")]
+    assert rows(lake, "SELECT call_id FROM tool_results") == [
+        ("toolu_1" if dialect == "anthropic" else "call_1",)]
+
+
 @pytest.mark.parametrize("line, reason", [
     ({"messages": "nope"}, "'messages' must be a list"),
     ({"messages": [{"role": 3, "content": "x"}]}, "needs a string 'role'"),

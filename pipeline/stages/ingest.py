@@ -59,6 +59,8 @@ READ_BLOCK = 4 * 1024 * 1024   # JSONL is read in blocks of this size and split 
 CR = ord("\r")
 READ_BUFFER = 1024 * 1024   # one buffered read serves both the sniffing and the first lines
 SNIFF_BYTES = 65536
+# a first line longer than SNIFF_BYTES: read up to this much of it to sniff its format
+LONG_HEAD_BYTES = 16 * 1024 * 1024
 GC_THRESHOLD_0 = 20_000
 
 
@@ -499,11 +501,23 @@ def _hash_prefix(handle, length: int) -> tuple[str, "hashlib._Hash"]:
     return hasher.hexdigest(), hasher
 
 
-def detect_task_format(task: FileTask, head: bytes) -> str | None:
+def detect_task_format(task: FileTask, head: bytes,
+                       longer: Callable[[int], bytes] | None = None) -> str | None:
     """Sniff a file's format from ``head``, its first 64 KiB (read through the same buffered
     handle that then reads the file, so the head costs no second read). None when no reader
-    knows it."""
+    knows it.
+
+    A first line longer than the head (a message log whose first request holds a large
+    document) leaves the readers only bytes to go by, and a head of plain text cannot tell
+    an Anthropic log from an OpenAI one: ``longer(n)`` (the file's first ``n`` bytes) then
+    gives the sniff the whole first line, up to ``LONG_HEAD_BYTES`` (read once, when the
+    file is new to the lake)."""
     fmt = detect(task.path, head)
+    if longer is not None and len(head) >= SNIFF_BYTES and b"\n" not in head[:SNIFF_BYTES]:
+        wider = longer(LONG_HEAD_BYTES)
+        end = wider.find(b"\n")
+        if end >= 0:
+            fmt = detect(task.path, wider[:end + 1]) or fmt
     if fmt is None and not head and task.path.endswith(".jsonl") and "/.claude/" in task.path:
         fmt = "claude_code"
     return fmt
@@ -676,7 +690,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             task.problem = f"cannot read file: {exc.strerror or exc}"
     if task.format is None and handle is not None:
         try:
-            task.format = detect_task_format(task, handle.peek(SNIFF_BYTES)[:SNIFF_BYTES])
+            task.format = detect_task_format(task, handle.peek(SNIFF_BYTES)[:SNIFF_BYTES],
+                                             longer=lambda n: os.pread(handle.fileno(), n, 0))
         except OSError as exc:
             task.problem = f"cannot read file: {exc.strerror or exc}"
         if task.format is None and not task.problem:
