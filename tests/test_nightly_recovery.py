@@ -246,8 +246,12 @@ def test_a_run_interrupted_in_its_own_process_stops_its_side_lane_at_once(tmp_pa
     assert _night(tmp_path / "lake", archive, workers=2).status == "ok"
 
 
-def test_a_first_run_does_calibrate_and_usage_in_turn_in_its_own_process(tmp_path, monkeypatch):
-    # a full redo keeps the peak memory of one stage at a time: nothing is forked
+@pytest.mark.parametrize("max_lines, forked", [(0, False), (200_000, True)],
+                         ids=["large lake: in turn", "small lake: beside"])
+def test_a_first_run_does_calibrate_and_usage_beside_the_others_only_on_a_small_lake(
+        tmp_path, monkeypatch, max_lines, forked):
+    # two full redos at once add their peaks: above the limit nothing is forked
+    import pipeline.core.ledger
     import pipeline.stages.calibrate
 
     ran_in: list[int] = []
@@ -258,9 +262,13 @@ def test_a_first_run_does_calibrate_and_usage_in_turn_in_its_own_process(tmp_pat
         return calibrate(lake, sessions=sessions)
 
     monkeypatch.setattr(pipeline.stages.calibrate, "calibrate", recorded)
+    monkeypatch.setattr(pipeline.core.ledger, "BESIDE_FULL_MAX_LINES", max_lines)
     archive = copy_real(tmp_path, *SAMPLES)
-    assert _night(tmp_path / "lake", archive, workers=2).status == "ok"
-    assert ran_in == [os.getpid()]
+    summary = _night(tmp_path / "lake", archive, workers=2)
+    assert summary.status == "ok"
+    # the forked lane's calls are not seen here: its process recorded them
+    assert ran_in == ([] if forked else [os.getpid()])
+    assert {s.stage: s.done > 0 for s in summary.stages}["calibrate"]
 
 
 def test_twelve_runs_killed_at_random_moments_are_each_finished_by_one_plain_run(setup):

@@ -53,6 +53,13 @@ LEDGER = pa.schema([
 ])
 
 MARKER = ""
+
+# The largest lake (source lines) on which full redos run in both lanes at once: their peaks
+# add. Cold runs, PSS of the process tree, in turn -> beside: 500 MB demo (140k lines)
+# 986 MB -> 1.14 GB and 33.8 s -> 26.1 s; 1 GB demo (~280k lines) 1.5 GB -> 1.67 GB, over
+# the 1.5 GB the nightly job keeps to. Lines, not bytes: the side lane's tables hold a row per
+# call and message (a Claude-only archive of large tool results: 3.5k lines in 500 MB).
+BESIDE_FULL_MAX_LINES = 200_000
 # bumped when a stage's output format changes: every item is redone under the new one
 LAYOUT = 1
 
@@ -519,11 +526,11 @@ class Runner:
         self._side = _SideLane(pid, read_end, placeholders, shared)
 
     def _owe_part(self, stages: list[Stage]) -> bool:
-        """Whether some of ``stages`` owe something and none owes a full redo (the check
-        :meth:`run` makes first). A full redo (a first run, a changed setting) runs in turn:
-        two stages over the whole lake at once would add their peaks (a cold 1 GB run:
-        1.67 GB beside, 1.5 GB in turn). A stage whose ledger or inputs cannot be read runs
-        in turn too, and says why."""
+        """Whether some of ``stages`` owe something, and a full redo (a first run, a changed
+        setting) only on a lake of at most :data:`BESIDE_FULL_MAX_LINES` source lines (the
+        check :meth:`run` makes first). Two full redos at once add their peaks: on a larger
+        lake they run in turn. A stage whose ledger or inputs cannot be read runs in turn
+        too, and says why."""
         base = lake_state(self.lake)
         owing = False
         for stage in stages:
@@ -531,10 +538,14 @@ class Runner:
                 owed = self.ledger.owed(stage, base)
             except CorruptPartError:
                 return False
-            if owed is not None and owed.full:
+            if owed is not None and owed.full and not self._small_lake():
                 return False
             owing = owing or owed is not None
         return owing
+
+    def _small_lake(self) -> bool:
+        lines = self.lake.read_sources().column("lines").to_pylist()
+        return sum(n or 0 for n in lines) <= BESIDE_FULL_MAX_LINES
 
     def _side_lane(self, stages, shared: dict, before: dict, write_end: int) -> None:
         import pickle

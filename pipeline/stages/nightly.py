@@ -14,8 +14,9 @@ Stages, in order (each a library function the CLI can also call on its own):
 
 ``calibrate`` and ``usage`` read no table the others write (and none reads theirs during a
 run): with more than one worker (the default) they run in one forked process beside the
-others when they owe part of the lake, not a full redo (a first run keeps the peak memory of
-one stage at a time; :meth:`pipeline.core.ledger.Runner.run_beside`); the reports and the
+others, and a full redo (a first run) too on a lake of at most
+:data:`pipeline.core.ledger.BESIDE_FULL_MAX_LINES` source lines (above it, one stage's peak
+memory at a time; :meth:`pipeline.core.ledger.Runner.run_beside`); the reports and the
 outputs are those of a run that does them in turn.
 
 After ingest, each stage does only what it owes (:mod:`pipeline.core.ledger`): the sessions (or,
