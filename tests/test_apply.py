@@ -54,7 +54,7 @@ def hand_evictions(lake: Lake, *, policy: str, action: str, where: str = "TRUE",
             SELECT c.session_id, c.call_id, c.tool_name, c.source_id, c.line_no, c.json_path,
                    c.seq, c.block_no, NULL AS sha, '', s.format
             FROM tool_calls c JOIN sources s USING (source_id) WHERE {where} ORDER BY c.seq""")
-                 if every_input or READERS[row[-1]].input_clearable(row[1])]
+                 if every_input or READERS[row[-1]].input_clearable(row[1], row[2])]
     else:
         found = rows(lake, f"""
             SELECT r.session_id, r.call_id, r.tool_name, r.source_id, r.line_no, r.json_path,

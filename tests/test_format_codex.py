@@ -768,7 +768,8 @@ def test_apply_and_restore_are_byte_exact_on_a_json_rollout_and_a_tool_search(tm
     assert summary.quarantined == 0
     for action in ("clear", "clear_input"):
         table = hand_evictions(lake, policy=action, action=action)
-        assert table.num_rows == 4
+        # the local_shell_call's input is its typed action: not an input clear_input takes
+        assert table.num_rows == (4 if action == "clear" else 3)
         result = apply_policy(lake, policy=action, out=tmp_path / "out", evictions=table)
         assert result.problems == [] and result.files_pruned == 2, action
         pruned_ts = json.loads((tmp_path / "out" / action / TS_NAME).read_bytes())
@@ -779,7 +780,42 @@ def test_apply_and_restore_are_byte_exact_on_a_json_rollout_and_a_tool_search(tm
             assert pruned_search[4]["payload"]["tools"] == CLEARED
         else:
             assert pruned_ts["items"][2]["arguments"] == "{}"
+            assert pruned_ts["items"][4] == TS_DOC["items"][4]
             assert pruned_search[3]["payload"]["arguments"] == {}
         for source in (ts, search):
             output = tmp_path / "out" / action / source.name
             assert restore(output, store=lake.store_dir).data == source.read_bytes(), (action, source)
+
+
+def test_clearing_tool_inputs_keeps_a_local_shell_calls_action_and_still_clears_its_output(tmp_path):
+    # the action object is the input Codex reads back on resume: a plan asking to clear it
+    # made every night exit 1 ("no input for call ... here") and left the file unpruned
+    from pipeline.core.lake import Lake
+    from pipeline.stages.nightly import run_nightly
+    from pipeline.stages.restore import restore
+
+    action = {"type": "exec", "command": ["ls", "-la"], "timeout_ms": 10000}
+    archive = tmp_path / "archive"
+    path = archive / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join([
+        _meta(), _turn("gpt-5-codex"), _say("user", "list the files"),
+        _item("local_shell_call", call_id="ls_1", status="completed", action=action),
+        _item("function_call_output", call_id="ls_1", output="total 0\n" + "-rw-r--r-- a.py\n" * 300),
+        _item("web_search_call", id="ws_1", status="completed",
+              action={"type": "search", "query": "ctxlake"}),
+        _say("assistant", "done")]))
+    lake = Lake(tmp_path / "lake")
+    summary = run_nightly([archive], lake=lake, tz="UTC", workers=1,
+                          policies=("context_editing(trigger=1, keep=0, clear_tool_inputs=true)",))
+    assert summary.exit_code == 0 and summary.warnings == []
+    (applied,) = summary.applied.values()
+    assert applied.problems == [] and applied.evictions_applied == applied.evictions == 1
+    pruned = Path(applied.out) / "sessions" / ROLLOUT
+    lines = [json.loads(line) for line in pruned.read_text(encoding="utf-8").splitlines()]
+    assert lines[3]["payload"]["action"] == action
+    assert lines[5]["payload"]["action"] == {"type": "search", "query": "ctxlake"}
+    assert "a.py" not in lines[4]["payload"]["output"]
+    assert restore(pruned, store=lake.store_dir).data == path.read_bytes()
+    assert run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(
+        "context_editing(trigger=1, keep=0, clear_tool_inputs=true)",)).exit_code == 0

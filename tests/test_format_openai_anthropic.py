@@ -115,6 +115,33 @@ def test_openai_messages_per_line_form_one_session_that_continues_after_an_appen
                       "WHERE usage_scope = 'call'") == [("resp-1", 10, 4)]
 
 
+def test_same_named_logs_in_two_folders_are_two_sessions_and_both_usages_count(tmp_path):
+    # teams (or days) each keep a `chat.jsonl`: without ids, the stem alone merged them into
+    # one session whose made-up call ids collided, and one file's usage was dropped
+    archive = tmp_path / "archive"
+    for team, tokens in (("team-a", 100), ("team-b", 7000)):
+        (archive / team).mkdir(parents=True)
+        (archive / team / "chat.jsonl").write_text("".join(json.dumps(line) + "\n" for line in [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "ok", "model": "gpt-4o-mini",
+             "usage": {"prompt_tokens": tokens, "completion_tokens": 10}}]), encoding="utf-8")
+        (archive / team / "history.jsonl").write_text(json.dumps({"model": "claude-sonnet-4-5", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "text", "text": "yo"}],
+             "usage": {"input_tokens": tokens * 2, "output_tokens": 3}}]}) + "\n", encoding="utf-8")
+    (archive / "chat.jsonl").write_text(json.dumps({"role": "user", "content": "root"}) + "\n",
+                                        encoding="utf-8")
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.files_new == 5 and summary.quarantined == 0
+    assert rows(lake, "SELECT session_id, api_call_id, input_tokens FROM messages "
+                      "WHERE usage_scope = 'call' ORDER BY session_id") == [
+        ("chat@team-a", "chat@team-a#L2", 100), ("chat@team-b", "chat@team-b#L2", 7000),
+        ("history@team-a:1", "history@team-a:1#/messages/1", 200),
+        ("history@team-b:1", "history@team-b:1#/messages/1", 14000)]
+    # a log at the archive root keeps its stem
+    assert scalar(lake, "SELECT count(*) FROM session_info WHERE session_id = 'chat'") == 1
+
+
 ANTHROPIC_CONVERSATION = {
     "id": "msgs-1", "model": "claude-sonnet-4-5", "system": "You are terse.",
     "messages": [

@@ -608,9 +608,10 @@ class Reader:
         return []
 
     @classmethod
-    def input_clearable(cls, call_id: str | None) -> bool:
+    def input_clearable(cls, call_id: str | None, tool_name: str | None = None) -> bool:
         """Whether the call's input sits in a field of its own that ``clear_input`` can
-        replace (False where the format writes the command inside the reply's text)."""
+        replace (False where the format writes the command inside the reply's text, or keeps
+        it as a typed object its own tool must read back)."""
         return True
 
     @classmethod

@@ -128,6 +128,8 @@ ROLLOUT_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 MAX_PENDING_CALLS = 512
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call",
               "tool_search_call")
+# the tool names of the calls whose input is a typed ``action`` object, not arguments
+TYPED_ACTION_TOOLS = ("local_shell", "web_search")
 # ``local_shell_call_output``: the TypeScript CLI's answer to a local_shell_call
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 # the whole-JSON rollout of the TypeScript CLI: ``{"session": {...}, "items": [...]}``
@@ -230,6 +232,14 @@ class CodexCliReader(Reader):
     result_shapes = (responses_tool_result, codex_tool_result)
     input_shapes = (responses_tool_input, codex_tool_input)
     append_safe = True
+
+    @classmethod
+    def input_clearable(cls, call_id: str | None, tool_name: str | None = None) -> bool:
+        """A ``local_shell_call`` or ``web_search_call`` has no arguments: its input is the
+        typed ``action`` object (``{type: exec, command, ...}``, ``{type: search, query}``)
+        that Codex reads back on resume, so ``clear_input`` leaves it alone (its output is
+        still cleared)."""
+        return tool_name not in TYPED_ACTION_TOOLS
 
     @classmethod
     def sniff(cls, path: str, head: bytes) -> int:
@@ -519,7 +529,7 @@ class CodexCliReader(Reader):
             input_json = dumps(parsed) if parsed is not None else "{}"
             text = input_json
         else:  # local_shell_call / web_search_call: the action object is the input
-            name = "local_shell" if itype == "local_shell_call" else "web_search"
+            name = TYPED_ACTION_TOOLS[0] if itype == "local_shell_call" else TYPED_ACTION_TOOLS[1]
             parsed = item.get("action")
             input_json = dumps(parsed) if parsed is not None else "{}"
             text = input_json

@@ -147,7 +147,7 @@ class MiniSweAgentReader(Reader):
         return []
 
     @classmethod
-    def input_clearable(cls, call_id: str | None) -> bool:
+    def input_clearable(cls, call_id: str | None, tool_name: str | None = None) -> bool:
         """A text-mode call (made-up id ``<session>#<json_path>``, v1, or
         ``...#<json_path>/extra/actions/<k>``, v2) is a command written inside the reply's
         text: there is no input field to clear (``extra.actions`` is only a copy of it), so

@@ -359,7 +359,7 @@ class ChatReader(Reader):
         if not isinstance(messages, list):
             raise RecordError("'messages' must be a list of message objects, found "
                               f"{type(messages).__name__}")
-        session_id = _string(obj.get("id")) or f"{self.ctx.stem}:{out.line_no}"
+        session_id = _string(obj.get("id")) or f"{self.ctx.run_session_id}:{out.line_no}"
         line_ts = timestamp_of(obj)
         line_model = obj.get("model") if isinstance(obj.get("model"), str) else None
         out.session(session_id=session_id, format=self.name, timestamp_raw=line_ts,
@@ -382,7 +382,7 @@ class ChatReader(Reader):
 
     def _single(self, obj: dict, out: Emitter) -> str:
         if self.session_id is None:
-            self.session_id = self.ctx.stem
+            self.session_id = self.ctx.run_session_id
             out.session(session_id=self.session_id, format=self.name,
                         timestamp_raw=timestamp_of(obj),
                         meta_json=dumps({"shape": "message_per_line"}))

@@ -559,7 +559,7 @@ def _input_clearable(format_name: str | None):
     from pipeline.formats import READERS
 
     reader = READERS.get(format_name or "")
-    return reader.input_clearable if reader is not None else (lambda call_id: True)
+    return reader.input_clearable if reader is not None else (lambda call_id, tool_name: True)
 
 
 def build_view(session_id: str, messages: dict[str, list], tool_calls: dict[str, list] | None,
@@ -655,7 +655,7 @@ def build_view(session_id: str, messages: dict[str, list], tool_calls: dict[str,
                         c_input[j], c_tokens[j], (c_source[j], c_line[j], c_path[j], c_block[j]),
                         c_cwd[j] or info.project, tuple(known[0]) if known else None,
                         tuple(known[1]) if known else (), 1, turn_at(c_seq[j]),
-                        clearable(c_id[j]))
+                        clearable(c_id[j], c_name[j]))
             view.calls.append(call)
             view.call_by_seq[call.seq] = call
             if call.call_id is not None:

@@ -16,7 +16,9 @@ Evaluated at every assistant turn start (each API request):
 - ``clear_tool_inputs``: also replace each cleared call's input by ``{}`` (action
   ``clear_input``; the tool_use block keeps its id and name). A call whose format has no
   input field of its own (a mini-SWE-agent text-mode command, written inside the reply's
-  text: ``Reader.input_clearable``) keeps its input: only its result is cleared.
+  text) or keeps it as a typed object its tool reads back (a Codex ``local_shell_call`` or
+  ``web_search_call`` ``action``; ``Reader.input_clearable``) keeps its input: only its
+  result is cleared.
 Placeholder of a cleared result: ``[Tool result cleared by context editing]``.
 Metadata: ``applied_edits: [{type: "clear_tool_uses_20250919", cleared_tool_uses,
 cleared_input_tokens}]`` (tokens freed, results and inputs), plus ``clearedToolIds``,

@@ -92,7 +92,7 @@ def _candidates(fmt: type[Reader], obj: Any, ev: dict) -> list[tuple]:
     (``input_clearable``): that message is refused, never replaced by ``{}``."""
     pointer = ev.get("json_path") or ""
     is_input = ev["action"] == "clear_input"
-    if is_input and not fmt.input_clearable(ev.get("call_id")):
+    if is_input and not fmt.input_clearable(ev.get("call_id"), ev.get("tool_name")):
         return []
     try:
         node, base = resolve(obj, parse_pointer(pointer))
