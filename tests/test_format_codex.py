@@ -819,3 +819,17 @@ def test_clearing_tool_inputs_keeps_a_local_shell_calls_action_and_still_clears_
     assert restore(pruned, store=lake.store_dir).data == path.read_bytes()
     assert run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(
         "context_editing(trigger=1, keep=0, clear_tool_inputs=true)",)).exit_code == 0
+
+
+def test_usage_before_any_turn_context_names_a_model_is_priced_as_gpt_5_as_ccusage_does(tmp_path):
+    # older rollouts have no turn_context: their calls were unpriced where ccusage prices
+    # them as gpt-5 (its fallback); a later turn_context's model is used from then on
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join([
+        _meta(), _say("user", "hi"), _tokens(_usage(1000, 200, 50, 10), 1),
+        _turn("gpt-5-codex"), _tokens(_usage(3000, 1200, 90, 10), 2)]))
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT model, input_tokens, cache_read_tokens FROM messages "
+                      "WHERE subtype = 'token_count' ORDER BY seq") == [
+        ("gpt-5", 800, 200), ("gpt-5-codex", 1000, 1000)]

@@ -7,7 +7,7 @@ import json
 import os
 import socket
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timezone
 from decimal import Decimal
 
 import pytest
@@ -279,6 +279,33 @@ def test_the_sql_cost_of_every_call_equals_genai_prices_call_by_call(tmp_path):
     assert costs[2] == (Decimal(1_000) * 3 + Decimal(2_000) * 15 + Decimal(200_000) * Decimal("0.3")
                         + Decimal(50_000) * Decimal("0.6")) / 10**6
     assert costs[4] > costs[3]
+
+
+def test_claude_fast_mode_calls_are_named_and_priced_as_ccusage_prices_them(tmp_path):
+    # usage.speed "fast": Opus 4.6 at 6x (a price the snapshot lacks), Opus 4.8 at the
+    # snapshot's fast variant, a model with no fast price at its standard price; each figure
+    # is what ccusage 20.0.24 reports for the same line (1,000 tokens of each kind)
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-fast", start="2025-12-09T19:00:00")
+    t.user("go")
+    calls = [("claude-opus-4-6", "fast"), ("claude-opus-4-6", None), ("claude-opus-4-8", "fast"),
+             ("claude-sonnet-4-6", "fast"), ("<synthetic>", "fast")]
+    for index, (model, speed) in enumerate(calls):
+        usage = {"input_tokens": 1000, "output_tokens": 1000, "cache_creation_input_tokens": 1000,
+                 "cache_read_input_tokens": 1000, **({"speed": speed} if speed else {})}
+        t.say("x", model=model, at=f"2025-12-09T19:00:{10 + index}", usage=usage)
+    t.write(archive)
+    lake, _ = ingest_paths(tmp_path, archive)
+    summarize(lake, tz="UTC")
+    got = rows(lake, "SELECT model, cost_usd FROM usage_calls ORDER BY \"timestamp\"")
+    assert [(m, None if c is None else Decimal(c)) for m, c in got] == [
+        ("claude-opus-4-6-fast", Decimal("0.2205")), ("claude-opus-4-6", Decimal("0.03675")),
+        ("claude-opus-4-8-fast", Decimal("0.0735")), ("claude-sonnet-4-6-fast", Decimal("0.02205")),
+        ("<synthetic>", None)]
+    for model, cost in got[:4]:
+        assert prices.reference_cost(model, datetime(2025, 12, 9, 19, tzinfo=timezone.utc), input_tokens=1000,
+                                     output_tokens=1000, cache_write_tokens=1000,
+                                     cache_read_tokens=1000) == Decimal(cost)
 
 
 def test_recorded_model_names_map_to_the_snapshot_models():

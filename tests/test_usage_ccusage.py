@@ -277,6 +277,54 @@ def test_daily_figures_equal_ccusage_on_the_real_samples_and_long_context_calls(
     assert _assert_days_agree(ccusage, archive, lake, tmp_path / "home") == {"claude": 4, "codex": 1, "gemini": 1}
 
 
+def _fast_mode_and_unnamed_codex_model(archive: Path) -> None:
+    """Claude fast-mode calls (``usage.speed: fast``; Opus 4.6 over 200k too, before its
+    flat price) and a Codex rollout whose token counts come before any turn_context."""
+    t = ClaudeTranscript("sess-fast", start="2026-02-10T10:00:00", cwd="/home/me/fast")
+    t.user("go")
+    for index, (model, inp) in enumerate([("claude-opus-4-6", 1_000), ("claude-opus-4-6", 230_000),
+                                          ("claude-opus-4-8", 1_000), ("claude-sonnet-4-6", 1_000),
+                                          ("claude-haiku-4-5-20251001", 1_000)]):
+        t.say("x", model=model, at=f"2026-02-10T10:00:{10 + index}", usage={
+            "input_tokens": inp, "output_tokens": 1_000, "cache_creation_input_tokens": 1_000,
+            "cache_read_input_tokens": 1_000, "speed": "fast"})
+    path = t.write(archive / "claude" / "projects" / "fast")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines), encoding="utf-8")
+    sid = "0198d000-0000-7000-8000-000000000001"
+    rollout = archive / "codex" / "sessions" / "2025" / "08" / "09" / f"rollout-2025-08-09T10-00-00-{sid}.jsonl"
+    rollout.parent.mkdir(parents=True)
+
+    def line(ltype: str, payload: dict, second: int) -> str:
+        return json.dumps({"timestamp": f"2025-08-09T10:00:{second:02d}.000Z", "type": ltype,
+                           "payload": payload}, separators=(",", ":")) + "\n"
+
+    total = {"input_tokens": 5_000, "cached_input_tokens": 1_000, "output_tokens": 300,
+             "reasoning_output_tokens": 100, "total_tokens": 5_300}
+    rollout.write_text("".join([
+        line("session_meta", {"id": sid, "timestamp": "2025-08-09T10:00:00.000Z", "cwd": "/w",
+                              "originator": "codex_cli_rs", "cli_version": "0.20.0"}, 0),
+        line("response_item", {"type": "message", "role": "user",
+                               "content": [{"type": "input_text", "text": "hi"}]}, 1),
+        line("event_msg", {"type": "token_count", "info": {"total_token_usage": total,
+                                                           "last_token_usage": total}}, 2)]),
+        encoding="utf-8")
+
+
+def test_daily_figures_equal_ccusage_on_fast_mode_calls_and_a_codex_rollout_without_a_model(
+        tmp_path, ccusage):
+    archive = tmp_path / "archive"
+    _fast_mode_and_unnamed_codex_model(archive)
+    (archive / "gemini").mkdir()
+    lake = _lake(tmp_path, archive)
+    assert _assert_days_agree(ccusage, archive, lake, tmp_path / "home") == {
+        "claude": 1, "codex": 1, "gemini": 0}
+    days = usage_report(lake, period="day", tz="UTC", breakdown=True).to_dict()["rows"]
+    assert [sorted(m["model"] for m in day["breakdown"]) for day in days] == [
+        ["gpt-5"], ["claude-haiku-4-5-20251001-fast", "claude-opus-4-6-fast",
+                    "claude-opus-4-8-fast", "claude-sonnet-4-6-fast"]]
+
+
 def test_daily_figures_equal_ccusage_on_a_demo_archive(tmp_path, ccusage):
     write_demo_archive(tmp_path / "archive", size_bytes=3 * 1024 * 1024, seed=11)
     lake = _lake(tmp_path, tmp_path / "archive")

@@ -42,6 +42,7 @@ from pipeline.formats.base import (
     server_tool_input, server_tool_result,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
+from pipeline.reports.prices import FAST_SUFFIX, NOT_A_MODEL
 
 # Bookkeeping records: kept in ``records`` only (no message row). Besides snapshots, queue
 # operations, progress and attachments, the session metadata lines Claude Code 2.x appends
@@ -240,8 +241,13 @@ class ClaudeCodeReader(Reader):
         if role == "assistant":
             usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
             mid, rid = message.get("id"), obj.get("requestId")
-            common["model"] = message.get("model")
-            if mid and rid:
+            model = message.get("model")
+            if usage and usage.get("speed") == "fast" and isinstance(model, str) and model \
+                    and not model.endswith(FAST_SUFFIX) and not NOT_A_MODEL.match(model):
+                # fast mode is priced apart (pipeline.reports.prices): named as ccusage names it
+                model += FAST_SUFFIX
+            common["model"] = model
+            if mid and rid and isinstance(mid, str) and isinstance(rid, str):
                 common["api_call_id"] = f"{mid}:{rid}"
             if usage:
                 split = usage.get("cache_creation")

@@ -72,7 +72,8 @@ first event of a turn even has ``info: null``), so the reader keeps the last
 cached``, ``cache_read_tokens = cached``, ``output_tokens = output``, ``reasoning_tokens =
 reasoning`` (a part of output), so ``input + cache_read + output`` is the API total, as with
 Claude Code. A total that goes DOWN (a restarted count) starts a new baseline: its delta is
-the new total itself.
+the new total itself. A usage row before any ``turn_context`` names a model (older rollouts
+name none) is recorded as ``gpt-5`` (:data:`MODEL_WHEN_UNRECORDED`), as ccusage prices it.
 
 Forks: a forked or spawned rollout (``forked_from_id``, ``source.subagent.thread_spawn``)
 copies its parent's rollout after its own ``session_meta``, the parent's ``session_meta``
@@ -128,6 +129,10 @@ ROLLOUT_UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 MAX_PENDING_CALLS = 512
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call",
               "tool_search_call")
+# The model a usage row is priced as when no turn_context (or session_meta) of the rollout
+# has named one yet: Codex CLI's default when those rollouts were written, and what ccusage
+# assumes for them (its "isFallback" model), so that both price them alike.
+MODEL_WHEN_UNRECORDED = "gpt-5"
 # the tool names of the calls whose input is a typed ``action`` object, not arguments
 TYPED_ACTION_TOOLS = ("local_shell", "web_search")
 # ``local_shell_call_output``: the TypeScript CLI's answer to a local_shell_call
@@ -577,7 +582,7 @@ class CodexCliReader(Reader):
         fingerprint = ":".join([self.root or self.session_id,
                                 *(str(current[k]) for k in TOTAL_KEYS)])
         out.message(role="assistant", kind="other", subtype="token_count", text="",
-                    model=self.model, is_meta=False, uuid=fingerprint,
+                    model=self.model or MODEL_WHEN_UNRECORDED, is_meta=False, uuid=fingerprint,
                     input_tokens=max(delta["input_tokens"] - cached, 0),
                     output_tokens=delta["output_tokens"], cache_read_tokens=cached,
                     reasoning_tokens=delta["reasoning_output_tokens"], usage_scope="call",

@@ -45,7 +45,14 @@ Decisions:
   which pays the ``cache_write_1h`` price (2x input for Claude), as ccusage does.
 - Custom prices from the config file (``[prices."model"]``, see :mod:`pipeline.core.config`)
   replace these rows for the models they name, at report time (:func:`override_rows`).
-- No ``price_context`` (service tier, batch): standard prices.
+- No ``price_context`` (service tier, batch): standard prices, except Claude's fast mode. A
+  call Claude Code records with ``usage.speed: "fast"`` is stored under the model name plus
+  ``-fast`` (``claude-opus-4-6-fast``), as ccusage names it; such a name is priced at the
+  model's ``speed: fast`` price variant in genai-prices, else at :data:`FAST_MODE_MULTIPLIERS`
+  times every standard base price (the fast prices the snapshot lacks: Opus 4.6 and 4.7,
+  $30/$150 per MTok, 6x, with the caching multipliers on top, one price across the whole
+  context window; Anthropic's fast-mode pricing page), else at the standard price, as
+  ccusage does for a model it has no fast price for.
 - A call without a timestamp is priced at the model's first (base) price; run-level usage
   (``usage_scope = 'run'``, e.g. SWE-agent ``model_stats`` totals) is priced at the base tier,
   because per-call input sizes are unknown (see ``sql/create_view_usage_calls.sql``).
@@ -72,6 +79,12 @@ SWE_AGENT_SHORTCUTS = {
     "gpt4-0125": "gpt-4-0125-preview",
     "gpt3-0125": "gpt-3.5-turbo-0125",
 }
+# Claude fast mode (``usage.speed: "fast"``): the suffix of the recorded model name, and the
+# price multiplier of the models whose fast price the genai-prices snapshot does not carry
+# (genai-prices model id -> factor on every standard price; Anthropic's pricing page, "Fast
+# mode": Opus 4.6 and 4.7 at $30 input / $150 output per MTok, caching multipliers on top).
+FAST_SUFFIX = "-fast"
+FAST_MODE_MULTIPLIERS = {"claude-opus-4-6": Decimal(6), "claude-opus-4-7": Decimal(6)}
 # Names that are never a model (Claude Code writes "<synthetic>" on locally made messages).
 NOT_A_MODEL = re.compile(r"^<.*>$")
 
@@ -163,12 +176,60 @@ def resolve_model(name: str | None) -> ResolvedModel | None:
     return None
 
 
-def _regimes(info) -> list[tuple[int, object, object]]:
-    """(priority, constraint or None, ModelPrice) for each conditional price of a model."""
+def _is_fast(resolved: ResolvedModel) -> bool:
+    """Whether a recorded name is a Claude fast-mode name: ``<model>-fast`` where ``<model>``
+    is priced as the same genai-prices model (an id of its own ending in ``-fast`` is not)."""
+    base = _fast_base(resolved.recorded.strip())
+    if base is None or resolved.priced_as.endswith(FAST_SUFFIX):
+        return False
+    plain = resolve_model(base)
+    return plain is not None and plain.priced_as == resolved.priced_as
+
+
+def _regimes(info, *, fast: bool = False) -> list[tuple[int, object, object]]:
+    """(priority, constraint or None, ModelPrice) for each conditional price of a model;
+    ``fast``: its Claude fast-mode prices (see the module docstring)."""
     from genai_prices import types
     if isinstance(info.prices, types.ModelPrice):
-        return [(0, None, info.prices)]
-    return [(index, cp.constraint, cp.prices) for index, cp in enumerate(info.prices)]
+        regimes = [(0, None, info.prices)]
+    else:
+        regimes = [(index, cp.constraint, cp.prices) for index, cp in enumerate(info.prices)]
+    if not fast:
+        return regimes
+    return [(priority, constraint, _fast_price(info, price)) for priority, constraint, price in regimes]
+
+
+def _fast_price(info, standard):
+    """``standard`` (one conditional price of ``info``) in fast mode: the snapshot's
+    unconstrained ``speed: fast`` variant over it, as genai-prices resolves a price context,
+    else :data:`FAST_MODE_MULTIPLIERS` times each of its prices, else itself."""
+    from copy import copy
+
+    from genai_prices import types
+    overrides: dict = {}
+    for variant in info.price_variants or ():
+        if variant.constraint is None and variant.when == {"speed": "fast"}:
+            overrides.update({k: v for k, v in variant.prices.__dict__.items() if v is not None})
+    factor = FAST_MODE_MULTIPLIERS.get(info.id)
+    if not overrides and factor is None:
+        return standard
+    fast = copy(standard)
+    if overrides:
+        fast.__dict__.update(overrides)
+        return fast
+    for key, value in standard.__dict__.items():
+        if isinstance(value, types.TieredPrices):
+            # fast mode is one price across the whole context window (no long-context tier)
+            fast.__dict__[key] = value.base * factor
+        elif isinstance(value, Decimal):
+            fast.__dict__[key] = value * factor
+    return fast
+
+
+def _fast_base(name: str) -> str | None:
+    """The model name a fast-mode name (``<model>-fast``) was recorded from, else None."""
+    return name[: -len(FAST_SUFFIX)] if name.endswith(FAST_SUFFIX) and len(name) > len(FAST_SUFFIX) \
+        else None
 
 
 def _thresholds(model_price) -> list[int]:
@@ -229,7 +290,7 @@ def _rows_for(name: str) -> tuple[dict, ...]:
     if resolved is None:
         return (_unpriced_row(name),)
     rows = []
-    for priority, constraint, model_price in _regimes(resolved.info):
+    for priority, constraint, model_price in _regimes(resolved.info, fast=_is_fast(resolved)):
         try:
             start_date, time_from, time_to = _constraint_columns(constraint)
         except TypeError:
@@ -289,6 +350,20 @@ def reference_cost(model: str | None, timestamp: datetime | None, *, input_token
     resolved = resolve_model(model)
     if resolved is None:
         return None
+    if _is_fast(resolved):
+        # genai-prices has no name for fast mode: the rows' own fast prices (checked against
+        # its price variants and the multipliers in tests/test_usage.py)
+        regimes = _regimes(resolved.info, fast=True)
+        chosen = regimes[0]
+        for regime in regimes:
+            if timestamp is not None and regime[1] is not None and regime[1].active(timestamp):
+                chosen = regime
+        from genai_prices import Usage
+        return chosen[2].calc_price(Usage(
+            input_tokens=input_tokens + cache_write_tokens + cache_read_tokens,
+            output_tokens=output_tokens, cache_write_tokens=cache_write_tokens,
+            cache_read_tokens=cache_read_tokens,
+            **({"cache_write_1h_tokens": cache_write_1h_tokens} if cache_write_1h_tokens else {})))["total_price"]
     from genai_prices import Usage
     usage = Usage(input_tokens=input_tokens + cache_write_tokens + cache_read_tokens,
                   output_tokens=output_tokens, cache_write_tokens=cache_write_tokens,
