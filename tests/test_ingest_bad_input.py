@@ -155,6 +155,36 @@ def test_a_reader_error_on_a_malformed_record_is_quarantined(tmp_path):
     assert scalar(lake, "SELECT count(*) FROM messages") == 1
 
 
+def test_usage_of_the_wrong_type_is_quarantined_not_counted_as_zero(tmp_path):
+    # ccusage leaves such a line out; it was read with 0 tokens, and nothing said so
+    def reply(n: int, usage) -> bytes:
+        return json.dumps({"type": "assistant", "sessionId": SESSION, "uuid": f"u{n}",
+                           "requestId": f"req_{n}", "timestamp": f"2026-01-01T00:00:0{n}Z",
+                           "message": {"id": f"msg_{n}", "role": "assistant", "model": "claude-sonnet-4-5",
+                                       "content": [{"type": "text", "text": "ok"}],
+                                       "usage": usage}}).encode() + b"\n"
+
+    path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + b"".join([
+        reply(2, {"input_tokens": 10, "output_tokens": "5"}),
+        reply(3, {"input_tokens": 10, "output_tokens": 7.5}),
+        reply(4, "lots"),
+        reply(5, {"input_tokens": 10, "output_tokens": 4,
+                  "cache_creation": {"ephemeral_1h_input_tokens": [1]}}),
+        reply(6, {"input_tokens": 10, "output_tokens": 6.0})]))
+    lake, summary = ingest_paths(tmp_path, path)
+    assert quarantine(lake) == [
+        (2, "error", 'message.usage.output_tokens is a string ("5"), expected an integer token count: '
+                     "the line is quarantined so that it stays out of the usage sums"),
+        (3, "error", "message.usage.output_tokens is a number (7.5), expected an integer token count: "
+                     "the line is quarantined so that it stays out of the usage sums"),
+        (4, "error", 'message.usage is a string ("lots"), expected an object: the line is quarantined '
+                     "so that it stays out of the usage sums"),
+        (5, "error", "message.usage.cache_creation.ephemeral_1h_input_tokens is an array ([1]), expected "
+                     "an integer token count: the line is quarantined so that it stays out of the "
+                     "usage sums")]
+    assert rows(lake, "SELECT line_no, output_tokens FROM messages WHERE usage_scope = 'call'") == [(6, 6)]
+
+
 def test_strict_exits_1_when_anything_was_quarantined_and_json_counts_every_line(tmp_path):
     path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + b"not json\n" + b'{"partial')
     runner = CliRunner()

@@ -262,6 +262,31 @@ def exact_int(value: Any, default: int | None = None) -> int | None:
     return default
 
 
+def token_count(container: dict, key: str, where: str) -> int | None:
+    """``container[key]`` as a token count: None when absent or null, an int (an integral
+    float too, see :func:`exact_int`); any other value raises :class:`RecordError`, so that the
+    line is quarantined (as ccusage leaves such a line out) rather than counted as 0."""
+    value = container.get(key)
+    if value is None:
+        return None
+    count = exact_int(value)
+    if count is None:
+        raise RecordError(f"{where}.{key} is {json_type_name(value)} ({_short(value)}), expected "
+                          "an integer token count: the line is quarantined so that it stays out "
+                          "of the usage sums")
+    return count
+
+
+def usage_object(container: dict, key: str, where: str) -> dict | None:
+    """``container[key]`` as a usage object: None when absent or null; any value other than an
+    object raises :class:`RecordError` (the line is quarantined, not read as "no usage")."""
+    value = container.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    raise RecordError(f"{where}.{key} is {json_type_name(value)} ({_short(value)}), expected an "
+                      "object: the line is quarantined so that it stays out of the usage sums")
+
+
 def content_text(content: Any) -> str:
     """Text of a message/tool-result content: a string, a ``{text}`` object or a block list.
 

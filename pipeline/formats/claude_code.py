@@ -38,8 +38,8 @@ from typing import Any
 
 from pipeline.formats.base import (
     CALL_TYPES, COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input,
-    anthropic_tool_result, content_text, dumps, exact_int, first_json_values, first_line_members,
-    server_tool_input, server_tool_result,
+    anthropic_tool_result, content_text, dumps, first_json_values, first_line_members,
+    server_tool_input, server_tool_result, token_count, usage_object,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 from pipeline.reports.prices import FAST_SUFFIX, NOT_A_MODEL
@@ -239,7 +239,7 @@ class ClaudeCodeReader(Reader):
                               f"{type(content).__name__}")
         usage_cols: dict[str, Any] = {}
         if role == "assistant":
-            usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+            usage = usage_object(message, "usage", "message")
             mid, rid = message.get("id"), obj.get("requestId")
             model = message.get("model")
             if usage and usage.get("speed") == "fast" and isinstance(model, str) and model \
@@ -252,12 +252,14 @@ class ClaudeCodeReader(Reader):
             if usage:
                 split = usage.get("cache_creation")
                 usage_cols = dict(
-                    input_tokens=exact_int(usage.get("input_tokens")),
-                    output_tokens=exact_int(usage.get("output_tokens")),
-                    cache_creation_tokens=exact_int(usage.get("cache_creation_input_tokens")),
-                    cache_read_tokens=exact_int(usage.get("cache_read_input_tokens")),
+                    input_tokens=token_count(usage, "input_tokens", "message.usage"),
+                    output_tokens=token_count(usage, "output_tokens", "message.usage"),
+                    cache_creation_tokens=token_count(usage, "cache_creation_input_tokens",
+                                                      "message.usage"),
+                    cache_read_tokens=token_count(usage, "cache_read_input_tokens", "message.usage"),
                     # the 1-hour TTL part of the cache writes (priced at the 1-hour rate)
-                    cache_write_1h_tokens=exact_int(split.get("ephemeral_1h_input_tokens"))
+                    cache_write_1h_tokens=token_count(split, "ephemeral_1h_input_tokens",
+                                                      "message.usage.cache_creation")
                     if isinstance(split, dict) else None,
                     usage_scope="call",
                 )
