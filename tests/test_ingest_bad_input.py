@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -183,6 +184,33 @@ def test_usage_of_the_wrong_type_is_quarantined_not_counted_as_zero(tmp_path):
                      "an integer token count: the line is quarantined so that it stays out of the "
                      "usage sums")]
     assert rows(lake, "SELECT line_no, output_tokens FROM messages WHERE usage_scope = 'call'") == [(6, 6)]
+
+
+def test_companion_files_and_files_with_nothing_yet_are_skipped_without_a_warning(tmp_path):
+    archive = tmp_path / "archive"
+    session = archive / "p" / f"{SESSION}.jsonl"
+    write(session, claude_line(1))
+    write(archive / "p" / SESSION / "subagents" / "agent-a1b2c3d.meta.json",
+          b'{"agentType": "general-purpose", "description": "look around"}')
+    write(archive / "tmp" / "abc123" / "logs.json", b'[{"sessionId": "s", "type": "user", "message": "hi"}]')
+    write(archive / "tmp" / "abc123" / "checkpoint-mytag.json", b'[{"role": "user", "parts": [{"text": "hi"}]}]')
+    empty = write(archive / "p" / "22222222-2222-3333-4444-555555555555.jsonl", b"")
+    write(archive / "p" / "33333333-2222-3333-4444-555555555555.jsonl", b"\xef\xbb\xbf\n \r\n")
+    write(archive / "notes.json", b'{"todo": ["a", "b"]}')
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.unrecognized == [str(archive / "notes.json")]
+    assert [Path(p).relative_to(archive).as_posix() for p in summary.skipped] == [
+        f"p/{SESSION}/subagents/agent-a1b2c3d.meta.json",
+        "p/22222222-2222-3333-4444-555555555555.jsonl", "p/33333333-2222-3333-4444-555555555555.jsonl",
+        "tmp/abc123/checkpoint-mytag.json", "tmp/abc123/logs.json"]
+    assert summary.files == 1 and summary.quarantined == 0
+    # named on the command line, an empty file is still said
+    _, named = ingest_paths(tmp_path, empty)
+    assert named.unrecognized == [str(empty)] and named.unrecognized_named == [str(empty)]
+    # a session file that was empty is read once it holds a line
+    empty.write_bytes(claude_line(2).replace(SESSION.encode(), empty.stem.encode()))
+    _, later = ingest_paths(tmp_path, archive)
+    assert (later.files_new, later.records) == (1, 1) and len(later.skipped) == 4
 
 
 def test_strict_exits_1_when_anything_was_quarantined_and_json_counts_every_line(tmp_path):

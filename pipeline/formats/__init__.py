@@ -3,6 +3,8 @@ reader class also declares where its format keeps payloads (read by apply, docs/
 
 from __future__ import annotations
 
+import re
+
 from pipeline.core.errors import UsageError
 from pipeline.formats.base import Reader
 from pipeline.formats.claude_code import ClaudeCodeReader
@@ -30,6 +32,13 @@ READERS: dict[str, type[Reader]] = {
 
 # Files worth sniffing at all; anything else under an archive root is ignored (and counted).
 CANDIDATE_SUFFIXES = (".jsonl", ".json", ".traj")
+# Files the agents write beside their transcripts that hold no conversation of their own:
+# Claude Code's sub-agent metadata (``<session>/subagents/agent-<id>.meta.json``), Gemini CLI's
+# prompt log (``tmp/<project hash>/logs.json``) and saved-chat copies of a conversation
+# (``checkpoint-<tag>.json``, written by ``/chat save``: read, they would count the session's
+# messages twice). Sniffed like any file; when no reader claims one (the usual case), it is
+# listed as skipped, not warned about every night as "not recognised".
+COMPANION_FILES = re.compile(r"(?:^|/)(?:agent-[^/]*\.meta\.json|logs\.json|checkpoint-[^/]*\.json)$")
 
 
 def reader_class(name: str) -> type[Reader]:

@@ -43,7 +43,7 @@ import pyarrow as pa
 from pipeline.core import sqlfiles
 from pipeline.core.batching import contiguous_runs
 from pipeline.core.errors import RecordError, UsageError
-from pipeline.formats import CANDIDATE_SUFFIXES, READERS, detect, reader_class
+from pipeline.formats import CANDIDATE_SUFFIXES, COMPANION_FILES, READERS, detect, reader_class
 from pipeline.formats.base import Emitter, SourceContext, json_type_name
 from pipeline.core.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
                            write_parquet_atomic)
@@ -467,7 +467,8 @@ class IngestProblem:
 class FileResult:
     path: str
     source: dict              # the new sources row
-    mode: str                 # new | appended | reingested | unchanged | problem
+    mode: str                 # new | appended | reingested | unchanged | problem |
+    #                           unrecognized | superseded | skipped
     lines: int = 0
     records: int = 0
     quarantined: int = 0
@@ -680,6 +681,16 @@ def settled_tail(tail: bytes, mtime_ns: int, settled_before_ns: int | None) -> b
         return False
 
 
+def _expected_non_transcript(task: FileTask, head: bytes) -> bool:
+    """A file no reader claims that is no news: a companion file an agent writes beside its
+    transcripts (:data:`pipeline.formats.COMPANION_FILES`), or one with nothing in it yet
+    (empty, a byte-order mark or white space only: a session just created; read once it
+    holds a line). Listed as skipped, not warned about every night."""
+    if COMPANION_FILES.search(task.path):
+        return True
+    return len(head) < SNIFF_BYTES and not head.lstrip(b"\xef\xbb\xbf \t\r\n")
+
+
 def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: int,
               settled_before_ns: int | None = None) -> FileResult:
     handle = None
@@ -689,14 +700,17 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
         except OSError as exc:
             task.problem = f"cannot read file: {exc.strerror or exc}"
     if task.format is None and handle is not None:
+        head = b""
         try:
-            task.format = detect_task_format(task, handle.peek(SNIFF_BYTES)[:SNIFF_BYTES],
+            head = handle.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+            task.format = detect_task_format(task, head,
                                              longer=lambda n: os.pread(handle.fileno(), n, 0))
         except OSError as exc:
             task.problem = f"cannot read file: {exc.strerror or exc}"
         if task.format is None and not task.problem:
             handle.close()
-            return FileResult(task.path, {}, "unrecognized")
+            return FileResult(task.path, {}, "skipped" if _expected_non_transcript(task, head)
+                              else "unrecognized")
         if task.format is not None and superseded_by(task.path, task.format):
             handle.close()
             return FileResult(task.path, {}, "superseded")
@@ -1003,6 +1017,8 @@ class IngestSummary:
     # unrecognised files named on the command line (not found in a folder): --strict fails
     unrecognized_named: list[str] = dataclasses.field(default_factory=list)
     superseded: list[str] = dataclasses.field(default_factory=list)
+    # no reader's, and no news: agents' companion files, files with nothing in them yet
+    skipped: list[str] = dataclasses.field(default_factory=list)
     own_folders: list[str] = dataclasses.field(default_factory=list)
     removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
     # things a person should know that are no line's fault (a forced --format that read
@@ -1240,8 +1256,11 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         dropped = set(removed_sources(previous.compared, roots, {t.path for t in found.tasks}))
         new_sources: dict[str, dict] = {}
         for res in results:
-            if res.mode in ("unrecognized", "superseded"):
-                getattr(summary, res.mode).append(res.path)
+            if res.mode in ("unrecognized", "superseded", "skipped"):
+                # a file named on the command line is never skipped without a word
+                mode = "unrecognized" if res.mode == "skipped" and res.path in found.named \
+                    else res.mode
+                getattr(summary, mode).append(res.path)
                 continue
             new_sources[res.path] = res.source
             summary.files += 1
@@ -1279,6 +1298,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         summary.unrecognized.sort()
         summary.unrecognized_named = [p for p in summary.unrecognized if p in found.named]
         summary.superseded.sort()
+        summary.skipped.sort()
         summary.files_unrecognized = len(summary.unrecognized)
         if format is not None:
             summary.warnings.extend(_forced_format_warnings(
