@@ -76,10 +76,31 @@ def test_without_tz_the_machines_zone_is_the_one_localtime_links_to(monkeypatch)
                      if target.startswith(root + "/")), None)
     if expected is None:
         pytest.skip("/etc/localtime links outside the zoneinfo folders")
+    from pipeline.stages.usage import UTC_NAMES
+
+    expected = "UTC" if expected in UTC_NAMES else expected   # Etc/UTC is named UTC
     monkeypatch.delenv("TZ", raising=False)
     assert resolve_timezone() == expected
     monkeypatch.setenv("TZ", "Not/AZone")   # not a zone: the system's configuration decides
     assert resolve_timezone() == expected
+
+
+def test_every_name_of_utc_is_utc_so_that_switching_names_changes_no_setting(tmp_path, monkeypatch):
+    # a machine's default is often Etc/UTC: `--tz UTC` there re-summarised every session
+    from pipeline.core.lake import Lake
+    from pipeline.stages.nightly import run_nightly
+    from pipeline.stages.usage import resolve_timezone
+    from tests.helpers.lake import copy_real
+
+    assert {resolve_timezone(n) for n in ("UTC", "Etc/UTC", "Zulu", "Etc/Universal", "UCT")} == {"UTC"}
+    monkeypatch.setenv("TZ", "Etc/UTC")
+    assert resolve_timezone() == "UTC"
+    assert resolve_timezone("Europe/London") == "Europe/London"    # not UTC in summer
+    archive = copy_real(tmp_path, "claude_code/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl")
+    lake = Lake(tmp_path / "lake")
+    assert run_nightly([archive], lake=lake, tz="Etc/UTC", workers=1).exit_code == 0
+    again = run_nightly([archive], lake=lake, tz="UTC", workers=1)
+    assert again.warnings == [] and again.touched_sessions == 0
 
 
 def test_conflicting_or_missing_configurations_mean_utc(monkeypatch):

@@ -104,19 +104,31 @@ def resolve_timezone(name: str | None = None) -> str:
     The machine's zone is ``$TZ`` when it names a zone, else the one the system is configured
     with as :func:`tzlocal.get_localzone_name` finds it (the ``/etc/localtime`` link,
     ``/etc/timezone``, ...), else ``UTC`` (none configured, or conflicting configurations).
+    The IANA names of UTC (``Etc/UTC``, ``Zulu``, ...; a machine's default is often
+    ``Etc/UTC``) are given as ``UTC``: one zone, one name, so that ``--tz UTC`` on such a
+    machine is not a change of setting that rewrites every day file.
     """
     if name:
-        return _checked_zone(name)
+        return _canonical(_checked_zone(name))
     env = os.environ.get("TZ", "").lstrip(":")
     if env and _is_zone(env):
-        return env
+        return _canonical(env)
     import tzlocal
 
     try:
         configured = tzlocal.get_localzone_name()
     except ZoneInfoNotFoundError:   # conflicting configurations
         configured = None
-    return configured if configured and _is_zone(configured) else "UTC"
+    return _canonical(configured) if configured and _is_zone(configured) else "UTC"
+
+
+# IANA links to UTC (tzdata's "backward" file)
+UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal",
+                       "Etc/Zulu", "Zulu"})
+
+
+def _canonical(name: str) -> str:
+    return "UTC" if name in UTC_NAMES else name
 
 
 def _is_zone(name: str) -> bool:
