@@ -61,6 +61,17 @@ class CorruptPartError(CtxlakeError):
     has every stage redo its work in full."""
 
 
+class LakeDamagedError(CtxlakeError):
+    """A file the lake cannot be read without (``sources.parquet``, ``runs.parquet``, a part of
+    a table read from the archive) is missing or not a whole Parquet file. Unlike a derived
+    part, it is not recomputed: a run refuses to add to such a lake (it would read every
+    file again beside the rows already there)."""
+
+
+class LakeAccessError(CtxlakeError):
+    """The lake's folder or lock file cannot be written by this user."""
+
+
 class RecordError(CtxlakeError):
     """One source line/object cannot be read; it goes to the quarantine with this reason."""
 

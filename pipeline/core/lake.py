@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
-from pipeline.core.errors import CorruptPartError, LakeLockedError, LakeNotFoundError, UnsafePathError
+from pipeline.core.errors import (CorruptPartError, LakeAccessError, LakeDamagedError, LakeLockedError,
+                                   LakeNotFoundError, UnsafePathError)
 from pipeline.core.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
 from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
@@ -141,9 +142,7 @@ def holds_lake_lock(stage):
     (re-entrant, so the nightly run holding it already is unaffected)."""
     @functools.wraps(stage)
     def locked(lake: "Lake", *args, **kwargs):
-        if not lake.exists():
-            raise LakeNotFoundError("no lake here yet", path=str(lake.root),
-                                    hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+        lake.require()
         with lake.lock():
             return stage(lake, *args, **kwargs)
     return locked
@@ -286,6 +285,10 @@ def read_parquet_cached(path: Path, empty: pa.Schema, *,
     return table
 
 
+# lakes (root, sources.parquet's inode, size and mtime) found intact in this process
+_INTACT: set[tuple] = set()
+
+
 def _whole_parquet(path: Path) -> bool:
     """Whether ``path`` has Parquet's magic at both ends and a footer that fits in it."""
     try:
@@ -386,6 +389,13 @@ def new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     return con
 
 
+def _not_writable(root: Path, error: OSError) -> LakeAccessError:
+    return LakeAccessError(f"the lake cannot be written by this user: {error.strerror or error}",
+                           path=str(root),
+                           hint="run as the user who owns it (see `ls -ld` of the folder), or "
+                                "choose another lake with --lake; reading commands still work")
+
+
 def _open_lock(path: Path):
     """The lock file, opened for update without following a symlink (a planted link cannot
     make the lock truncate another file) and created private."""
@@ -396,7 +406,7 @@ def _open_lock(path: Path):
         if os.path.islink(path):
             raise LakeLockedError("the lake's .lock is a symlink: refusing to follow it",
                                   path=str(path), hint="remove the link; ctxlake writes its own lock") from None
-        raise
+        raise _not_writable(path.parent, exc) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise LakeLockedError("the lake's .lock is not a regular file", path=str(path),
@@ -533,7 +543,70 @@ class Lake:
 
 
     def exists(self) -> bool:
-        return self.sources_path.exists()
+        """Whether the lake has been made (its ``sources.parquet``); a folder that holds table
+        parts without it is a damaged lake, not a new one (:class:`LakeDamagedError`)."""
+        if self.sources_path.exists():
+            return True
+        if self._table_parts():
+            raise self._damaged(["sources.parquet is missing, but tables/ holds parts of "
+                                 "ingested files"])
+        return False
+
+    def require(self) -> None:
+        """Raise :class:`LakeNotFoundError` (or :class:`LakeDamagedError`) unless the lake exists."""
+        if not self.exists():
+            raise LakeNotFoundError("no lake here yet", path=str(self.root),
+                                    hint="run `ctxlake run PATH` (or `ctxlake demo`) first")
+
+    def _table_parts(self) -> list[Path]:
+        """The part files of the tables read from the archive (not their ``_empty`` files)."""
+        found = []
+        for table in PART_TABLES:
+            try:
+                with os.scandir(self.table_dir(table)) as entries:
+                    found.extend(Path(e.path) for e in entries if e.name.endswith(".parquet")
+                                 and not e.name.startswith(("_", ".")))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return sorted(found)
+
+    def damage(self) -> list[str]:
+        """What makes this lake unreadable, in words (empty when intact): its bookkeeping
+        files or a part of its tables missing their Parquet magic or footer (a few bytes read
+        from each, ~10 ms for a few hundred parts). A part deleted outright is not seen here."""
+        found = []
+        if not self.sources_path.exists():
+            return ["sources.parquet is missing, but tables/ holds parts of ingested files"] \
+                if self._table_parts() else []
+        for path in [self.sources_path, self.runs_path, *self._table_parts()]:
+            if path.exists() and not _whole_parquet(path):
+                found.append(f"{path.relative_to(self.root)} is not a whole Parquet file "
+                             "(cut short or overwritten)")
+        return found
+
+    def check_intact(self) -> None:
+        """Raise :class:`LakeDamagedError` when :meth:`damage` finds something (checked once
+        per state of the lake's sources file in a process)."""
+        try:
+            st = os.stat(self.sources_path)
+            key = (str(self.root), st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            key = None
+        if key is not None and key in _INTACT:
+            return
+        problems = self.damage()
+        if problems:
+            raise self._damaged(problems)
+        if key is not None:
+            _INTACT.add(key)
+
+    def _damaged(self, problems: list[str]) -> "LakeDamagedError":
+        return LakeDamagedError(
+            "the lake is damaged: " + "; ".join(problems[:3])
+            + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""),
+            path=str(self.root),
+            hint="restore the lake from a backup, or rebuild it: move the folder aside and run "
+                 "`ctxlake run` again (the archive is never modified; outputs are made anew)")
 
     def write_parts(self, con, batches: dict[str, pa.Table], name: str, *,
                     only: list[str] | None = None) -> None:
@@ -575,7 +648,10 @@ class Lake:
     # -- lifecycle --------------------------------------------------------------------
     def init(self) -> None:
         """Create the folders (private), the lake's marker and zero-row schema files
-        (idempotent)."""
+        (idempotent). A damaged lake is refused (:meth:`check_intact`), never made anew over
+        its own rows."""
+        self.exists()
+        self.check_intact()
         private_dirs(self.root)
         write_marker(self.root, LAKE_MARKER, "a ctxlake lake: never read as a transcript archive\n")
         missing = [t for t in PART_TABLES if not (self.table_dir(t) / "_empty.parquet").exists()]
@@ -594,7 +670,10 @@ class Lake:
 
         Re-entrant within one process, so the nightly run can hold it across every stage
         while each stage also takes it when called on its own."""
-        private_dirs(self.root)
+        try:
+            private_dirs(self.root)
+        except PermissionError as error:
+            raise _not_writable(self.root, error) from None
         key = os.path.realpath(self.root)
         if _HELD.get(key):
             _HELD[key] += 1
@@ -654,14 +733,20 @@ class Lake:
     # -- state ------------------------------------------------------------------------
     def read_sources(self) -> pa.Table:
         """``sources.parquet`` (read again only when the file changed: every stage asks)."""
-        return read_parquet_cached(self.sources_path, SOURCES)
+        try:
+            return read_parquet_cached(self.sources_path, SOURCES)
+        except (OSError, pa.ArrowException) as error:
+            raise self._damaged(self.damage() or [f"sources.parquet cannot be read ({error})"]) from None
 
     def read_runs(self) -> pa.Table:
         """The run log (an older lake's rows, which were all committed ingest runs, get the
         columns added since)."""
         if not self.runs_path.exists():
             return RUNS.empty_table()
-        table = read_parquet_cached(self.runs_path, RUNS)
+        try:
+            table = read_parquet_cached(self.runs_path, RUNS)
+        except (OSError, pa.ArrowException) as error:
+            raise self._damaged(self.damage() or [f"runs.parquet cannot be read ({error})"]) from None
         if "ingest_committed" in table.column_names:
             return _conform(table, RUNS)
         n = table.num_rows
@@ -761,9 +846,8 @@ class Lake:
         if scope is not None:
             from pipeline.core.scope import connect_scoped
             return connect_scoped(self, scope, within=within)
-        if not self.exists():
-            raise LakeNotFoundError("no lake here yet", path=str(self.root),
-                                    hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+        self.require()
+        self.check_intact()
         self._migrate_runs()
         key = self._views_key()
         cached = _VIEWS.get(str(self.root))

@@ -129,13 +129,19 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
     settings = NightlySettings(load_config(config_path), tuple(policies or DEFAULT_POLICIES),
                                resolve_timezone(tz), lake.root / "out", None).describe()
     log = lake.read_runs().to_pylist()
+    busy = _busy(lake) or (remote is not None and remote.leased_elsewhere())
     recent = [RunRecord.of(row) for row in reversed(log[-runs:] if runs else [])]
+    if not busy:
+        # "running" in the log with the lock free: killed (the next run records it so)
+        recent = [dataclasses.replace(r, status="interrupted", warnings=[
+            *r.warnings, "ended without a record (killed?): the next run finishes its work"])
+            if r.status == "running" else r for r in recent]
     sources = lake.read_sources()
     return LakeStatus(
         lake=remote.location.url if remote else str(lake.root.resolve()),
         mirror=str(remote.folder) if remote else None, size_bytes=_size(lake.root),
         files=sources.num_rows, sessions=len(LakeInputs(lake).sessions()),
-        busy=_busy(lake) or (remote is not None and remote.leased_elsewhere()),
+        busy=busy,
         runs=recent, pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
         settings=settings, last_settings=_previous_settings(lake),
         locations=discover_locations())

@@ -173,6 +173,9 @@ def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
     def problem(kind: str, path: Path | str, detail: str) -> None:
         report.problems.append(VerifyProblem(kind=kind, path=str(path), detail=detail))
 
+    for damage in lake.damage():
+        problem("lake", lake.root, damage)
+
     sound: set[str] = set()
     with PayloadStore.for_lake(lake.root) as store:
         try:

@@ -69,7 +69,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipeline.core import sqlfiles
 from pipeline.core.dates import WEEKDAYS, day_span
-from pipeline.core.errors import LakeNotFoundError, UsageError
+from pipeline.core.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -191,9 +191,7 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
     dedup, prices and 15-minute sums are then computed whole from the rows in memory (a few
     tens of thousands of rows: no pass over the lake).
     """
-    if not lake.exists():
-        raise LakeNotFoundError("no lake here yet", path=str(lake.root),
-                                hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+    lake.require()
     wanted = None if sessions is None else sorted(set(sessions))
     import duckdb
     import pyarrow as pa
@@ -654,10 +652,12 @@ def usage_connection(lake, *, overrides=None, need: str = "calls") -> tuple["duc
     """
     import duckdb
 
+    from pipeline.core.lake import Lake
+
     root = _root(lake)
-    if not (root / "sources.parquet").exists():
-        raise LakeNotFoundError("no lake here yet", path=str(root),
-                                hint="run `ctxlake ingest PATH` (or `ctxlake demo`) first")
+    checked = Lake(root)
+    checked.require()
+    checked.check_intact()
     derived = root / "derived"
     stored = BUCKETS if need == "rows" else PRICED_CALLS
     parts = lambda name: sqlfiles.literal_path(derived / name / "*.parquet")  # noqa: E731

@@ -1,0 +1,116 @@
+"""A damaged lake is said, never read as a new one; a lake this user cannot write is said.
+
+sources.parquet is the lake's commit point: without it a run read every file again beside
+the rows already there (every count doubled), and "no lake here yet" sent the user to ingest.
+A truncated sources.parquet or table part gave a traceback in every command, or nothing at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.core.lake import Lake
+from tests.helpers.lake import copy_real
+
+SAMPLE = "claude_code/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("damage")
+    archive = copy_real(root, SAMPLE)
+    result = CliRunner().invoke(cli, ["--lake", str(root / "lake"), "run", str(archive), "--tz",
+                                      "UTC", "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return root / "lake", archive
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _damage_sources_deleted(lake: Path) -> str:
+    (lake / "sources.parquet").unlink()
+    return "sources.parquet is missing, but tables/ holds parts of ingested files"
+
+
+def _damage_sources_cut(lake: Path) -> str:
+    _cut(lake / "sources.parquet")
+    return "sources.parquet is not a whole Parquet file (cut short or overwritten)"
+
+
+def _damage_messages_part_cut(lake: Path) -> str:
+    part = sorted((lake / "tables" / "messages").glob("2*.parquet"))[0]
+    _cut(part)
+    return f"tables/messages/{part.name} is not a whole Parquet file (cut short or overwritten)"
+
+
+@pytest.mark.parametrize("damage", [_damage_sources_deleted, _damage_sources_cut,
+                                    _damage_messages_part_cut],
+                         ids=["sources deleted", "sources cut short", "messages part cut short"])
+def test_every_command_says_a_damaged_lake_is_damaged_and_run_adds_nothing_to_it(tmp_path, built, damage):
+    lake = tmp_path / "lake"
+    shutil.copytree(built[0], lake)
+    said = damage(lake)
+    before = sorted(p.relative_to(lake) for p in lake.rglob("*") if p.is_file())
+    runner = CliRunner()
+    for command in (["run", str(built[1]), "--tz", "UTC", "--json"], ["status", "--json"],
+                    ["sql", "SELECT count(*) FROM messages", "--json"], ["show", "x", "--json"]):
+        result = runner.invoke(cli, ["--lake", str(lake), *command], catch_exceptions=False)
+        assert result.exit_code == 1, (command, result.output)
+        error = json.loads(result.stderr or result.output)["error"]
+        assert (error["kind"], error["message"]) == ("LakeDamagedError", f"the lake is damaged: {said}")
+        assert "move the folder aside and run `ctxlake run` again" in error["hint"]
+    # nothing was added to it (before: a run read every file again beside its rows)
+    assert sorted(p.relative_to(lake) for p in lake.rglob("*") if p.is_file()
+                  if p.name != ".lock") == [p for p in before if p.name != ".lock"]
+    verified = runner.invoke(cli, ["--lake", str(lake), "verify", "--json"], catch_exceptions=False)
+    assert verified.exit_code == 1
+    answer = json.loads(verified.stdout or verified.stderr)
+    # the problems it lists, or (no sources.parquet: no lake to read) the error
+    assert said in json.dumps(answer.get("problems") or answer["error"])
+
+
+def test_an_intact_lake_passes_the_check(built):
+    assert Lake(built[0]).damage() == []
+
+
+def test_a_lake_this_user_cannot_write_is_an_error_that_says_so(tmp_path, built, monkeypatch):
+    # as root no folder mode refuses a write: the lock file's open is made to fail as it
+    # does for another user (EACCES)
+    real_open = os.open
+
+    def refused(path, *args, **kwargs):
+        if str(path).endswith("/.lock"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    lake = tmp_path / "lake"
+    shutil.copytree(built[0], lake)
+    monkeypatch.setattr(os, "open", refused)
+    result = CliRunner().invoke(cli, ["--lake", str(lake), "run", str(built[1]), "--tz", "UTC",
+                                      "--json"], catch_exceptions=False)
+    assert result.exit_code == 1
+    error = json.loads(result.stderr or result.output)["error"]
+    assert (error["kind"], error["message"], error["path"]) == (
+        "LakeAccessError", "the lake cannot be written by this user: Permission denied", str(lake))
+    assert error["hint"].startswith("run as the user who owns it")
+
+
+def test_status_shows_a_run_killed_without_a_record_as_interrupted_once_the_lock_is_free(tmp_path, built):
+    lake = tmp_path / "lake"
+    shutil.copytree(built[0], lake)
+    Lake(lake).record_run({"run_id": "29991231T000000000000", "command": "run", "status": "running",
+                           "started_at": datetime(2999, 12, 31, tzinfo=timezone.utc), "pid": 1})
+    result = CliRunner().invoke(cli, ["--lake", str(lake), "status", "--json"], catch_exceptions=False)
+    latest = json.loads(result.output)["runs"][0]
+    assert (latest["run_id"], latest["status"]) == ("29991231T000000000000", "interrupted")
+    assert latest["warnings"] == ["ended without a record (killed?): the next run finishes its work"]
