@@ -311,16 +311,51 @@ def _fast_mode_and_unnamed_codex_model(archive: Path) -> None:
         encoding="utf-8")
 
 
-def test_daily_figures_equal_ccusage_on_fast_mode_calls_and_a_codex_rollout_without_a_model(
+def _calls_without_request_id(archive: Path) -> None:
+    """Assistant lines with a message id but no requestId (one day per case): the same id at
+    the same time twice (one call, the larger output), at two times (two calls), and a
+    resumed session's file copying one of them with its time (one call)."""
+    def line(session: str, uuid: str, mid: str, at: str, out: int) -> str:
+        return json.dumps({"parentUuid": None, "isSidechain": False, "userType": "external",
+                           "cwd": "/p", "sessionId": session, "version": "1.0.30",
+                           "type": "assistant", "uuid": uuid, "timestamp": at,
+                           "message": {"id": mid, "type": "message", "role": "assistant",
+                                       "model": "claude-sonnet-4-20250514",
+                                       "content": [{"type": "text", "text": "hi"}],
+                                       "usage": {"input_tokens": 1000, "output_tokens": out,
+                                                 "cache_creation_input_tokens": 0,
+                                                 "cache_read_input_tokens": 0}}},
+                          separators=(",", ":")) + "\n"
+
+    first, resumed = "dddddddd-1111-4111-8111-dddddddddddd", "eeeeeeee-1111-4111-8111-eeeeeeeeeeee"
+    folder = archive / "claude" / "projects" / "p"
+    folder.mkdir(parents=True)
+    (folder / f"{first}.jsonl").write_text("".join([
+        line(first, "a1", "msg_A", "2026-05-01T10:00:05.000Z", 100),
+        line(first, "a2", "msg_A", "2026-05-01T10:00:05.000Z", 300),
+        line(first, "b1", "msg_B", "2026-05-02T10:00:05.000Z", 100),
+        line(first, "b2", "msg_B", "2026-05-02T10:00:06.000Z", 300),
+        line(first, "c1", "msg_C", "2026-05-03T10:00:05.000Z", 200)]), encoding="utf-8")
+    (folder / f"{resumed}.jsonl").write_text("".join([
+        line(first, "c1", "msg_C", "2026-05-03T10:00:05.000Z", 200),
+        line(resumed, "c3", "msg_D", "2026-05-03T11:00:00.000Z", 50)]), encoding="utf-8")
+
+
+def test_daily_figures_equal_ccusage_on_fast_mode_unnamed_codex_models_and_calls_without_request_ids(
         tmp_path, ccusage):
     archive = tmp_path / "archive"
     _fast_mode_and_unnamed_codex_model(archive)
+    _calls_without_request_id(archive)
     (archive / "gemini").mkdir()
     lake = _lake(tmp_path, archive)
     assert _assert_days_agree(ccusage, archive, lake, tmp_path / "home") == {
-        "claude": 1, "codex": 1, "gemini": 0}
+        "claude": 4, "codex": 1, "gemini": 0}
+    by_day = {row["date"]: (row["input_tokens"], row["output_tokens"]) for row in
+              usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert [by_day[f"2026-05-0{d}"] for d in (1, 2, 3)] == [(1000, 300), (2000, 400), (2000, 250)]
     days = usage_report(lake, period="day", tz="UTC", breakdown=True).to_dict()["rows"]
-    assert [sorted(m["model"] for m in day["breakdown"]) for day in days] == [
+    assert [sorted(m["model"] for m in day["breakdown"]) for day in days
+            if day["date"] in ("2025-08-09", "2026-02-10")] == [
         ["gpt-5"], ["claude-haiku-4-5-20251001-fast", "claude-opus-4-6-fast",
                     "claude-opus-4-8-fast", "claude-sonnet-4-6-fast"]]
 

@@ -5,7 +5,10 @@ file-history-snapshot/... (unknown types are kept as ``kind = other``); one assi
 response is written as several lines (one per content block) sharing ``message.id`` and
 ``requestId`` with usage repeated and ``output_tokens`` final only on the last line: every row
 gets ``api_call_id = "<message.id>:<requestId>"`` and the ``messages`` view keeps usage once
-per call (largest ``output_tokens``). Lines lacking either id are never deduplicated.
+per call (largest ``output_tokens``). A line with a ``message.id`` but no ``requestId`` (older
+versions, some resumed copies) is keyed ``"<message.id>@<timestamp>"``: the same message
+written again at the same time is one call, as ccusage counts it. Lines without a string
+``message.id`` are never deduplicated.
 ``usage.cache_creation.ephemeral_1h_input_tokens`` (the 1-hour part of the cache writes) is
 ``cache_write_1h_tokens``; a line's ``costUSD`` (written by older versions) is
 ``cost_usd_recorded``.
@@ -247,8 +250,11 @@ class ClaudeCodeReader(Reader):
                 # fast mode is priced apart (pipeline.reports.prices): named as ccusage names it
                 model += FAST_SUFFIX
             common["model"] = model
+            stamp = obj.get("timestamp")
             if mid and rid and isinstance(mid, str) and isinstance(rid, str):
                 common["api_call_id"] = f"{mid}:{rid}"
+            elif mid and rid is None and isinstance(mid, str) and isinstance(stamp, str) and stamp:
+                common["api_call_id"] = f"{mid}@{stamp}"
             if usage:
                 split = usage.get("cache_creation")
                 usage_cols = dict(
