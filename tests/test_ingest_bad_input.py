@@ -213,6 +213,50 @@ def test_companion_files_and_files_with_nothing_yet_are_skipped_without_a_warnin
     assert (later.files_new, later.records) == (1, 1) and len(later.skipped) == 4
 
 
+def test_a_lone_surrogate_escape_is_read_as_u_fffd_and_the_file_still_prunes_and_restores(tmp_path):
+    # "\ud83d" is valid JSON (JavaScript writes it for a string cut inside an emoji): it
+    # quarantined the line, and a Gemini session document whole
+    from pipeline.core.lake import Lake
+    from pipeline.stages.nightly import run_nightly
+    from pipeline.stages.restore import restore, verify
+    from tests.helpers.lake import REAL
+
+    archive = tmp_path / "archive"
+    gemini = (REAL / "gemini" / "gemini_session.json").read_text(encoding="utf-8")
+    cut = gemini.replace('"content": "add myapp directory', '"content": "\\ud83d add myapp directory', 1)
+    assert cut != gemini
+    write(archive / "gemini" / "gemini_session.json", cut.encode("utf-8"))
+    result = "\\ud83d " + "line of output\\n" * 400 + "\\ud83d\\ude00 \\ude00"
+    claude = [
+        claude_line(1),
+        json.dumps({"type": "assistant", "sessionId": SESSION, "uuid": "u2", "parentUuid": "u1",
+                    "timestamp": "2026-11-01T10:01:00.000Z", "requestId": "req_1",
+                    "message": {"id": "msg_1", "role": "assistant", "model": "claude-sonnet-4-5",
+                                "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
+                                             "input": {"command": "cat log"}}]}}).encode() + b"\n",
+        ('{"type":"user","sessionId":"%s","uuid":"u3","parentUuid":"u2","timestamp":'
+         '"2026-11-01T10:02:00.000Z","message":{"role":"user","content":[{"type":"tool_result",'
+         '"tool_use_id":"t1","content":"%s"}]}}\n' % (SESSION, result)).encode()]
+    path = write(archive / "claude" / f"{SESSION}.jsonl", b"".join(claude))
+    lake = Lake(tmp_path / "lake")
+    summary = run_nightly([archive], lake=lake, tz="UTC", workers=1,
+                          policies=("payload_prune(max_bytes=1000)",))
+    assert summary.exit_code == 0 and summary.ingest.quarantined == 0
+    assert rows(lake, "SELECT format, count(*) FROM session_info GROUP BY 1 ORDER BY 1") == [
+        ("claude_code", 1), ("gemini_cli", 1)]
+    texts = [t for (t,) in rows(lake, "SELECT text FROM messages WHERE text LIKE '%\ufffd%' ORDER BY text")]
+    assert len(texts) == 2 and texts[0].startswith("\ufffd add myapp directory")
+    assert texts[1].startswith("\ufffd line of output\nline of output")
+    assert texts[1].endswith("\U0001f600 \ufffd")        # a valid pair stays one emoji
+    (applied,) = summary.applied.values()
+    assert applied.evictions_applied == 1 and applied.problems == []
+    pruned = Path(applied.out) / "claude" / path.name
+    assert "compaction://" in pruned.read_text(encoding="utf-8")
+    assert pruned.stat().st_size < path.stat().st_size - 2000
+    assert restore(pruned, store=lake.store_dir).data == path.read_bytes()
+    assert verify(lake).problems == []
+
+
 def test_strict_exits_1_when_anything_was_quarantined_and_json_counts_every_line(tmp_path):
     path = write(tmp_path / "a" / f"{SESSION}.jsonl", claude_line(1) + b"not json\n" + b'{"partial')
     runner = CliRunner()

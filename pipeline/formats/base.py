@@ -262,6 +262,48 @@ def exact_int(value: Any, default: int | None = None) -> int | None:
     return default
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loads_json(data: bytes | str) -> Any:
+    """``orjson.loads``, and for JSON text holding a lone UTF-16 surrogate escape
+    (``"\\ud83d"``: valid JSON, which JavaScript's ``JSON.stringify`` writes for a string cut
+    inside an emoji, as Claude Code, Gemini CLI and Codex do; orjson refuses it) the standard
+    library's parse with each lone surrogate read as U+FFFD, so that the text is valid UTF-8
+    in every table. The raw bytes are untouched (apply edits byte spans: a pruned file keeps
+    the escape, and restores byte for byte). Any other error is orjson's, raised as is."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        if "surrogate" not in str(error):
+            raise
+        refused = error
+
+    def constant(name: str):   # NaN and Infinity are not JSON: orjson's answer stands
+        raise refused
+
+    try:
+        text = bytes(data).decode("utf-8") if not isinstance(data, str) else data
+        value = json.loads(text, parse_constant=constant)
+    except (UnicodeDecodeError, ValueError):
+        raise refused from None
+    return _without_lone_surrogates(value)
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        if not _LONE_SURROGATE.search(value):
+            return value
+        # a valid pair stays one character; an unpaired half becomes U+FFFD
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item)
+                for key, item in value.items()}
+    return value
+
+
 def token_count(container: dict, key: str, where: str) -> int | None:
     """``container[key]`` as a token count: None when absent or null, an int (an integral
     float too, see :func:`exact_int`); any other value raises :class:`RecordError`, so that the
@@ -697,7 +739,7 @@ def _head_values(head: bytes, most: int = 5) -> tuple[Any, ...]:
         if not raw:
             continue
         try:
-            values.append(orjson.loads(raw))
+            values.append(loads_json(raw))
         except orjson.JSONDecodeError:
             continue
     return tuple(values)

@@ -27,7 +27,7 @@ from pipeline.core import sqlfiles
 from pipeline.core.batching import contiguous_runs
 from pipeline.core.config import policy_key
 from pipeline.core.errors import CtxlakeError, StoreError, UnknownFormatError, UsageError
-from pipeline.formats.base import Reader, content_text
+from pipeline.formats.base import Reader, content_text, loads_json
 from pipeline.text.jsonspan import SpanError, find_spans, parse_pointer, resolve
 from pipeline.core.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
 from pipeline.core.store import (
@@ -187,7 +187,7 @@ def rewrite_json(fmt: type[Reader], content: bytes, evictions: list[dict]) -> tu
     Returns the new text and the edits (spans of ``content``, in order). Raises ApplyError.
     """
     try:
-        obj = orjson.loads(content)
+        obj = loads_json(content)
     except orjson.JSONDecodeError as exc:
         raise ApplyError(f"not valid JSON any more: {exc}") from None
     ascii_only = content.isascii()
@@ -271,7 +271,7 @@ def rewrite_json(fmt: type[Reader], content: bytes, evictions: list[dict]) -> tu
     pieces.append(content[cursor:])
     rewritten = b"".join(pieces)
     try:
-        check = orjson.loads(rewritten)
+        check = loads_json(rewritten)
         for path in ordered:
             got, _ = resolve(check, path)
             if got != expected[path]:

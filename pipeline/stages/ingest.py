@@ -44,7 +44,7 @@ from pipeline.core import sqlfiles
 from pipeline.core.batching import contiguous_runs
 from pipeline.core.errors import RecordError, UsageError
 from pipeline.formats import CANDIDATE_SUFFIXES, COMPANION_FILES, READERS, detect, reader_class
-from pipeline.formats.base import Emitter, SourceContext, json_type_name
+from pipeline.formats.base import Emitter, SourceContext, json_type_name, loads_json
 from pipeline.core.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
                            write_parquet_atomic)
 from pipeline.text.tokens import text_counts
@@ -676,7 +676,7 @@ def settled_tail(tail: bytes, mtime_ns: int, settled_before_ns: int | None) -> b
     if content.startswith(BOM):
         content = content[len(BOM):]
     try:
-        return isinstance(orjson.loads(content), dict)
+        return isinstance(loads_json(content), dict)
     except orjson.JSONDecodeError:
         return False
 
@@ -787,7 +787,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                 out.start_line(1, 0, len(data))
                 reason = None
                 try:
-                    obj = orjson.loads(content)
+                    obj = loads_json(content)
                 except orjson.JSONDecodeError as exc:
                     reason = explain_json_error(content, exc)
                 else:
@@ -860,7 +860,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                               "limit (--max-line-bytes)")
                 else:
                     try:
-                        obj = orjson.loads(content)
+                        obj = loads_json(content)
                     except orjson.JSONDecodeError as exc:
                         reason = explain_json_error(bytes(content), exc)
                     else:
