@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from pathlib import Path
 
 from pipeline.text.media import IMAGE_MAX_TOKENS, PDF_PAGE_TOKENS, image_size, media_tokens
 
@@ -73,3 +74,39 @@ def test_content_without_media_has_no_media_tokens():
     assert media_tokens([{"type": "text", "text": "plain"}]) is None
     assert media_tokens("a string result") is None
     assert media_tokens({"content": "text"}) is None
+
+
+def test_gemini_media_parts_count_and_a_tool_result_image_is_measured_pruned_and_restored(tmp_path):
+    # gemini-cli returns a tool's binary output as an inlineData part beside the
+    # functionResponse: it was "[inlineData]", 22 bytes, 6 tokens, never pruned
+    import json
+
+    from pipeline.core.lake import Lake
+    from pipeline.stages.nightly import run_nightly
+    from pipeline.stages.restore import restore
+    from tests.helpers.lake import REAL, rows
+
+    image = png(600, 300) + b"\0" * 150_000
+    assert media_tokens([{"inlineData": {"mimeType": "image/png", "data": _b64(image)}},
+                         {"fileData": {"mimeType": "image/jpeg", "fileUri": "gs://b/x.jpg"}}]) == \
+        600 * 300 // 750 + IMAGE_MAX_TOKENS
+    doc = json.loads((REAL / "gemini" / "gemini_session.json").read_text(encoding="utf-8"))
+    call = next(c for m in doc["messages"] for c in m.get("toolCalls") or [])
+    call["result"].append({"inlineData": {"mimeType": "image/png", "data": _b64(image)}})
+    path = tmp_path / "archive" / "gemini" / "session.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    lake = Lake(tmp_path / "lake")
+    summary = run_nightly([tmp_path / "archive"], lake=lake, tz="UTC", workers=1,
+                          policies=("payload_prune(max_bytes=10000)",))
+    assert summary.exit_code == 0
+    (shape, size, media), = rows(lake, "SELECT r.payload_shape, r.payload_bytes, m.media_tokens "
+                                       "FROM tool_results r JOIN messages m USING (source_id, seq) "
+                                       "WHERE r.call_id = ?", [call["id"]])
+    assert (shape, media) == ("blocks", 600 * 300 // 750)
+    assert size == len(json.dumps(call["result"], separators=(",", ":")))
+    (applied,) = summary.applied.values()
+    assert applied.evictions_applied >= 1 and applied.problems == []
+    pruned = Path(applied.out) / "gemini" / "session.json"
+    assert pruned.stat().st_size < path.stat().st_size - 150_000
+    assert restore(pruned, store=lake.store_dir).data == path.read_bytes()

@@ -372,8 +372,9 @@ def media_payload(content: Any) -> tuple[int, str] | None:
     (``orjson.dumps`` of the parsed value) and the form the payload store keeps."""
     blocks = content.get("content") if isinstance(content, dict) else content   # Codex {content}
     if not isinstance(blocks, list) or not any(
-            isinstance(block, dict) and block.get("type") and not isinstance(block.get("text"), str)
-            for block in blocks):
+            isinstance(block, dict) and (block.get("type") and not isinstance(block.get("text"), str)
+                                         or "inlineData" in block or "fileData" in block)
+            for block in blocks):   # typed blocks; Gemini's untyped media parts
         return None
     try:
         data = orjson.dumps(content)

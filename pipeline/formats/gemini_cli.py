@@ -313,7 +313,10 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
                  json_path=rpath),
             tool_result=dict(session_id=facts.session_id, call_id=call_id, tool_name=name,
                              is_error=is_error, payload_shape=shape,
-                             timestamp_raw=rts, json_path=rpath)))
+                             timestamp_raw=rts, json_path=rpath,
+                             # parts with media (an image a tool returned): measured, counted
+                             # and pruned as the whole result list, not by its text
+                             payload=call["result"] if shape == "blocks" else None)))
     rows.extend(results)
     if rows:
         rows[0].message.update(usage_columns(msg.get("tokens")))

@@ -35,13 +35,26 @@ _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?(;[^,]*)?;base64,", re.ASCII)
 
 def media_tokens(content: Any) -> int | None:
     """The estimated tokens of the images and PDF documents in a tool result's content (a
-    block list, or Codex's ``{content: [...]}``), None when it holds none."""
+    block list, Codex's ``{content: [...]}``, or Gemini's parts with ``inlineData``/
+    ``fileData``; a ``fileData`` image is a reference, counted at full size), None when it
+    holds none."""
     blocks = content.get("content") if isinstance(content, dict) else content
     if not isinstance(blocks, list):
         return None
     total, found = 0, False
     for block in blocks:
         if not isinstance(block, dict):
+            continue
+        gemini = block.get("inlineData") or block.get("fileData")
+        if isinstance(gemini, dict):    # a Gemini part: {inlineData: {mimeType, data}}
+            media_type = gemini.get("mimeType") if isinstance(gemini.get("mimeType"), str) else ""
+            data = gemini.get("data") if isinstance(gemini.get("data"), str) else None
+            if media_type.startswith("image/"):
+                found = True
+                total += image_tokens(data)
+            elif media_type.endswith("pdf") and data is not None:
+                found = True
+                total += pdf_tokens(data)
             continue
         kind = block.get("type")
         if kind in ("image", "input_image", "image_url"):
