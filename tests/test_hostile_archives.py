@@ -21,6 +21,7 @@ from pipeline.cli import cli
 from pipeline.core.config import policy_key
 from pipeline.demo.archive import MARKER, write_demo_archive
 from pipeline.core.errors import LakeLockedError, UnsafePathError, UsageError
+from pipeline.stages.apply import apply_policy
 from pipeline.stages.ingest import ingest
 from pipeline.core.lake import Lake, new_connection
 from pipeline.stages.nightly import run_nightly
@@ -345,15 +346,17 @@ def test_an_output_path_that_resolves_into_the_archive_is_refused(tmp_path):
                 root / "claude" / "s.jsonl")
     before = snapshot(tmp_path, tmp_path / "lake")
     lake = Lake(tmp_path / "lake")
-    summary = run_nightly([root], lake=lake, tz="UTC", workers=1, policies=(policy,),
-                          out=tmp_path / "arch")
-    problems = summary.applied[policy].problems
-    assert [(p.kind, p.error) for p in problems] == [
-        ("unsafe", f"the output {root}/claude/s.jsonl is a source file of the archive: refused, "
-                   "sources are never modified")]
-    after = snapshot(tmp_path, tmp_path / "lake")
-    assert {k: v for k, v in after.items() if k in before} == before
-    assert sorted(set(after) - set(before)) == [f"{root}/.ctxlake-output"]
+    # refused before the night starts: before, the output marker was written into the
+    # archive, and the next night skipped (then overwrote) the transcripts of that folder
+    with pytest.raises(UsageError, match="the output folder overlaps the archive being read"):
+        run_nightly([root], lake=lake, tz="UTC", workers=1, policies=(policy,), out=tmp_path / "arch")
+    assert snapshot(tmp_path, tmp_path / "lake") == before
+    # apply alone (no archive named) refuses an output folder holding a source of the lake
+    lake_summary = run_nightly([root], lake=lake, tz="UTC", workers=1, policies=(policy,))
+    assert lake_summary.exit_code == 0
+    with pytest.raises(UsageError, match="the output folder holds a source transcript of the lake"):
+        apply_policy(lake, policy=policy, out=tmp_path / "arch")
+    assert {k: v for k, v in snapshot(tmp_path, tmp_path / "lake").items() if k in before} == before
 
 
 def test_a_symlink_under_the_output_folder_is_refused(tmp_path):
@@ -364,6 +367,7 @@ def test_a_symlink_under_the_output_folder_is_refused(tmp_path):
                 archive / "claude" / "s.jsonl")
     out = tmp_path / "out"
     (out / policy_key(policy)).mkdir(parents=True)
+    (out / policy_key(policy) / ".ctxlake-output").write_text("")     # ctxlake's own folder
     (out / policy_key(policy) / "claude").symlink_to(archive / "claude")
     lake = Lake(tmp_path / "lake")
     before = snapshot(archive, lake.root)
@@ -371,16 +375,13 @@ def test_a_symlink_under_the_output_folder_is_refused(tmp_path):
     assert [p.kind for p in summary.applied[policy].problems] == ["unsafe"]
     assert "refusing a symlink in the output folder" in summary.applied[policy].problems[0].error
     assert snapshot(archive, lake.root) == before
-    # the policy's output folder itself a symlink: its apply fails before anything is
-    # written, the other stages of the night still run
+    # the policy's output folder itself a symlink under the user's --out: refused before the
+    # night starts (a link planted in <lake>/out fails the apply stage only: test_output_folders)
     shutil.rmtree(out)
     out.mkdir()
     (out / policy_key(policy)).symlink_to(archive)
-    summary = run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(policy,), out=out)
-    failed = [s for s in summary.stages if s.status == "failed"]
-    assert [(s.stage, s.error) for s in failed] == [(
-        f"apply:{policy}", f"UnsafePathError: {out / policy_key(policy)}: refusing a symlink in the "
-        "output folder\nhint: ctxlake never writes or deletes through a symlink; remove it")]
+    with pytest.raises(UnsafePathError, match="refusing a symlink in the output folder"):
+        run_nightly([archive], lake=lake, tz="UTC", workers=1, policies=(policy,), out=out)
     assert snapshot(archive, lake.root) == before
 
 

@@ -400,9 +400,10 @@ def test_a_symlinked_report_folder_is_refused_and_links_inside_are_replaced_not_
     with pytest.raises(UsageError, match="symlink"):
         render_html(real_lake, tmp_path / "link")
     out = tmp_path / "html"
-    out.mkdir()
+    render_html(real_lake, out)
     victim = tmp_path / "victim.txt"
     victim.write_text("keep", encoding="utf-8")
+    (out / "index.html").unlink()
     (out / "index.html").symlink_to(victim)
     render_html(real_lake, out)
     assert victim.read_text(encoding="utf-8") == "keep"

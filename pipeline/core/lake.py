@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
 from pipeline.core.errors import (CorruptPartError, LakeAccessError, LakeDamagedError, LakeLockedError,
-                                   LakeNotFoundError, UnsafePathError)
+                                   LakeNotFoundError, UnsafePathError, UsageError)
 from pipeline.core.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
 from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
@@ -164,6 +164,7 @@ def notebook_lake(start: str | Path | None = None) -> Path:
 # marker files: a folder holding one is ctxlake's own and is never read back as an archive
 LAKE_MARKER = ".ctxlake-lake"
 OUTPUT_MARKER = ".ctxlake-output"
+HTML_MARKER = ".ctxlake-html"
 # the lake holds raw transcripts: private whatever the umask
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -218,6 +219,64 @@ def remove_own_file(path: Path, prefix: bytes) -> bool:
         os.close(fd)
     os.unlink(path)
     return True
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_output_folder(lake_root: Path, out: Path, target: Path, *,
+                        archives: Iterable[str | Path] = (), sources: Iterable[str] = ()) -> None:
+    """Refuse an output folder ``out`` (its policy's folder: ``target``) that ctxlake must not
+    write or delete in. :class:`UnsafePathError`: ``out``, or a folder from it down to
+    ``target``, is a symlink. :class:`UsageError`: it would mix the outputs with what ctxlake
+    reads or keeps: a folder of the lake other than ``<lake>/out`` (its tables would be taken
+    for outputs), a target holding the lake, a target inside or holding a folder of an archive
+    being read (``archives``: the paths given to ``run``, a file's folder counting; URLs
+    skipped; not checked under ``<lake>/out``, the lake's own), or a target holding a known
+    source file (``sources``: real paths). Paths are compared resolved."""
+    out = Path(out)
+    if out.is_symlink():
+        raise UnsafePathError("the output folder is a symlink", path=str(out),
+                              hint="give --out a real folder (ctxlake never writes or deletes through a symlink)")
+    refuse_symlinks(out, target, what="output folder")
+    real_out, real_target = os.path.realpath(out), os.path.realpath(target)
+    real_lake = os.path.realpath(lake_root)
+    own = _within(real_out, os.path.join(real_lake, "out"))
+    if _within(real_out, real_lake) and not own or _within(real_lake, real_target):
+        raise UsageError("the output folder overlaps the lake", path=str(out),
+                         hint=f"give --out a folder outside {lake_root} (default: {Path(lake_root) / 'out'})")
+    from pipeline.core.locations import is_url
+    for archive in () if own else archives:
+        if is_url(archive):
+            continue
+        folder = Path(archive) if Path(archive).is_dir() else Path(archive).parent
+        real = os.path.realpath(folder)
+        if _within(real_target, real) or _within(real, real_target):
+            raise UsageError("the output folder overlaps the archive being read", path=str(out),
+                             hint=f"give --out a folder outside {archive}: ctxlake never writes "
+                                  "among the transcripts it reads")
+    for source in sources:
+        if _within(source, real_target):
+            raise UsageError("the output folder holds a source transcript of the lake", path=str(out),
+                             hint=f"{source} would be overwritten; give --out another folder")
+
+
+def claim_folder(folder: Path, marker: str, *, what: str, owned: Iterable[str] = ()) -> None:
+    """Refuse (:class:`UsageError`) to take over ``folder`` for ``what`` when it already holds
+    files and is not ctxlake's: it has no ``marker`` and lacks one of the files ``owned`` (the
+    files every earlier version wrote there). ctxlake replaces and removes files in its folders,
+    so a folder of the user's is never one of them. An empty or new folder is taken."""
+    folder = Path(folder)
+    if not folder.is_dir() or os.path.lexists(folder / marker):
+        return
+    with os.scandir(folder) as entries:
+        names = {entry.name for entry in entries}
+    owned = set(owned)
+    if names and not (owned and owned <= names):
+        raise UsageError(f"the {what} folder already holds files that ctxlake did not write",
+                         path=str(folder),
+                         hint="give a new or empty folder: ctxlake replaces and removes files in it")
 
 
 def write_marker(folder: Path, name: str, text: str) -> None:

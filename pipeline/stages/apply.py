@@ -29,7 +29,8 @@ from pipeline.core.config import policy_key
 from pipeline.core.errors import CtxlakeError, StoreError, UnknownFormatError, UsageError
 from pipeline.formats.base import Reader, content_text, loads_json
 from pipeline.text.jsonspan import SpanError, find_spans, parse_pointer, resolve
-from pipeline.core.lake import FILE_MODE, OUTPUT_MARKER, Lake, glob_escape, private_dirs, refuse_symlinks, write_marker
+from pipeline.core.lake import (FILE_MODE, OUTPUT_MARKER, Lake, check_output_folder, claim_folder, glob_escape,
+                                private_dirs, write_marker)
 from pipeline.core.store import (
     PayloadStore, _write_all, arm_crash_points, crash_point, file_sha256, sha256_hex, sync_files,
 )
@@ -569,11 +570,13 @@ def apply_policy(lake: Lake, *, policy: str, out: Path | str | None = None,
     arm_crash_points()
     with lake.lock():
         rows, files = _load_inputs(lake, policy, session_id, evictions)
-        # ctxlake's own folder: never a symlink, marked so that ingest never reads it back
-        refuse_symlinks(out_root, target_root, what="output folder")
+        sources_real = _real_paths(f["path"] for f in files)
+        # ctxlake's own folder: never a symlink, never the lake's, an archive's or the user's,
+        # marked so that ingest never reads it back
+        check_output_folder(lake.root, out_root, target_root, sources=sources_real)
+        claim_folder(target_root, OUTPUT_MARKER, what="output")
         private_dirs(target_root)
         write_marker(target_root, OUTPUT_MARKER, "ctxlake apply outputs: never read as a transcript archive\n")
-        sources_real = _real_paths(f["path"] for f in files)
         if source_ids is not None:
             wanted = set(source_ids)
             files = [f for f in files if f["source_id"] in wanted]

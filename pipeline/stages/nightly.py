@@ -47,7 +47,7 @@ from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
 from pipeline.core.errors import CorruptPartError
 from pipeline.stages.engine import resolve as resolve_engine
-from pipeline.core.lake import Lake
+from pipeline.core.lake import Lake, check_output_folder
 from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Listings, Owed, Pending, Runner,
                                   Stage, StageReport, fingerprint, pending)
 from pipeline.stages.flags import stage_settings as flags_stage_settings
@@ -179,6 +179,8 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
         def apply_work(owed: Owed, commit, spec=spec, target_root=target_root):
             from pipeline.stages.apply import apply_policy
 
+            # a symlink planted in <lake>/out fails this stage before anything is removed
+            check_output_folder(lake.root, settings.out_dir, target_root)
             removed = _remove_outputs(owed, target_root)
             summary = apply_policy(lake, policy=spec, out=settings.out_dir,
                                    source_ids=None if owed.full else owed.todo,
@@ -353,7 +355,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                 progress: Progress | None = None) -> NightlySummary:
     """Run ingest over ``paths`` (default: the standard locations) into ``lake``, then every
     later stage for what it owes (see the module docstring)."""
-    from pipeline.stages.ingest import ingest, make_run_id
+    from pipeline.stages.ingest import ingest, make_run_id, standard_locations
     from pipeline.stages.usage import resolve_timezone
 
     started = time.perf_counter()
@@ -363,6 +365,9 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
         config.resolve(spec)  # a bad policy name fails before any work is done
     settings = NightlySettings(config, policies, resolve_timezone(tz),
                                Path(out) if out else lake.root / "out", workers)
+    for spec in policies if out else ():   # the user's --out, before any work
+        check_output_folder(lake.root, settings.out_dir, settings.out_dir / config.resolve(spec).key,
+                            archives=list(paths) if paths else standard_locations())
     step = progress or (lambda name: None)
     started_at = datetime.now(timezone.utc)
     run_id = make_run_id(started_at)

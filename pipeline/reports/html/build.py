@@ -57,7 +57,7 @@ from pipeline.core.dates import day_span
 from pipeline.core.errors import UsageError
 from pipeline.reports.html import svg
 from pipeline.reports.html.page import esc, page, table
-from pipeline.core.lake import Lake
+from pipeline.core.lake import HTML_MARKER, Lake, claim_folder, write_marker
 from pipeline.stages.recover import recovery_file_name
 
 if TYPE_CHECKING:
@@ -96,6 +96,10 @@ class HtmlSummary:
 def session_slug(session_id: str) -> str:
     """The folder name of a session's pages (the recovery document's name, without ``.md``)."""
     return recovery_file_name(session_id)[:-3]
+
+
+# the pages every render writes: a folder holding them is an earlier report (before the marker)
+REPORT_PAGES = ("index.html", "sessions.html", "policies.html")
 
 
 # ---------------------------------------------------------------------------------------
@@ -710,6 +714,8 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
     if out_dir.is_symlink():
         raise UsageError("the report folder is a symlink", path=str(out_dir),
                          hint="give --out a real folder")
+    # the report replaces and removes files in its folder: never a folder of the user's
+    claim_folder(out_dir, HTML_MARKER, what="report", owned=REPORT_PAGES)
     summary = HtmlSummary(out=str(out_dir))
     bounds = {"since": since, "until": until, "project": project}
     policy = policy or DEFAULT_POLICY
@@ -733,6 +739,7 @@ def render_html(lake: Lake, out: Path | str | None = None, *, sessions: Iterable
         runs = _fetch(con, "select_html_runs", {"limit": RUNS_SHOWN})
         writer = _Writer(out_dir, summary)
         writer.folder()
+        write_marker(out_dir, HTML_MARKER, "ctxlake HTML report: its files are replaced and removed by each render\n")
         writer.write(out_dir / "index.html", _overview(con, listed, tools, runs, filters, bounds, policy))
         writer.write(out_dir / "sessions.html", _session_list(listed, topics, filters, policy))
         writer.write(out_dir / "policies.html", _policies(con))
