@@ -349,6 +349,14 @@ def test_a_replay_priced_as_another_model_keeps_its_own_labelled_rows(real_lake)
     assert "1 sessions replayed (cache TTL 5 min, priced as qwen/qwen3-coder; replay " in text
 
 
+@pytest.mark.parametrize("ttl", ["inf", "nan", "1e999", "-1", "soon"])
+def test_a_cache_ttl_that_is_not_a_number_of_minutes_is_a_usage_error(real_lake, ttl):
+    result = CliRunner().invoke(cli, ["--lake", str(real_lake), "replay", "--policy", "payload_prune",
+                                      "--cache-ttl", ttl], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "Invalid value for --cache-ttl" in result.output
+
+
 def test_replay_report_without_the_charts_extra_still_writes_the_report(real_lake, tmp_path,
                                                                          monkeypatch):
     for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):

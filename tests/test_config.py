@@ -135,6 +135,11 @@ def test_bad_configs_raise_errors_naming_the_key_and_the_file(tmp_path, text, me
 @pytest.mark.parametrize("spec, message", [
     ("microcompact(keep_recent=0)", r"microcompact\(keep_recent=0\)\.keep_recent: must be at least 1"),
     ("observation_masking(window=\"5\")", r"\.window: expected an integer, got string"),
+    # past the lake's 64-bit columns, and floats that are not finite: said, not a traceback
+    ("observation_masking(window=99999999999999999999999)", r"\.window: expected an integer of at most 64 bits"),
+    ("microcompact(idle_minutes=1e999)", r"\.idle_minutes: expected a finite number, got number inf"),
+    ("microcompact(idle_minutes=nan)", r"\.idle_minutes: expected a finite number, got number nan"),
+    ("microcompact(idle_minutes=" + "9" * 400 + ")", r"\.idle_minutes: expected a finite number"),
     ("context_editing(trigger_type=\"bytes\")", r"\.trigger_type: must be"),
     ("microcompact(keep_recent=)", r"cannot read the parameters"),
     ("micro compact", r"cannot read policy spec"),

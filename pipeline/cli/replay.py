@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -82,8 +83,9 @@ def replay_command(obj: LakeContext, policies, sweeps, session_id, since, config
         except ValueError:
             raise click.BadParameter("minutes (e.g. 5 or 60) or 'off'",
                                      param_hint="--cache-ttl") from None
-        if ttl < 0:
-            raise click.BadParameter("must be >= 0", param_hint="--cache-ttl")
+        if not 0 <= ttl < math.inf:     # nan fails both sides
+            raise click.BadParameter("a number of minutes >= 0 (not inf or nan), or 'off'",
+                                     param_hint="--cache-ttl")
     config = load_config(config_path)
     with render.step_progress("replay sessions") as progress:
         result = replay(obj.lake, policies=list(policies), sweeps=list(sweeps),

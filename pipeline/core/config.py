@@ -67,6 +67,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import hashlib
+import math
 import os
 import re
 import tomllib
@@ -347,11 +348,19 @@ def _check_value(key: str, value: Any, hint: Any, path: str | None) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             fail("an integer")
+        if not -2**63 <= value < 2**63:     # the lake's integer columns are 64-bit
+            fail("an integer of at most 64 bits")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             fail("a number")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:       # an integer past the float range
+            number = math.inf
+        if not math.isfinite(number):
+            fail("a finite number")
+        return number
     if hint is str:
         if not isinstance(value, str):
             fail("a string")
