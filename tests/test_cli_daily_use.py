@@ -357,6 +357,16 @@ def test_a_cache_ttl_that_is_not_a_number_of_minutes_is_a_usage_error(real_lake,
     assert "Invalid value for --cache-ttl" in result.output
 
 
+@pytest.mark.parametrize("command", [["ingest"], ["plan", "--policy", "payload_prune"],
+                                     ["replay", "--policy", "payload_prune"]])
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_workers_below_one_is_a_usage_error(real_lake, command, workers):
+    result = CliRunner().invoke(cli, ["--lake", str(real_lake), *command, "--workers", workers],
+                                catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "Invalid value for '--workers'" in result.output
+
+
 def test_replay_report_without_the_charts_extra_still_writes_the_report(real_lake, tmp_path,
                                                                          monkeypatch):
     for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):

@@ -53,7 +53,7 @@ def _print_replay(result, as_json: bool) -> None:
               help="Price every call as this model (e.g. qwen/qwen3-coder) instead of the recorded one.")
 @click.option("--cache-ttl", "cache_ttl", default="5", show_default=True,
               help="Prompt-cache lifetime in minutes between turns, or 'off' (never expires).")
-@click.option("--workers", type=int, default=None, help="Worker processes (default: up to 2).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (default: up to 2).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @pass_lake
 def replay_command(obj: LakeContext, policies, sweeps, session_id, since, config_path,

@@ -43,7 +43,7 @@ def _print_ingest(summary, as_json: bool) -> None:
 @click.option("--strict", is_flag=True, help="Exit 1 when any line was quarantined, or a file "
                                              "named as PATH is not a transcript.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
-@click.option("--workers", type=int, default=None, help="Worker processes (default: all cores).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
 @click.option("--max-line-bytes", type=int, default=None, help="Quarantine longer lines (default 64 MiB).")
 @click.option("--quiet-minutes", type=float, default=None,
               help="A file untouched this long is settled: its complete last line is read even "
@@ -132,7 +132,7 @@ def _print_plan(summaries, as_json: bool) -> None:
               help="Only this session (id or unique prefix).")
 @click.option("--since", default=None, help="Only sessions started on/after this date (YYYY-MM-DD).")
 @config_option("Policy config")
-@click.option("--workers", type=int, default=None, help="Worker processes (default: up to 2).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (default: up to 2).")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-policy summaries as JSON.")
 @pass_lake
 def plan_command(obj: LakeContext, policies, session_id, since, config_path, workers,
