@@ -367,6 +367,26 @@ def test_workers_below_one_is_a_usage_error(real_lake, command, workers):
     assert "Invalid value for '--workers'" in result.output
 
 
+def test_an_unknown_chart_session_is_a_usage_error_and_report_folders_are_private(real_lake, tmp_path):
+    result = CliRunner().invoke(cli, ["--lake", str(real_lake), "replay", "--policy", "payload_prune",
+                                      "--report", str(tmp_path / "r"), "--chart-session", "no-such-session"],
+                                catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "no-such-session" in result.output
+    assert not (tmp_path / "r").exists()
+    old = os.umask(0o022)
+    try:
+        assert invoke("--lake", str(real_lake), "replay", "--policy", "payload_prune", "--quiet",
+                      "--report", str(tmp_path / "a" / "replay")).exit_code == 0
+        assert invoke("--lake", str(real_lake), "report", "html", "--quiet",
+                      "--out", str(tmp_path / "b" / "html")).exit_code == 0
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777)
+             for p in (tmp_path / "a", tmp_path / "a" / "replay", tmp_path / "b", tmp_path / "b" / "html")}
+    assert modes == {"a": "0o700", "a/replay": "0o700", "b": "0o700", "b/html": "0o700"}
+
+
 def test_replay_report_without_the_charts_extra_still_writes_the_report(real_lake, tmp_path,
                                                                          monkeypatch):
     for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):

@@ -47,8 +47,9 @@ def _print_replay(result, as_json: bool) -> None:
 @config_option("Policy config")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Write report.md and PNG charts into this folder.")
-@click.option("--chart-session", default=None,
-              help="Session of the per-turn chart (default: the longest one with evictions).")
+@click.option("--chart-session", type=SESSION, default=None,
+              help="Session of the per-turn chart, id or unique prefix (default: the longest one "
+                   "with evictions).")
 @click.option("--price-as", "price_model", default=None,
               help="Price every call as this model (e.g. qwen/qwen3-coder) instead of the recorded one.")
 @click.option("--cache-ttl", "cache_ttl", default="5", show_default=True,

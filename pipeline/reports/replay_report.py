@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.errors import UsageError
-from pipeline.core.lake import atomic_write_bytes
+from pipeline.core.lake import atomic_write_bytes, private_dirs
 
 __all__ = ["COMPARISON_COLUMNS", "comparison_table", "markdown_table", "choose_chart_session",
            "context_figure", "cost_risk_figure", "savings_figure", "write_report", "ReportFiles"]
@@ -353,7 +353,7 @@ def write_report(result, out_dir: Path, *, session_id: str | None = None) -> Rep
     Without matplotlib (the ``reports`` extra) ``report.md`` is still written, without
     charts, and says so (``charts_skipped``)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dirs(out_dir)       # the report quotes the lake's sessions: 0700 whatever the umask
     charts: dict[str, str] = {}
     chart_session = session_id or choose_chart_session(result.evals, result.policies)
     skipped = charts_unavailable()

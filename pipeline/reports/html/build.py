@@ -57,7 +57,7 @@ from pipeline.core.dates import day_span
 from pipeline.core.errors import UsageError
 from pipeline.reports.html import svg
 from pipeline.reports.html.page import esc, page, table
-from pipeline.core.lake import HTML_MARKER, Lake, claim_folder, write_marker
+from pipeline.core.lake import HTML_MARKER, Lake, claim_folder, private_dirs, write_marker
 from pipeline.stages.recover import recovery_file_name
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class _Writer:
 
     def folder(self, *parts: str) -> Path:
         path = self.out.joinpath(*parts)
-        self.out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(self.out)      # 0700 with its new parents, whatever the umask
         current = self.out
         for part in parts:
             current = current / part
