@@ -95,6 +95,28 @@ def test_sessions_matching_ignore_patterns_are_ingested_flagged_and_not_summaris
     assert summary.plans[0].sessions_ignored == 2
 
 
+def test_after_a_manual_summarize_the_next_night_rewrites_the_summaries_under_its_own_settings(tmp_path):
+    archive = copy_real(tmp_path, "claude_code/claude_session.jsonl", "codex/codex_session.jsonl",
+                        "claude_code/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl")
+    config = tmp_path / "ctxlake.toml"
+    config.write_text('ignore_patterns = ["^ADD MYAPP"]\n', encoding="utf-8")
+    lake = Lake(tmp_path / "lake")
+    run_nightly([archive], lake=lake, workers=1, tz="UTC", config_path=config)
+    nightly = _tree_digest(lake.summaries_dir)
+    assert len(list((lake.summaries_dir / "recovery").iterdir())) == 1    # two ignored
+    # by hand, without the config: the two ignored sessions get summaries
+    result = CliRunner().invoke(cli, ["--lake", str(lake.root), "summarize", "--tz", "UTC", "--quiet"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0
+    assert len(list((lake.summaries_dir / "recovery").iterdir())) == 3
+    # the next night does not take them as its own: it redoes summarize under its settings
+    summary = run_nightly([archive], lake=lake, workers=1, tz="UTC", config_path=config)
+    assert [s.done for s in summary.stages if s.stage == "summarize"] == [3]
+    assert _tree_digest(lake.summaries_dir) == nightly
+    summary = run_nightly([archive], lake=lake, workers=1, tz="UTC", config_path=config)
+    assert [s.done for s in summary.stages if s.stage == "summarize"] == [0]
+
+
 def test_a_night_with_nothing_new_imports_no_stage_module_no_duckdb_and_no_pyarrow_compute(tmp_path):
     import subprocess
     import sys

@@ -398,21 +398,32 @@ class Ledger:
         write_parquet_atomic(pa.Table.from_pylist(ordered, schema=schema), self.path(stage))
 
     def reset_all(self) -> None:
-        """Every stage owes all its items again (its rows kept, so that what it recorded for
-        items the lake no longer has is still removed): each row's settings are set to a value
-        no stage has. A file that cannot be read is removed (the same: no ledger)."""
+        """Every stage owes all its items again (:meth:`reset`)."""
         if not self.root.exists():
             return
         for path in sorted(self.root.glob("*.parquet")):
-            try:
-                table = pq.read_table(path)
-            except (OSError, pa.ArrowException):
-                path.unlink()
-                continue
-            stage = table.column("stage")[0].as_py() if table.num_rows else None
-            if stage is not None:
-                rows = {row["item"]: {**row, "settings_fp": "reset"} for row in table.to_pylist()}
-                self.write(stage, rows)
+            self._reset_file(path)
+
+    def reset(self, stage: str) -> None:
+        """``stage`` owes all its items again, its rows kept (so that what it recorded for
+        items the lake no longer has is still removed): each row's settings are set to a value
+        no stage has. For work done outside the ledger over the stage's outputs (a manual
+        ``summarize``): the nightly job no longer trusts what it recorded."""
+        path = self.path(stage)
+        if path.exists():
+            self._reset_file(path)
+
+    def _reset_file(self, path: Path) -> None:
+        """A file that cannot be read is removed (the same as no ledger)."""
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException):
+            path.unlink()
+            return
+        stage = table.column("stage")[0].as_py() if table.num_rows else None
+        if stage is not None:
+            rows = {row["item"]: {**row, "settings_fp": "reset"} for row in table.to_pylist()}
+            self.write(stage, rows)
 
     def drop_part(self, path: str | None) -> bool:
         """Remove a damaged derived part (``Lake.remove_derived_part``: only a regular file of

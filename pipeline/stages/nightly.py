@@ -214,7 +214,7 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
                             sessions=None if owed.full else owed.todo, days=days,
                             removed=owed.removed, progress=progress("summarize"),
                             session_logging=config.session_logging,
-                            log_details=config.log_details)
+                            log_details=config.log_details, ledger=True)
         results["summaries"] = summary
         commit(_all_done(owed, lambda item: summary.placed.get(item)))
 

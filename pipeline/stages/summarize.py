@@ -226,17 +226,29 @@ def summarize(lake: Lake, *, tz: str | None = None, ignore_patterns: Iterable[st
               sessions: Iterable[str] | None = None,
               progress: Callable[[int, int], None] | None = None,
               days: Iterable[str] = (), removed: Iterable[str] = (),
-              session_logging: bool = True, log_details: bool = False) -> SummarizeSummary:
+              session_logging: bool = True, log_details: bool = False,
+              ledger: bool = False) -> SummarizeSummary:
     """Write daily logs, recovery documents and model prices (see the module docstring).
 
     ``days``: more days to rebuild (where the nightly job's owed sessions were listed
     before); ``removed``: sessions gone from the lake, whose recovery documents go.
     ``session_logging=False`` (the config's ``session_logging = false``) writes no daily log;
     ``log_details=True`` (``log_details = true``) adds a follow-up line per entry.
-    Holds the lake's lock (re-entrant: the nightly run already holds it)."""
-    return _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
-                      progress=progress, extra_days=set(days), removed=set(removed),
-                      session_logging=session_logging, log_details=log_details)
+    Holds the lake's lock (re-entrant: the nightly run already holds it).
+
+    ``ledger=True``: the caller (the nightly job's summarize stage) records this work in its
+    stage ledger. Otherwise (the ``summarize`` command) the files written may follow other
+    settings than the ledger's (no ignore patterns, another zone), so the nightly job's
+    summarize stage is made to owe every session again: the next night rewrites them under
+    its own settings instead of keeping what this call wrote."""
+    from pipeline.core.ledger import Ledger
+
+    summary = _summarize(lake, tz=tz, ignore_patterns=ignore_patterns, sessions=sessions,
+                         progress=progress, extra_days=set(days), removed=set(removed),
+                         session_logging=session_logging, log_details=log_details)
+    if not ledger:
+        Ledger(lake).reset("summarize")
+    return summary
 
 
 def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_days=frozenset(),
