@@ -1191,7 +1191,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     summary = IngestSummary(run_id=run_id, lake=str(lake.root))
     with lake.lock():
         lake.init()
-        lake.gc_uncommitted()
+        if standalone:      # the nightly job did it under this same lock just before
+            lake.gc_uncommitted()
         previous = KnownSources(lake.read_sources())
         found = discover(roots, format=format, known=previous.compared)
         summary.superseded = found.superseded
