@@ -33,7 +33,7 @@ PLAN_KEYS = {"bytes_saved", "cleared", "config_hash", "evictions", "inputs_clear
              "suggestions", "tokens_saved"}
 APPLY_KEYS = {"bytes_after", "bytes_before", "evictions", "evictions_applied", "files",
               "files_copied", "files_failed", "files_pruned", "files_removed", "files_up_to_date",
-              "files_written", "out", "payloads_reused", "payloads_stored", "policy", "problems",
+              "files_written", "out", "outputs_kept", "payloads_reused", "payloads_stored", "policy", "problems",
               "seconds", "store_bytes_added", "values_replaced"}
 SUMMARIZE_KEYS = {"days_removed", "days_unchanged", "days_written", "ignored_session_ids", "lake",
                   "log_dir", "prices_written", "recovery_dir", "recovery_removed",

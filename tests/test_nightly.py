@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -115,6 +116,38 @@ def test_after_a_manual_summarize_the_next_night_rewrites_the_summaries_under_it
     assert _tree_digest(lake.summaries_dir) == nightly
     summary = run_nightly([archive], lake=lake, workers=1, tz="UTC", config_path=config)
     assert [s.done for s in summary.stages if s.stage == "summarize"] == [0]
+
+
+def test_an_output_edited_after_apply_is_kept_when_its_source_goes_and_said(tmp_path):
+    archive = copy_real(tmp_path, "codex/codex_session.jsonl", "claude_code/claude_session.jsonl")
+    lake = Lake(tmp_path / "lake")
+    first = run_nightly([archive], lake=lake, workers=1, tz="UTC", policies=("payload_prune",))
+    out = Path(first.applied["payload_prune"].out)
+    edited, plain = out / "codex" / "codex_session.jsonl", out / "claude_code" / "claude_session.jsonl"
+    with edited.open("ab") as handle:
+        handle.write(b'{"note":"appended to the mirror"}\n')
+    kept = edited.read_bytes()
+    (archive / "codex" / "codex_session.jsonl").unlink()
+    (archive / "claude_code" / "claude_session.jsonl").unlink()
+    night = run_nightly([archive], lake=lake, workers=1, tz="UTC", policies=("payload_prune",))
+    assert not plain.exists()                       # ctxlake's own bytes: removed with the source
+    assert edited.read_bytes() == kept              # edited: kept, and said once
+    assert night.applied["payload_prune"].files_removed == 1
+    assert night.warnings == [f"apply:payload_prune: kept {edited}: edited after apply, its source is "
+                              "gone (delete it by hand if it is not wanted)"]
+    assert run_nightly([archive], lake=lake, workers=1, tz="UTC", policies=("payload_prune",)).warnings == []
+
+
+def test_a_night_after_every_file_of_the_archive_is_gone_empties_the_reports_without_a_failure(tmp_path):
+    archive = copy_real(tmp_path, "codex/codex_session.jsonl")
+    lake = Lake(tmp_path / "lake")
+    run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    (archive / "codex" / "codex_session.jsonl").unlink()
+    night = run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    # before: "usage: ArrowTypeError: Array type doesn't match type of values set: string vs null"
+    assert (night.exit_code, night.warnings) == (0, [])
+    assert [s.status for s in night.stages if s.status != "ok"] == []
+    assert scalar(lake, "SELECT count(*) FROM sessions") == 0
 
 
 def test_a_night_with_nothing_new_imports_no_stage_module_no_duckdb_and_no_pyarrow_compute(tmp_path):

@@ -465,6 +465,7 @@ class ApplySummary:
     files_up_to_date: int = 0      # outputs that already had the right bytes (no-op)
     files_failed: int = 0          # files left unpruned or unwritten (see problems)
     files_removed: int = 0         # outputs of files gone from the lake, deleted (nightly job)
+    outputs_kept: list[str] = dataclasses.field(default_factory=list)   # of those, edited: kept, said
     evictions: int = 0             # eviction rows of the plan considered
     evictions_applied: int = 0     # of which applied to an output
     values_replaced: int = 0       # JSON values replaced (payloads, inputs and duplicates)

@@ -181,11 +181,12 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
 
             # a symlink planted in <lake>/out fails this stage before anything is removed
             check_output_folder(lake.root, settings.out_dir, target_root)
-            removed = _remove_outputs(owed, target_root)
+            removed, kept = _remove_outputs(owed, lake, target_root)
             summary = apply_policy(lake, policy=spec, out=settings.out_dir,
                                    source_ids=None if owed.full else owed.todo,
                                    progress=progress("apply"), engine=resolve_engine(None, config))
             summary.files_removed = removed
+            summary.outputs_kept = kept
             results.setdefault("applied", {})[spec] = summary
             commit({source_id: ItemResult("failed" if out.get("failed") else "done",
                                           {"output": out.get("output")})
@@ -309,11 +310,16 @@ def _missing_summaries(lake: Lake, details: dict[str, str | None],
     return missing
 
 
-def _remove_outputs(owed: Owed, target_root: Path) -> int:
+def _remove_outputs(owed: Owed, lake: Lake, target_root: Path) -> tuple[int, list[str]]:
     """Delete the pruned outputs of files the lake no longer has (only regular files inside
-    the policy's output folder, never through a symlink)."""
-    removed = 0
+    the policy's output folder, never through a symlink). An output edited after apply (no
+    restore manifest names its bytes: an agent appended to the mirror, a person changed it)
+    is kept, not lost with its source: returned in the list, said as a warning."""
+    from pipeline.core.store import PayloadStore, sha256_hex
+
+    removed, kept = 0, []
     root = os.path.realpath(target_root)
+    store = PayloadStore.for_lake(lake.root)
     for item in owed.removed:
         output = _detail(owed.recorded.get(item)).get("output")
         if not output:
@@ -321,9 +327,12 @@ def _remove_outputs(owed: Owed, target_root: Path) -> int:
         path = Path(output)
         if os.path.realpath(path.parent).startswith(root) and path.is_file() \
                 and not path.is_symlink():
+            if not store.manifest_path(sha256_hex(path.read_bytes())).is_file():
+                kept.append(output)
+                continue
             path.unlink()
             removed += 1
-    return removed
+    return removed, kept
 
 
 # ---------------------------------------------------------------------------------------
@@ -412,6 +421,10 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                     runner.reports.sort(key=lambda report: order.index(report.stage))
                     warnings += [f"{report.stage}: {said}" for report in runner.reports
                                  for said in (report.error, report.warning) if said]
+                    warnings += [f"apply:{spec}: kept {path}: edited after apply, its source is gone "
+                                 "(delete it by hand if it is not wanted)"
+                                 for spec, applied in results.get("applied", {}).items()
+                                 for path in applied.outputs_kept]
                     corrupt = runner.corrupt
                 except CorruptPartError as error:   # met outside a stage (the views of ingest)
                     if attempt == CORRUPT_PART_RETRIES or not Ledger(lake).drop_part(error.path):

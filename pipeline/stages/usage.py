@@ -212,8 +212,9 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
                 with lake.connect(scope=wanted, within=con) as scoped:
                     fresh = scoped.sql(sqlfiles.load("select_usage_call_rows_of_sessions"),
                                        params={"sessions": wanted}).to_arrow_table()
-                present = pa.array(
-                    con.sql(sqlfiles.load("select_source_ids")).to_arrow_table().column(0))
+                # combined, not pa.array(): no rows (every file gone) keeps the string type
+                present = con.sql(sqlfiles.load("select_source_ids")).to_arrow_table() \
+                    .column(0).combine_chunks()
             else:
                 fresh = con.sql(sqlfiles.load("select_usage_call_rows_refreshed"),
                                 params={"sessions": wanted}).to_arrow_table()
