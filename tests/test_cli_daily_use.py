@@ -220,6 +220,13 @@ def test_errors_are_json_on_stderr_under_json(tmp_path):
     bad = invoke("--lake", str(tmp_path), "report", "daily", "--json", "--bogus")
     assert bad.exit_code == 2
     assert json.loads(bad.stderr)["error"]["message"] == "No such option '--bogus'."
+    # an option of the group itself, refused before the command is known: JSON too
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    wrong = invoke("--lake", str(afile), "status", "--json")
+    assert (wrong.exit_code, wrong.stdout) == (2, "")
+    assert json.loads(wrong.stderr)["error"]["message"] == \
+        f"Invalid value for '--lake': Directory '{afile}' is a file."
 
 
 def test_sql_takes_one_output_format_and_a_query_file(real_lake, tmp_path):

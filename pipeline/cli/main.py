@@ -164,6 +164,14 @@ class CtxlakeGroup(click.Group):
     warnings the user can act on (an ignore pattern dropped) are printed on stderr as
     ``warning: ...``, each once per command (none under ``--quiet``)."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as error:   # the group's own options (--lake a file)
+            if "--json" in args and not isinstance(error, JsonUsageError):
+                raise JsonUsageError(error) from None
+            raise
+
     def invoke(self, ctx: click.Context):
         shown: set[str] = set()
         original = warnings.showwarning
