@@ -128,6 +128,24 @@ def test_slash_commands_and_meta_records_are_not_prompts(tmp_path):
     assert scalar(lake, "SELECT count(*) FROM messages WHERE kind = 'meta'") >= 1
 
 
+def test_flags_written_as_strings_are_not_taken_as_true(tmp_path):
+    # "false" is a non-empty string: bool() of it made every such message a sidechain's and a
+    # meta record (no prompt), while the session itself was not split (that test was `is True`)
+    name = "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+    objs = _lines(name)
+    for obj in objs:
+        if "isSidechain" in obj:
+            obj["isSidechain"] = "false"
+        if obj.get("type") == "user":
+            obj["isMeta"] = "false"
+    path = tmp_path / "archive" / name
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs), encoding="utf-8")
+    lake, _ = ingest_paths(tmp_path, path)
+    assert scalar(lake, "SELECT count(*) FROM messages WHERE is_sidechain OR is_meta") == 0
+    assert scalar(lake, "SELECT count(*) FROM sessions") == 1
+
+
 def test_file_history_snapshots_are_records_but_not_messages(tmp_path):
     lake, _ = ingest_paths(tmp_path, CLAUDE / "claude_session.jsonl")
     snapshots = sum(1 for o in _lines("claude_session.jsonl") if o["type"] == "file-history-snapshot")

@@ -208,7 +208,7 @@ class ClaudeCodeReader(Reader):
         common = dict(
             session_id=session_id, uuid=obj.get("uuid"), parent_uuid=obj.get("parentUuid"),
             timestamp_raw=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
-            is_sidechain=bool(obj.get("isSidechain")), is_meta=bool(obj.get("isMeta")),
+            is_sidechain=obj.get("isSidechain") is True, is_meta=obj.get("isMeta") is True,
         )
         if rtype in ("user", "assistant"):
             self._message(obj, rtype, common, out)
