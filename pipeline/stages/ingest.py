@@ -175,8 +175,10 @@ def _walk(root: Path) -> Iterable[tuple[str, bool, str | None, os.stat_result | 
             link = entry.is_symlink()
             st = None
             if not link:
-                with contextlib.suppress(OSError):
+                try:        # not contextlib.suppress: this runs once per file of the archive
                     st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    pass
             yield entry.path, link, None, st
         folders.sort(key=lambda e: e.name)
         for entry in folders:
@@ -232,7 +234,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
             if problem is not None and problem.startswith("own:"):
                 own.append(f"{shown_path(abspath)} (a ctxlake {problem[4:]} folder: not read)")
                 continue
-            shown = shown_path(abspath)
+            shown = abspath if abspath.isascii() else shown_path(abspath)
             if problem is not None or shown != abspath:
                 if problem is None:
                     if not abspath.endswith(CANDIDATE_SUFFIXES):
