@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -184,6 +185,26 @@ def test_usage_of_the_wrong_type_is_quarantined_not_counted_as_zero(tmp_path):
                      "an integer token count: the line is quarantined so that it stays out of the "
                      "usage sums")]
     assert rows(lake, "SELECT line_no, output_tokens FROM messages WHERE usage_scope = 'call'") == [(6, 6)]
+
+
+def test_transcripts_compressed_or_named_otherwise_are_said_not_skipped_silently(tmp_path):
+    archive = tmp_path / "archive"
+    line = claude_line(1)
+    write(archive / "p" / f"{SESSION}.jsonl", line)
+    write(archive / "old" / "a.jsonl.gz", gzip.compress(line))
+    write(archive / "old" / "b.JSONL", line)
+    write(archive / "logs" / "c.ndjson", line)
+    write(archive / "logs" / "d.json.zst", b"(\xb5/\xfd")
+    write(archive / "README.md", b"# my archive")
+    lake, summary = ingest_paths(tmp_path, archive)
+    assert summary.files == 1
+    unread = [Path(p).relative_to(archive).as_posix() for p in summary.unread]
+    assert unread == ["logs/c.ndjson", "logs/d.json.zst", "old/a.jsonl.gz", "old/b.JSONL"]
+    assert summary.warnings == [
+        "4 files look like transcripts in a form ctxlake does not read (compressed, or not named "
+        ".jsonl, .json or .traj): not read; decompress or rename them to read them: "
+        + ", ".join(summary.unread)]
+    assert summary.unrecognized == [] and summary.skipped == []
 
 
 def test_companion_files_and_files_with_nothing_yet_are_skipped_without_a_warning(tmp_path):

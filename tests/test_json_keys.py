@@ -23,8 +23,8 @@ RUN_KEYS = {"applied", "calibration_rows", "correlate", "exit_code", "html", "in
 INGEST_KEYS = {"bytes_read", "files", "files_appended", "files_new", "files_problem",
                "files_reingested", "files_unchanged", "files_unrecognized", "held_back", "lake",
                "lines", "own_folders", "problems", "quarantined", "quarantined_errors", "records",
-               "removed", "run_id", "seconds", "skipped", "superseded", "unrecognized", "unrecognized_named",
-               "warnings"}
+               "removed", "run_id", "seconds", "skipped", "superseded", "unread", "unrecognized",
+               "unrecognized_named", "warnings"}
 STAGE_KEYS = {"done", "failed", "removed", "seconds", "skipped", "stage", "status"}
 CORRELATE_KEYS = {"by_class", "calls", "calls_parsed", "calls_with_paths", "paths", "protected",
                   "seconds", "statuses"}

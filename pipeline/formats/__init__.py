@@ -32,6 +32,10 @@ READERS: dict[str, type[Reader]] = {
 
 # Files worth sniffing at all; anything else under an archive root is ignored (and counted).
 CANDIDATE_SUFFIXES = (".jsonl", ".json", ".traj")
+# A transcript in a form no reader opens (compressed, .ndjson, an upper-case suffix): not read,
+# but said (ingest's ``unread``), never skipped as silently as a README is
+UNREAD_TRANSCRIPT = re.compile(r"\.(?:jsonl|json|traj|ndjson)(?:\.(?:gz|bz2|xz|zst|zstd|lz4))?$",
+                               re.IGNORECASE)
 # Files the agents write beside their transcripts that hold no conversation of their own:
 # Claude Code's sub-agent metadata (``<session>/subagents/agent-<id>.meta.json``), Gemini CLI's
 # prompt log (``tmp/<project hash>/logs.json``) and saved-chat copies of a conversation

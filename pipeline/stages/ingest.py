@@ -43,7 +43,8 @@ import pyarrow as pa
 from pipeline.core import sqlfiles
 from pipeline.core.batching import contiguous_runs
 from pipeline.core.errors import RecordError, UsageError
-from pipeline.formats import CANDIDATE_SUFFIXES, COMPANION_FILES, READERS, detect, reader_class
+from pipeline.formats import (CANDIDATE_SUFFIXES, COMPANION_FILES, READERS, UNREAD_TRANSCRIPT, detect,
+                               reader_class)
 from pipeline.formats.base import Emitter, SourceContext, json_type_name, loads_json
 from pipeline.core.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
                            write_parquet_atomic)
@@ -116,6 +117,7 @@ class Discovery:
     unrecognized: list[str] = dataclasses.field(default_factory=list)  # named, wrong suffix
     named: set[str] = dataclasses.field(default_factory=set)           # files named as PATHs
     own_folders: list[str] = dataclasses.field(default_factory=list)
+    unread: list[str] = dataclasses.field(default_factory=list)    # see UNREAD_TRANSCRIPT
 
 
 def superseded_by(path: str, fmt: str | None) -> str | None:
@@ -214,6 +216,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
     unrecognized: list[str] = []
     named: set[str] = set()
     own: list[str] = []
+    unread: list[str] = []
     seen: set[str] = set()
     for root in paths:
         if not root.exists() and not root.is_symlink():
@@ -257,7 +260,9 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                                                   f"(to {target}): not followed"))
                     continue
             if not abspath.endswith(CANDIDATE_SUFFIXES):
-                if abspath in named:   # named on the command line: said, not skipped silently
+                if UNREAD_TRANSCRIPT.search(abspath):
+                    unread.append(abspath)
+                elif abspath in named:   # named on the command line: said, not skipped silently
                     unrecognized.append(abspath)
                 continue
             try:
@@ -284,7 +289,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 continue
             # format None: the worker sniffs the file (in parallel), see detect_task_format
             tasks.append(task)
-    return Discovery(tasks, superseded, unrecognized, named, own)
+    return Discovery(tasks, superseded, unrecognized, named, own, sorted(unread))
 
 
 # ---------------------------------------------------------------------------------------
@@ -1021,6 +1026,8 @@ class IngestSummary:
     superseded: list[str] = dataclasses.field(default_factory=list)
     # no reader's, and no news: agents' companion files, files with nothing in them yet
     skipped: list[str] = dataclasses.field(default_factory=list)
+    # transcripts in a form no reader opens (compressed, .ndjson, .JSONL): said in a warning
+    unread: list[str] = dataclasses.field(default_factory=list)
     own_folders: list[str] = dataclasses.field(default_factory=list)
     removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
     # things a person should know that are no line's fault (a forced --format that read
@@ -1200,6 +1207,12 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         summary.superseded = found.superseded
         summary.unrecognized.extend(found.unrecognized)
         summary.own_folders = found.own_folders
+        summary.unread = found.unread
+        if found.unread:
+            summary.warnings.append(
+                f"{len(found.unread)} files look like transcripts in a form ctxlake does not read "
+                "(compressed, or not named .jsonl, .json or .traj): not read; decompress or rename "
+                "them to read them: " + ", ".join(found.unread[:5]) + (" ..." if len(found.unread) > 5 else ""))
         todo: list[FileTask] = []
         results: list[FileResult] = []
         unchanged: list[str] = []     # kept as they are in sources (not even made rows)
