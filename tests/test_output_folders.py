@@ -59,6 +59,9 @@ def test_an_output_folder_in_the_archive_is_refused_before_anything_is_written(t
         assert _error(result)["message"] == "the output folder overlaps the archive being read"
         assert _tree(archive) == before
     assert not lake.exists()
+    # a mistyped archive is said as such, not as an output folder beside it
+    result = _run("--lake", str(lake), "run", str(tmp_path / "typo"), "--out", str(tmp_path / "out"), "--json")
+    assert (result.exit_code, _error(result)["message"]) == (2, f"no such file or folder: {tmp_path / 'typo'}")
     # the lake's own output folder is taken, and the archive is read whole
     result = _run("--lake", str(lake), "run", str(archive), "--tz", "UTC", "--policy", POLICY, "--json")
     assert result.exit_code == 0, result.output

@@ -248,7 +248,7 @@ def check_output_folder(lake_root: Path, out: Path, target: Path, *,
                          hint=f"give --out a folder outside {lake_root} (default: {Path(lake_root) / 'out'})")
     from pipeline.core.locations import is_url
     for archive in () if own else archives:
-        if is_url(archive):
+        if is_url(archive) or not os.path.lexists(archive):   # a missing one: ingest says so
             continue
         folder = Path(archive) if Path(archive).is_dir() else Path(archive).parent
         real = os.path.realpath(folder)
