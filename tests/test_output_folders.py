@@ -58,10 +58,13 @@ def test_an_output_folder_in_the_archive_is_refused_before_anything_is_written(t
         assert result.exit_code == 2
         assert _error(result)["message"] == "the output folder overlaps the archive being read"
         assert _tree(archive) == before
+    # a mistyped archive is said as such (not as an output folder beside it), and no lake is
+    # made for it, by run or by ingest
+    for command in (["run", str(tmp_path / "typo"), "--out", str(tmp_path / "out")],
+                    ["ingest", str(tmp_path / "typo")]):
+        result = _run("--lake", str(lake), *command, "--json")
+        assert (result.exit_code, _error(result)["message"]) == (2, f"no such file or folder: {tmp_path / 'typo'}")
     assert not lake.exists()
-    # a mistyped archive is said as such, not as an output folder beside it
-    result = _run("--lake", str(lake), "run", str(tmp_path / "typo"), "--out", str(tmp_path / "out"), "--json")
-    assert (result.exit_code, _error(result)["message"]) == (2, f"no such file or folder: {tmp_path / 'typo'}")
     # the lake's own output folder is taken, and the archive is read whole
     result = _run("--lake", str(lake), "run", str(archive), "--tz", "UTC", "--policy", POLICY, "--json")
     assert result.exit_code == 0, result.output

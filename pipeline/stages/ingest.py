@@ -210,6 +210,15 @@ def shown_path(path: str) -> str:
         return os.fsencode(path).decode("utf-8", errors="backslashreplace")
 
 
+def require_paths(paths: Iterable[str | Path]) -> None:
+    """Raise :class:`UsageError` for the first path that does not exist (before any lake is
+    made for it: a mistyped archive leaves nothing behind)."""
+    for root in paths:
+        if not os.path.lexists(root):
+            raise UsageError(f"no such file or folder: {root}",
+                             hint="check the path, or run without PATH to read the standard locations")
+
+
 def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
     tasks: list[FileTask] = []
     superseded: list[str] = []
@@ -218,10 +227,8 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
     own: list[str] = []
     unread: list[str] = []
     seen: set[str] = set()
+    require_paths(paths)
     for root in paths:
-        if not root.exists() and not root.is_symlink():
-            raise UsageError(f"no such file or folder: {root}",
-                             hint="check the path, or run without PATH to read the standard locations")
         root_abs = Path(os.path.abspath(root))
         if not root_abs.is_dir():
             named.add(str(root_abs))
@@ -1188,6 +1195,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     if format is not None and format not in READERS:
         reader_class(format)  # raises a UsageError naming the choices
     roots = [Path(p) for p in paths] if paths else standard_locations()
+    require_paths(roots)
     if not roots:
         raise UsageError("no archive given and none of ~/.claude/projects, ~/.gemini/tmp, "
                          "~/.codex/sessions exists here",

@@ -364,7 +364,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
                 progress: Progress | None = None) -> NightlySummary:
     """Run ingest over ``paths`` (default: the standard locations) into ``lake``, then every
     later stage for what it owes (see the module docstring)."""
-    from pipeline.stages.ingest import ingest, make_run_id, standard_locations
+    from pipeline.stages.ingest import ingest, make_run_id, require_paths, standard_locations
     from pipeline.stages.usage import resolve_timezone
 
     started = time.perf_counter()
@@ -374,6 +374,7 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
         config.resolve(spec)  # a bad policy name fails before any work is done
     settings = NightlySettings(config, policies, resolve_timezone(tz),
                                Path(out) if out else lake.root / "out", workers)
+    require_paths(paths or ())
     for spec in policies if out else ():   # the user's --out, before any work
         check_output_folder(lake.root, settings.out_dir, settings.out_dir / config.resolve(spec).key,
                             archives=list(paths) if paths else standard_locations())
