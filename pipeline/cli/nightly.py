@@ -30,7 +30,7 @@ def _print_nightly(summary, as_json: bool) -> None:
     if ing.unrecognized:
         out.print(f"  {len(ing.unrecognized)} files not recognised as a transcript (skipped; "
                   "force a reader with ctxlake ingest --format): "
-                  + ", ".join(ing.unrecognized[:5]) + (" ..." if len(ing.unrecognized) > 5 else ""))
+                  + render.first_few(ing.unrecognized))
     for warning in ing.warnings:
         out.print(f"  [yellow]warning[/]: {warning}", highlight=False)
     out.print(render.table(["stage", "done", "up to date", "failed", "removed", "seconds", "status"],

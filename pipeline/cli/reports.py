@@ -193,8 +193,7 @@ def _run_usage_report(obj: LakeContext, period: str, *, since, until, tz, projec
     flagged = [row.period for row in result.rows if row.figures.cost_mismatch]
     if flagged:
         out.print("!: the recorded cost differs from the computed cost by more than 5% ("
-                  + ", ".join(p or "(no date)" for p in flagged[:5])
-                  + (" ..." if len(flagged) > 5 else "") + ")", markup=False)
+                  + render.first_few([p or "(no date)" for p in flagged]) + ")", markup=False)
     _usage_footer(out, result)
 
 

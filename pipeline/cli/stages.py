@@ -23,8 +23,7 @@ def _print_ingest(summary, as_json: bool) -> None:
               f"{summary.quarantined:,} + held back {summary.held_back:,}")
     if summary.files_unrecognized:
         out.print(f"{summary.files_unrecognized} files not recognised as a transcript (skipped; "
-                  "force a reader with --format): " + ", ".join(summary.unrecognized[:5])
-                  + (" ..." if summary.files_unrecognized > 5 else ""))
+                  "force a reader with --format): " + render.first_few(summary.unrecognized))
     for warning in summary.warnings:
         out.print(f"[yellow]warning[/]: {warning}", highlight=False)
     shown = [p for p in summary.problems if p.severity == "error"]

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from pipeline.core import sqlfiles
 from pipeline.core.errors import (CorruptPartError, LakeAccessError, LakeDamagedError, LakeLockedError,
                                    LakeNotFoundError, UnsafePathError, UsageError)
-from pipeline.core.locations import default_lake, user_data_dir  # noqa: F401 (re-exported)
+from pipeline.core.locations import default_lake, is_url, user_data_dir  # noqa: F401 (re-exported)
 from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
 MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
@@ -221,7 +221,8 @@ def remove_own_file(path: Path, prefix: bytes) -> bool:
     return True
 
 
-def _within(path: str, folder: str) -> bool:
+def path_within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (resolved paths, compared as text)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
@@ -242,22 +243,21 @@ def check_output_folder(lake_root: Path, out: Path, target: Path, *,
     refuse_symlinks(out, target, what="output folder")
     real_out, real_target = os.path.realpath(out), os.path.realpath(target)
     real_lake = os.path.realpath(lake_root)
-    own = _within(real_out, os.path.join(real_lake, "out"))
-    if _within(real_out, real_lake) and not own or _within(real_lake, real_target):
+    own = path_within(real_out, os.path.join(real_lake, "out"))
+    if (path_within(real_out, real_lake) and not own) or path_within(real_lake, real_target):
         raise UsageError("the output folder overlaps the lake", path=str(out),
                          hint=f"give --out a folder outside {lake_root} (default: {Path(lake_root) / 'out'})")
-    from pipeline.core.locations import is_url
     for archive in () if own else archives:
         if is_url(archive) or not os.path.lexists(archive):   # a missing one: ingest says so
             continue
         folder = Path(archive) if Path(archive).is_dir() else Path(archive).parent
         real = os.path.realpath(folder)
-        if _within(real_target, real) or _within(real, real_target):
+        if path_within(real_target, real) or path_within(real, real_target):
             raise UsageError("the output folder overlaps the archive being read", path=str(out),
                              hint=f"give --out a folder outside {archive}: ctxlake never writes "
                                   "among the transcripts it reads")
     for source in sources:
-        if _within(source, real_target):
+        if path_within(source, real_target):
             raise UsageError("the output folder holds a source transcript of the lake", path=str(out),
                              hint=f"{source} would be overwritten; give --out another folder")
 

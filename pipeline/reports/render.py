@@ -59,6 +59,11 @@ def compact_json(value: Any) -> str:
                         | orjson.OPT_NON_STR_KEYS).decode("utf-8")
 
 
+def first_few(items: list[str], limit: int = 5) -> str:
+    """``a, b, c, d, e ...``: the first ``limit`` items of a list said in one line."""
+    return ", ".join(items[:limit]) + (" ..." if len(items) > limit else "")
+
+
 def human_bytes(n: int) -> str:
     """1234567 -> '1.2 MB' (decimal units, as the README's figures)."""
     value = float(n)

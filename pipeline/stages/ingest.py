@@ -46,6 +46,7 @@ from pipeline.core.errors import RecordError, UsageError
 from pipeline.formats import (CANDIDATE_SUFFIXES, COMPANION_FILES, READERS, UNREAD_TRANSCRIPT, detect,
                                reader_class)
 from pipeline.formats.base import Emitter, SourceContext, json_type_name, loads_json
+from pipeline.reports.render import first_few
 from pipeline.core.lake import (LAKE_MARKER, OUTPUT_MARKER, Lake, detach_forked_worker, new_connection,
                            write_parquet_atomic)
 from pipeline.text.tokens import text_counts
@@ -227,8 +228,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
     own: list[str] = []
     unread: list[str] = []
     seen: set[str] = set()
-    require_paths(paths)
-    for root in paths:
+    for root in paths:      # each exists (require_paths, before the lake was locked)
         root_abs = Path(os.path.abspath(root))
         if not root_abs.is_dir():
             named.add(str(root_abs))
@@ -1220,7 +1220,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             summary.warnings.append(
                 f"{len(found.unread)} files look like transcripts in a form ctxlake does not read "
                 "(compressed, or not named .jsonl, .json or .traj): not read; decompress or rename "
-                "them to read them: " + ", ".join(found.unread[:5]) + (" ..." if len(found.unread) > 5 else ""))
+                "them to read them: " + first_few(found.unread))
         todo: list[FileTask] = []
         results: list[FileResult] = []
         unchanged: list[str] = []     # kept as they are in sources (not even made rows)

@@ -47,7 +47,7 @@ from pipeline.core import sqlfiles
 from pipeline.core.config import Config, load_config
 from pipeline.core.errors import CorruptPartError
 from pipeline.stages.engine import resolve as resolve_engine
-from pipeline.core.lake import Lake, check_output_folder
+from pipeline.core.lake import Lake, check_output_folder, path_within
 from pipeline.core.ledger import (LAYOUT, ItemResult, Ledger, Listings, Owed, Pending, Runner,
                                   Stage, StageReport, fingerprint, pending)
 from pipeline.stages.flags import stage_settings as flags_stage_settings
@@ -315,7 +315,7 @@ def _remove_outputs(owed: Owed, lake: Lake, target_root: Path) -> tuple[int, lis
     the policy's output folder, never through a symlink). An output edited after apply (no
     restore manifest names its bytes: an agent appended to the mirror, a person changed it)
     is kept, not lost with its source: returned in the list, said as a warning."""
-    from pipeline.core.store import PayloadStore, sha256_hex
+    from pipeline.core.store import PayloadStore, file_sha256
 
     removed, kept = 0, []
     root = os.path.realpath(target_root)
@@ -325,9 +325,9 @@ def _remove_outputs(owed: Owed, lake: Lake, target_root: Path) -> tuple[int, lis
         if not output:
             continue
         path = Path(output)
-        if os.path.realpath(path.parent).startswith(root) and path.is_file() \
+        if path_within(os.path.realpath(path.parent), root) and path.is_file() \
                 and not path.is_symlink():
-            if not store.manifest_path(sha256_hex(path.read_bytes())).is_file():
+            if not store.manifest_path(file_sha256(path)).is_file():
                 kept.append(output)
                 continue
             path.unlink()
@@ -370,13 +370,12 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
     started = time.perf_counter()
     config = load_config(config_path)
     policies = tuple(policies or DEFAULT_POLICIES)
-    for spec in policies:
-        config.resolve(spec)  # a bad policy name fails before any work is done
+    resolved = [config.resolve(spec) for spec in policies]  # a bad name fails before any work
     settings = NightlySettings(config, policies, resolve_timezone(tz),
                                Path(out) if out else lake.root / "out", workers)
     require_paths(paths or ())
-    for spec in policies if out else ():   # the user's --out, before any work
-        check_output_folder(lake.root, settings.out_dir, settings.out_dir / config.resolve(spec).key,
+    for policy in resolved if out else ():   # the user's --out, before any work
+        check_output_folder(lake.root, settings.out_dir, settings.out_dir / policy.key,
                             archives=list(paths) if paths else standard_locations())
     step = progress or (lambda name: None)
     started_at = datetime.now(timezone.utc)
