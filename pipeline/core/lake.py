@@ -790,10 +790,12 @@ class Lake:
             handle.close()
 
     # -- state ------------------------------------------------------------------------
-    def read_sources(self) -> pa.Table:
-        """``sources.parquet`` (read again only when the file changed: every stage asks)."""
+    def read_sources(self, columns: tuple[str, ...] | None = None) -> pa.Table:
+        """``sources.parquet`` (``columns`` of it, default all; read again only when the file
+        changed: every stage asks). A night with nothing new reads the few columns it
+        compares, not the readers' states and digests (most of the file's bytes)."""
         try:
-            return read_parquet_cached(self.sources_path, SOURCES)
+            return read_parquet_cached(self.sources_path, SOURCES, columns=columns)
         except (OSError, pa.ArrowException) as error:
             raise self._damaged(self.damage() or [f"sources.parquet cannot be read ({error})"]) from None
 
@@ -844,7 +846,7 @@ class Lake:
         """Delete parts left by runs that never committed (a killed run). Returns the count.
 
         Committed = named in ``sources.parquet`` (the commit point) or logged in ``runs``."""
-        committed = self.committed_run_ids() | set(self.read_sources().column("run_id").to_pylist())
+        committed = self.committed_run_ids() | set(self.read_sources(("run_id",)).column(0).to_pylist())
         removed = 0
         removed += self.remove_temps()
         if not self.tables_dir.exists():

@@ -136,15 +136,18 @@ def fingerprint(value: Any) -> str:
 _STATES: dict[int, tuple[pa.Table, str]] = {}
 
 
+# the columns of ``sources`` a lake state is made of, in this order
+STATE_COLUMNS = ("source_id", "generation", "lines", "sha256")
+
+
 def lake_state(lake: Lake) -> str:
     """A fingerprint of what the lake holds: its sources, their generations and lengths."""
-    table = lake.read_sources()
+    table = lake.read_sources(STATE_COLUMNS)
     cached = _STATES.get(id(table))
     if cached is not None and cached[0] is table:
         return cached[1]
-    sources = table.select(["source_id", "generation", "lines", "sha256"])
     digest = hashlib.sha256()
-    for row in zip(*(sources.column(i).to_pylist() for i in range(sources.num_columns))):
+    for row in zip(*(table.column(i).to_pylist() for i in range(table.num_columns))):
         digest.update(repr(row).encode())
     _STATES.clear()
     _STATES[id(table)] = (table, digest.hexdigest()[:24])

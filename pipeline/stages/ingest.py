@@ -1113,13 +1113,19 @@ class KnownSources:
 
     COMPARED = ("size_bytes", "mtime_ns", "format", "ctime_ns", "inode", "held_back")
 
-    def __init__(self, table: pa.Table):
-        self.table = table
-        paths = table.column("path").to_pylist()
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        compared = lake.read_sources(("path", *self.COMPARED))
+        paths = compared.column(0).to_pylist()
         self.index = {path: i for i, path in enumerate(paths)}
-        columns = [table.column(name).to_pylist() for name in self.COMPARED]
+        columns = [compared.column(name).to_pylist() for name in self.COMPARED]
         self.compared = {path: dict(zip(self.COMPARED, values))
                          for path, values in zip(paths, zip(*columns))}
+
+    @property
+    def table(self) -> pa.Table:
+        """The whole table (read when a file is read again: rows in the same order)."""
+        return self.lake.read_sources()
 
     def row(self, path: str) -> dict | None:
         i = self.index.get(path)
@@ -1210,7 +1216,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         lake.init()
         if standalone:      # the nightly job did it under this same lock just before
             lake.gc_uncommitted()
-        previous = KnownSources(lake.read_sources())
+        previous = KnownSources(lake)
         found = discover(roots, format=format, known=previous.compared)
         summary.superseded = found.superseded
         summary.unrecognized.extend(found.unrecognized)
