@@ -1057,12 +1057,11 @@ def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
                            lambda remaining: max(min_bytes, min(chunk_bytes, remaining // (2 * workers))))
 
 
-def _settled_when_read(prev: dict, task: FileTask, quiet_minutes: float) -> bool:
+def _settled_when_read(read_at: datetime | None, task: FileTask, quiet_minutes: float) -> bool:
     """Had the file already settled when it was last read (its mtime a quiet period before
     that read)? Then its held-back last line was judged settled, and is still not a complete
     JSON object (else it would have been read): the same file gives the same answer, so it
     is not read again every night (nor is ``sources`` rewritten for it)."""
-    read_at = prev.get("ingested_at")
     if read_at is None or quiet_minutes < 0:
         return False
     read_ns = (int(read_at.timestamp()) * 10**6 + read_at.microsecond) * 1000
@@ -1121,6 +1120,11 @@ class KnownSources:
         columns = [compared.column(name).to_pylist() for name in self.COMPARED]
         self.compared = {path: dict(zip(self.COMPARED, values))
                          for path, values in zip(paths, zip(*columns))}
+
+    def read_at(self, path: str) -> datetime | None:
+        """When the file was last read (``ingested_at``; one column, read on first use)."""
+        i = self.index.get(path)
+        return None if i is None else self.lake.read_sources(("ingested_at",)).column(0)[i].as_py()
 
     @property
     def table(self) -> pa.Table:
@@ -1237,7 +1241,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             # has settled
             settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
                 and task.mtime_ns <= settled_before_ns \
-                and not _settled_when_read(previous.row(task.path), task, quiet_minutes)
+                and not _settled_when_read(previous.read_at(task.path), task, quiet_minutes)
             if prev and task.same_file_as(prev) and not settling:
                 unchanged.append(task.path)
             else:
