@@ -127,9 +127,14 @@ def _read_head(path: Path) -> _Head | None:
     return head
 
 
+# json.dumps with these options would make an encoder per call (a stage fingerprints every
+# session of the lake); one made once gives the same text
+_FINGERPRINT_ENCODER = json.JSONEncoder(sort_keys=True, default=str, separators=(",", ":"))
+
+
 def fingerprint(value: Any) -> str:
     """A short stable hash of a JSON-able value (settings, lists of fingerprints)."""
-    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    text = _FINGERPRINT_ENCODER.encode(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
@@ -558,7 +563,7 @@ class Runner:
         return owing
 
     def _small_lake(self) -> bool:
-        lines = self.lake.read_sources().column("lines").to_pylist()
+        lines = self.lake.read_sources(("lines",)).column(0).to_pylist()
         return sum(n or 0 for n in lines) <= BESIDE_FULL_MAX_LINES
 
     def _side_lane(self, stages, shared: dict, before: dict, write_end: int) -> None:

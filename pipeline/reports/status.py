@@ -136,7 +136,7 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
         recent = [dataclasses.replace(r, status="interrupted", warnings=[
             *r.warnings, "ended without a record (killed?): the next run finishes its work"])
             if r.status == "running" else r for r in recent]
-    sources = lake.read_sources()
+    sources = lake.read_sources(("source_id",))
     return LakeStatus(
         lake=remote.location.url if remote else str(lake.root.resolve()),
         mirror=str(remote.folder) if remote else None, size_bytes=_size(lake.root),

@@ -87,9 +87,11 @@ class LakeInputs:
         return by_file
 
     def files(self) -> dict[str, str]:
-        sources = self.lake.read_sources().to_pylist()
-        return {s["source_id"]: fingerprint([s["generation"], s["lines"], s["sha256"]])
-                for s in sources if s["format"] is not None and s["sha256"] is not None}
+        sources = self.lake.read_sources(("source_id", "format", "generation", "lines", "sha256"))
+        return {source_id: fingerprint([generation, lines, sha256])
+                for source_id, fmt, generation, lines, sha256
+                in zip(*(column.to_pylist() for column in sources.columns))
+                if fmt is not None and sha256 is not None}
 
 
 def _all_done(owed: Owed, detail: Callable[[str], dict | None] = lambda item: None
