@@ -1126,7 +1126,7 @@ class KnownSources:
         i = self.index.get(path)
         return None if i is None else self.lake.read_sources(("ingested_at",)).column(0)[i].as_py()
 
-    @property
+    @functools.cached_property
     def table(self) -> pa.Table:
         """The whole table (read when a file is read again: rows in the same order)."""
         return self.lake.read_sources()
