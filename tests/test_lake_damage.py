@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.core.lake import Lake
-from tests.helpers.lake import copy_real
+from tests.helpers.lake import copy_real, rows
 
 SAMPLE = "claude_code/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 
@@ -114,3 +114,85 @@ def test_status_shows_a_run_killed_without_a_record_as_interrupted_once_the_lock
     latest = json.loads(result.output)["runs"][0]
     assert (latest["run_id"], latest["status"]) == ("29991231T000000000000", "interrupted")
     assert latest["warnings"] == ["ended without a record (killed?): the next run finishes its work"]
+
+
+TWO = (SAMPLE, "codex/codex_session.jsonl")
+COUNTS = ("SELECT 'messages' AS t, session_id, count(*) AS n FROM messages GROUP BY ALL UNION ALL "
+          "SELECT 'tool_calls', session_id, count(*) FROM tool_calls GROUP BY ALL UNION ALL "
+          "SELECT 'tool_results', session_id, count(*) FROM tool_results GROUP BY ALL UNION ALL "
+          "SELECT 'records', NULL, count(*) FROM records ORDER BY ALL")
+
+
+def _run_json(lake: Path, archive: Path) -> dict:
+    result = CliRunner().invoke(cli, ["--lake", str(lake), "run", str(archive), "--tz", "UTC",
+                                      "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_a_part_deleted_by_hand_is_noticed_and_the_files_it_held_are_read_again_whole(tmp_path):
+    archive = copy_real(tmp_path, *TWO)
+    lake = tmp_path / "lake"
+    _run_json(lake, archive)
+    before = rows(Lake(lake), COUNTS)
+    part = sorted((lake / "tables" / "messages").glob("2*.parquet"))[0]
+    part.unlink()
+    assert rows(Lake(lake), COUNTS) != before        # the rows it held are gone from the views
+
+    night = _run_json(lake, archive)
+
+    assert night["ingest"]["warnings"] == [
+        f"a part file of the lake's tables is missing (messages/{part.stem}): the 2 files "
+        "whose rows it held are read again whole"]
+    assert night["ingest"]["files_reingested"] == 2
+    assert rows(Lake(lake), COUNTS) == before
+    named = {p for parts in Lake(lake).read_sources(("parts",)).column(0).to_pylist() for p in parts}
+    on_disk = {f"{p.parent.name}/{p.stem}" for p in (lake / "tables").glob("*/2*.parquet")}
+    assert named and named <= on_disk
+    again = _run_json(lake, archive)
+    assert again["ingest"]["warnings"] == [] and again["ingest"]["files_unchanged"] == 2
+
+
+def test_a_lake_whose_sources_do_not_list_their_parts_still_scopes_and_reads_on(tmp_path):
+    """A lake made before ``sources.parts`` was kept: the scoped cursors find the files by
+    reading the tables, and a file read on from its watermark keeps an unknown list."""
+    import pyarrow.parquet as pq
+
+    archive = copy_real(tmp_path, *TWO)
+    lake = tmp_path / "lake"
+    _run_json(lake, archive)
+    sources = pq.read_table(lake / "sources.parquet")
+    pq.write_table(sources.drop_columns(["parts"]), lake / "sources.parquet")
+    with (archive / SAMPLE).open("ab") as handle:
+        handle.write((archive / SAMPLE).read_bytes().splitlines(keepends=True)[-1])
+
+    night = _run_json(lake, archive)
+
+    assert night["ingest"]["files_appended"] == 1 and night["exit_code"] == 0
+    parts = dict(zip(*[c.to_pylist() for c in Lake(lake).read_sources(("path", "parts")).columns]))
+    assert parts == {str(archive / SAMPLE): None, str(archive / TWO[1]): None}
+
+
+def test_a_lost_part_whose_files_are_not_below_the_paths_read_says_their_rows_stay_missing(tmp_path):
+    from pipeline.stages.ingest import ingest
+
+    first = copy_real(tmp_path / "a", SAMPLE)
+    second = copy_real(tmp_path / "b", TWO[1])
+    lake = Lake(tmp_path / "lake")
+    ingest([first, second], lake=lake, workers=1)
+    part = next((lake.root / "tables" / "messages").glob("2*.parquet"))
+    part.unlink()
+
+    read = ingest([first], lake=lake, workers=1)
+
+    assert read.warnings == [
+        f"a part file of the lake's tables is missing (messages/{part.stem}): the 1 files whose "
+        "rows it held are read again whole; the rows of these files, not below the paths read "
+        f"now, stay missing until a run reads them: {second / TWO[1]}"]
+    assert read.files_reingested == 1
+    again = ingest([first, second], lake=lake, workers=1)
+    assert again.warnings == [f"a part file of the lake's tables is missing (messages/{part.stem}): "
+                              "the 1 files whose rows it held are read again whole"]
+    assert again.files_reingested == 1
+    last = ingest([first, second], lake=lake, workers=1)
+    assert last.warnings == [] and last.files_unchanged == 2

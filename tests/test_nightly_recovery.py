@@ -31,9 +31,11 @@ SAMPLES = ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",
 POLICIES = ("payload_prune+microcompact", "observation_masking(window=10)")
 STAGES = ["flags", "correlate", "calibrate", *(f"{kind}:{p}" for p in POLICIES
                                               for kind in ("plan", "apply")), "summarize", "usage"]
-# table contents compared after recovery (columns that name a run or a time of day left out)
+# table contents compared after recovery (columns that name a run or a time of day left out;
+# the part files a source's rows are in, with the run id of their names left out)
+PARTS = r"list_transform(parts, lambda p: regexp_replace(p, '/[0-9T]+-', '/<run>-')) AS parts"
 TABLES = {
-    "sources": "* EXCLUDE (ingested_at, run_id)", "records": "*", "messages": "*",
+    "sources": f"* EXCLUDE (ingested_at, run_id, parts), {PARTS}", "records": "*", "messages": "*",
     "tool_calls": "*", "tool_results": "*", "session_info": "*",
     "quarantine": "* EXCLUDE (detected_at)", "sessions": "*", "plans": "*", "evictions": "*",
     "tool_paths": "*", "token_calibration": "*", "session_flags": "*",
@@ -46,7 +48,7 @@ def _night(lake_root: Path, archive: Path, **options) -> object:
 
 
 # after _night_without: the file set aside and put back has a new ctime, nothing else differs
-TABLES_HELD = dict(TABLES, sources="* EXCLUDE (ingested_at, run_id, ctime_ns)")
+TABLES_HELD = dict(TABLES, sources=f"* EXCLUDE (ingested_at, run_id, ctime_ns, parts), {PARTS}")
 
 
 def snapshot(lake_root: Path, *, store: bool = True, tables: dict = TABLES) -> dict[str, str]:

@@ -640,7 +640,8 @@ class Lake:
     def damage(self) -> list[str]:
         """What makes this lake unreadable, in words (empty when intact): its bookkeeping
         files or a part of its tables missing their Parquet magic or footer (a few bytes read
-        from each, ~10 ms for a few hundred parts). A part deleted outright is not seen here."""
+        from each, ~10 ms for a few hundred parts). A part deleted outright is not seen here:
+        ingest reads its files again (``sources.parts``, ``KnownSources.lost_parts``)."""
         found = []
         if not self.sources_path.exists():
             return ["sources.parquet is missing, but tables/ holds parts of ingested files"] \
@@ -802,8 +803,17 @@ class Lake:
         """``sources.parquet`` (``columns`` of it, default all; read again only when the file
         changed: every stage asks). A night with nothing new reads the few columns it
         compares, not the readers' states and digests (most of the file's bytes)."""
+        names = list(columns or SOURCES.names)
         try:
-            return read_parquet_cached(self.sources_path, SOURCES, columns=columns)
+            try:
+                table = read_parquet_cached(self.sources_path, SOURCES, columns=columns)
+            except KeyError:
+                table = read_parquet_cached(self.sources_path, SOURCES)
+            if table.column_names != names:   # a lake made before a column was kept: nulls
+                table = pa.table({name: table.column(name) if name in table.column_names
+                                  else pa.nulls(table.num_rows, SOURCES.field(name).type)
+                                  for name in names})
+            return table
         except (OSError, pa.ArrowException) as error:
             raise self._damaged(self.damage() or [f"sources.parquet cannot be read ({error})"]) from None
 

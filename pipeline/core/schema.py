@@ -142,6 +142,10 @@ SOURCES = pa.schema([
     ("reader_state", pa.string()),
     ("ingested_at", pa.timestamp("us", tz="UTC")),
     ("run_id", pa.string()),
+    # the part files ("<table>/<part name>") holding the rows of the file's current
+    # generation: a part gone from tables/ is noticed and its files are read again
+    # (null: not known, a lake made before this was kept)
+    ("parts", pa.list_(pa.string())),
 ])
 
 RUNS = pa.schema([

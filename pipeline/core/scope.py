@@ -105,19 +105,45 @@ def _plan(lake: "Lake", con, wanted: frozenset[str],
     """Per part table: the files a scoped view reads (None: keep the lake-wide view)."""
     links = con.execute(sqlfiles.load("select_session_source_links")).fetchall()
     sources = sorted(family_sources(links, wanted))
+    listed = _listed_parts(lake, sources, files)
     plan: dict[str, tuple[str, ...] | None] = {}
     for table in PART_TABLES:
         if not files[table]:
             plan[table] = None
             continue
         held: tuple[str, ...] = ()
-        if sources:
+        if listed is not None:
+            held = listed.get(table, ())
+        elif sources:
             held = tuple(row[0] for row in con.execute(
                 sqlfiles.render("select_part_files_of_sources",
                                 glob=sqlfiles.glob_literal(lake.table_dir(table), "*.parquet")),
                 {"sources": sources}).fetchall())
         plan[table] = None if len(held) > MAX_FILE_SHARE * len(files[table]) else held
     return plan
+
+
+def _listed_parts(lake: "Lake", sources: list[str],
+                  files: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]] | None:
+    """Per part table, the files holding the current rows of ``sources``, as the lake's
+    ``sources.parquet`` names them (``parts``), among the files there now; None when one of
+    them has no such list (a lake made before it was kept): the files are then found by
+    reading the tables' source ids."""
+    if not sources:
+        return {}
+    table = lake.read_sources(("source_id", "parts"))
+    wanted = set(sources)
+    found: dict[str, set[str]] = {}
+    for source_id, parts in zip(table.column(0).to_pylist(), table.column(1).to_pylist()):
+        if source_id not in wanted:
+            continue
+        if parts is None:
+            return None
+        for part in parts:
+            name, _, stem = part.partition("/")
+            found.setdefault(name, set()).add(os.path.join(lake.table_dir(name), stem + ".parquet"))
+    return {name: tuple(sorted(paths & set(files.get(name, ()))))
+            for name, paths in found.items()}
 
 
 def connect_scoped(lake: "Lake", sessions: Iterable[str], *,

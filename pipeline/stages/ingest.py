@@ -119,6 +119,7 @@ class Discovery:
     named: set[str] = dataclasses.field(default_factory=set)           # files named as PATHs
     own_folders: list[str] = dataclasses.field(default_factory=list)
     unread: list[str] = dataclasses.field(default_factory=list)    # see UNREAD_TRANSCRIPT
+    unchanged: list[str] = dataclasses.field(default_factory=list)  # held as they are now
 
 
 def superseded_by(path: str, fmt: str | None) -> str | None:
@@ -220,8 +221,14 @@ def require_paths(paths: Iterable[str | Path]) -> None:
                              hint="check the path, or run without PATH to read the standard locations")
 
 
-def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -> Discovery:
+def discover(paths: list[Path], *, format: str | None, known: "KnownSources") -> Discovery:
+    """The files below ``paths``: a task for each file to look at, except a file the lake
+    holds exactly as it is now (same size, mtime, ctime, inode and format, nothing held
+    back), which is only listed in ``unchanged`` (a night with nothing new makes no task
+    per file: it compares one tuple per file)."""
+    unchanged_sig = known.unchanged_signatures
     tasks: list[FileTask] = []
+    unchanged: list[str] = []
     superseded: list[str] = []
     unrecognized: list[str] = []
     named: set[str] = set()
@@ -239,6 +246,15 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
             if abspath in seen:
                 continue
             seen.add(abspath)
+            if listed is not None and stat.S_ISREG(listed.st_mode) \
+                    and abspath.endswith(CANDIDATE_SUFFIXES):
+                sig = unchanged_sig.get(abspath)
+                if sig is not None and sig[0] == listed.st_size \
+                        and sig[1] == listed.st_mtime_ns and sig[2] == listed.st_ctime_ns \
+                        and sig[3] == inode_of(listed) and (format is None or format == sig[4]) \
+                        and not superseded_by(abspath, format or sig[4]):
+                    unchanged.append(abspath)
+                    continue
             rel = abspath[len(prefix):] if abspath.startswith(prefix) \
                 else os.path.relpath(abspath, base_dir)
             if problem is not None and problem.startswith("own:"):
@@ -252,7 +268,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                     problem = ("file name is not valid UTF-8 (shown with \\x escapes): not read;"
                                " rename it to read it")
                 tasks.append(FileTask(shown, str(root_abs), shown_path(rel), None, 0, 0,
-                                      known.get(shown), problem=problem))
+                                      known.compared.get(shown), problem=problem))
                 continue
             if is_link:
                 target = Path(os.path.realpath(abspath))
@@ -262,7 +278,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 else:
                     st = os.lstat(abspath)
                     tasks.append(FileTask(abspath, str(root_abs), rel, None, st.st_size,
-                                          st.st_mtime_ns, known.get(abspath),
+                                          st.st_mtime_ns, known.compared.get(abspath),
                                           problem=f"symlink leads outside the archive root "
                                                   f"(to {target}): not followed"))
                     continue
@@ -275,15 +291,17 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
             try:
                 st = listed or os.stat(abspath)
             except OSError as exc:
-                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
+                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0,
+                                      known.compared.get(abspath),
                                       problem=f"cannot stat file: {exc.strerror or exc}"))
                 continue
             kind = _file_kind(st.st_mode)
             if kind is not None:
-                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0, known.get(abspath),
+                tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0,
+                                      known.compared.get(abspath),
                                       problem=f"{kind}, not a regular file: skipped, never opened"))
                 continue
-            prev = known.get(abspath)
+            prev = known.compared.get(abspath)
             fmt = format
             task = FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev,
                             ctime_ns=st.st_ctime_ns, inode=inode_of(st))
@@ -296,7 +314,7 @@ def discover(paths: list[Path], *, format: str | None, known: dict[str, dict]) -
                 continue
             # format None: the worker sniffs the file (in parallel), see detect_task_format
             tasks.append(task)
-    return Discovery(tasks, superseded, unrecognized, named, own, sorted(unread))
+    return Discovery(tasks, superseded, unrecognized, named, own, sorted(unread), unchanged)
 
 
 # ---------------------------------------------------------------------------------------
@@ -374,11 +392,19 @@ class PartWriter:
         self.pending: dict[str, list[dict] | RecordColumns] = _empty_pending()
         self.pending_bytes = 0
         self.part_no = 0
+        self.source_id: str | None = None          # the file whose rows come now
+        self.pending_sources: dict[str, set[str]] = {}   # source -> tables with rows pending
+        self.parts_of: dict[str, list[str]] = {}   # source -> "<table>/<name>" written
+
+    def begin(self, source_id: str) -> None:
+        """The rows added from now on are those of the file ``source_id``."""
+        self.source_id = source_id
 
     def add(self, rows: dict[str, list[dict]], nbytes: int) -> None:
         for table, table_rows in rows.items():
             if table_rows:
                 self.pending[table].extend(table_rows)
+                self.pending_sources.setdefault(self.source_id, set()).add(table)
         self.pending_bytes += nbytes
         if self.pending_bytes >= self.batch_bytes:
             self.flush()
@@ -390,12 +416,31 @@ class PartWriter:
         tables = [t for t in PART_TABLES if self.pending[t]]
         # messages are always registered: the tool_results part reads their measurements
         batches = {t: _arrow_batch(t, self.pending[t]) for t in {*tables, "messages"}}
-        self.lake.write_parts(_worker_connection(), batches,
-                              f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}",
-                              only=tables)
+        name = f"{self.run_id}-{self.chunk_no:05d}-{self.part_no:03d}"
+        self.lake.write_parts(_worker_connection(), batches, name, only=tables)
+        for source_id, written in self.pending_sources.items():
+            self.parts_of.setdefault(source_id, []).extend(
+                f"{table}/{name}" for table in PART_TABLES if table in written)
         self.part_no += 1
         self.pending = _empty_pending()
+        self.pending_sources = {}
         self.pending_bytes = 0
+
+    def record_parts(self, results: list["FileResult"], tasks: list["FileTask"]) -> None:
+        """Name in each result's source row the parts holding its current generation's rows:
+        those it had (the same generation, read on from its watermark) and those written now
+        (after :meth:`close`). A file the lake held without knowing its parts stays unknown."""
+        for res, task in zip(results, tasks):
+            source_id = res.source.get("source_id")
+            if source_id is None:
+                continue
+            new = self.parts_of.get(source_id, [])
+            prev = task.prev or {}
+            if prev and prev.get("generation") == res.source.get("generation"):
+                old = prev.get("parts")
+                res.source["parts"] = None if old is None else [*old, *new]
+            else:
+                res.source["parts"] = new
 
     def close(self) -> None:
         self.flush()
@@ -736,6 +781,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                 mtime_ns=task.mtime_ns, run_id=run_id,
                 ingested_at=datetime.now(timezone.utc))
     generation = (prev.get("generation") or 0) + 1
+    writer.begin(source_id)
     if task.problem:
         if handle is not None:
             handle.close()
@@ -977,6 +1023,7 @@ def process_chunk(args: tuple) -> list[FileResult]:
         results = [read_file(task, writer, run_id, max_line_bytes, settled_before_ns)
                    for task in tasks]
         writer.close()
+        writer.record_parts(results, tasks)
     crash_point("ingest:chunk")     # parts written, result not returned yet (the kill tests)
     return results
 
@@ -1075,7 +1122,7 @@ def _below(roots: list[Path]) -> Callable[[str], bool]:
     return lambda path: path in bases or path.startswith(prefixes)
 
 
-def removed_sources(previous: dict[str, dict], roots: list[Path], found: set[str]) -> list[str]:
+def removed_sources(previous: Iterable[str], roots: list[Path], found: set[str]) -> list[str]:
     """Paths ingested before, below one of ``roots`` (or one of them), not found there now."""
     below = _below(roots)
     return sorted(path for path in previous if path not in found and below(path))
@@ -1114,12 +1161,57 @@ class KnownSources:
 
     def __init__(self, lake: Lake):
         self.lake = lake
-        compared = lake.read_sources(("path", *self.COMPARED))
-        paths = compared.column(0).to_pylist()
-        self.index = {path: i for i, path in enumerate(paths)}
-        columns = [compared.column(name).to_pylist() for name in self.COMPARED]
-        self.compared = {path: dict(zip(self.COMPARED, values))
-                         for path, values in zip(paths, zip(*columns))}
+        table = lake.read_sources(("path", *self.COMPARED))
+        self._paths = table.column(0).to_pylist()
+        self._columns = [table.column(name).to_pylist() for name in self.COMPARED]
+        self.index = {path: i for i, path in enumerate(self._paths)}
+        self.unread: set[str] = set()     # files to read again whole (see forget)
+
+    def lost_parts(self) -> tuple[list[str], set[str]]:
+        """The part files the lake's sources name that are gone from ``tables/`` (deleted by
+        hand, or lost with a disk), and the paths of the files whose current rows they held:
+        those files are read again whole (a new generation), so that no row is missing."""
+        column = self.lake.read_sources(("parts",)).column(0)   # rows in the order of _paths
+        # every name listed, from the lists' values (not pyarrow.compute: ~0.1 s to import on a
+        # night with nothing new; a value no row points at only costs the per-row look below)
+        named = {name for chunk in column.chunks for name in chunk.values.to_pylist()} - {None}
+        if not named:
+            return [], set()
+        present = set()
+        for name in PART_TABLES:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError), \
+                    os.scandir(self.lake.table_dir(name)) as entries:
+                present.update(f"{name}/{entry.name[:-len('.parquet')]}" for entry in entries
+                               if entry.name.endswith(".parquet"))
+        lost = named - present
+        if not lost:
+            return [], set()
+        lists = column.to_pylist()
+        lost &= {name for parts in lists if parts for name in parts}
+        paths = {path for path, parts in zip(self._paths, lists) if parts and not lost.isdisjoint(parts)}
+        return sorted(lost), paths
+
+    def forget(self, paths: set[str]) -> None:
+        """Read ``paths`` again whole, whatever their size and mtime (see :meth:`lost_parts`)."""
+        self.unread = paths
+        self.__dict__.pop("unchanged_signatures", None)
+
+    @functools.cached_property
+    def compared(self) -> dict[str, dict]:
+        """The compared fields of every file, by path (made when a file is looked at)."""
+        return {path: dict(zip(self.COMPARED, values))
+                for path, values in zip(self._paths, zip(*self._columns))}
+
+    @functools.cached_property
+    def unchanged_signatures(self) -> dict[str, tuple]:
+        """(size, mtime, ctime, inode, format) by path, of the files a run with the same
+        values need not look at: a format known, ctime and inode kept (a lake made before
+        they were kept compares them in :meth:`FileTask.same_file_as`), nothing held back
+        (a held-back line may be read once the file has settled)."""
+        size, mtime, fmt, ctime, inode, held = self._columns
+        return {path: (s, m, c, i, f) for path, s, m, f, c, i, h
+                in zip(self._paths, size, mtime, fmt, ctime, inode, held)
+                if f and not h and c is not None and i is not None and path not in self.unread}
 
     def read_at(self, path: str) -> datetime | None:
         """When the file was last read (``ingested_at``; one column, read on first use)."""
@@ -1132,8 +1224,15 @@ class KnownSources:
         return self.lake.read_sources()
 
     def row(self, path: str) -> dict | None:
+        """The whole row of ``path``; of a file to read again whole (:meth:`forget`), without
+        the watermark and digests that would let it be read on or kept as it is."""
         i = self.index.get(path)
-        return None if i is None else self.table.slice(i, 1).to_pylist()[0]
+        if i is None:
+            return None
+        row = self.table.slice(i, 1).to_pylist()[0]
+        if path in self.unread:
+            row.update(watermark=None, watermark_sha256=None, sha256=None)
+        return row
 
     def updated(self, changed: dict[str, dict], dropped: set[str]) -> pa.Table:
         """The table with ``changed`` rows (by path) replacing or joining the old ones and
@@ -1174,6 +1273,23 @@ def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) 
         out.append(f"{res.path}: read as --format {format}: {res.records:,} records but no "
                    f"message ({guess}; drop --format to auto-detect)")
     return out
+
+
+def _lost_parts_warning(lost: list[str], rereading: set[str], read: set[str],
+                        dropped: set[str]) -> str:
+    """What a night says of part files gone from the lake (see ``KnownSources.lost_parts``):
+    the files read again to restore their rows, and those it could not read (not below the
+    paths read this time), whose rows stay missing until a run reads them."""
+    what, held = (f"{len(lost)} part files of the lake's tables are", "they") \
+        if len(lost) > 1 else ("a part file of the lake's tables is", "it")
+    restored = rereading & read
+    text = (f"{what} missing ({first_few(lost)}): the {len(restored)} files whose rows {held} "
+            "held are read again whole")
+    waiting = sorted(rereading - read - dropped)
+    if waiting:
+        text += ("; the rows of these files, not below the paths read now, stay missing until "
+                 f"a run reads them: {first_few(waiting)}")
+    return text
 
 
 def make_run_id(started: datetime) -> str:
@@ -1221,7 +1337,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         if standalone:      # the nightly job did it under this same lock just before
             lake.gc_uncommitted()
         previous = KnownSources(lake)
-        found = discover(roots, format=format, known=previous.compared)
+        lost, rereading = previous.lost_parts()
+        previous.forget(rereading)
+        found = discover(roots, format=format, known=previous)
         summary.superseded = found.superseded
         summary.unrecognized.extend(found.unrecognized)
         summary.own_folders = found.own_folders
@@ -1233,7 +1351,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                 "them to read them: " + first_few(found.unread))
         todo: list[FileTask] = []
         results: list[FileResult] = []
-        unchanged: list[str] = []     # kept as they are in sources (not even made rows)
+        unchanged = list(found.unchanged)   # kept as they are in sources (not even made rows)
         for task in found.tasks:
             prev = task.prev
             # same size, mtime, format (a problem file has none, before and now), inode and
@@ -1242,7 +1360,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             settling = bool(prev and prev.get("held_back")) and settled_before_ns is not None \
                 and task.mtime_ns <= settled_before_ns \
                 and not _settled_when_read(previous.read_at(task.path), task, quiet_minutes)
-            if prev and task.same_file_as(prev) and not settling:
+            if prev and task.same_file_as(prev) and not settling \
+                    and task.path not in previous.unread:
                 unchanged.append(task.path)
             else:
                 task.prev = previous.row(task.path)   # the whole row, for the reader
@@ -1287,7 +1406,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                 pool.shutdown()
         # commit: sources then runs (the run id listed in runs makes its parts visible for GC)
         summary.files_unchanged = summary.files = len(unchanged)
-        dropped = set(removed_sources(previous.compared, roots, {t.path for t in found.tasks}))
+        dropped = set(removed_sources(previous.index, roots,
+                                      {t.path for t in found.tasks} | set(found.unchanged)))
         new_sources: dict[str, dict] = {}
         for res in results:
             if res.mode in ("unrecognized", "superseded", "skipped"):
@@ -1311,6 +1431,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         moved = moved_sources(previous, roots, new_sources)
         dropped.update(moved)
         summary.removed = sorted(dropped)
+        if lost:
+            summary.warnings.append(_lost_parts_warning(lost, rereading, set(new_sources), dropped))
         # commit: sources.parquet is the commit point (its run ids keep this run's parts);
         # runs.parquet is the log, written after (a crash between the two loses a log line only).
         # Nothing read and nothing gone: sources stays as it is (a night with nothing new

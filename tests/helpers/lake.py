@@ -73,7 +73,8 @@ def claude_usage_calls(paths) -> dict[tuple, dict]:
 
 
 # run-specific columns: the run's id and clock, nothing the engine decides
-VOLATILE = {"run_id", "ingested_at", "started_at", "finished_at", "pid", "seconds"}
+# (``sources.parts`` names the part files by the run that wrote them)
+VOLATILE = {"run_id", "ingested_at", "started_at", "finished_at", "pid", "seconds", "parts"}
 # the run log, the stage ledger and the usage store's source list record the run itself (its
 # id, times), not its results (two local runs differ there too); their rows are compared as
 # views, without those columns
