@@ -138,6 +138,12 @@ def test_a_part_deleted_by_hand_is_noticed_and_the_files_it_held_are_read_again_
     part = sorted((lake / "tables" / "messages").glob("2*.parquet"))[0]
     part.unlink()
     assert rows(Lake(lake), COUNTS) != before        # the rows it held are gone from the views
+    verify = CliRunner().invoke(cli, ["--lake", str(lake), "verify", "--json"],
+                                catch_exceptions=False)
+    assert verify.exit_code == 1
+    assert json.loads(verify.output)["problems"] == [{
+        "kind": "lake", "path": str(part), "detail": "missing: its rows are not in the tables; "
+        "the next `ctxlake run` (or ingest) reads again the files whose rows it held"}]
 
     night = _run_json(lake, archive)
 
@@ -151,6 +157,8 @@ def test_a_part_deleted_by_hand_is_noticed_and_the_files_it_held_are_read_again_
     assert named and named <= on_disk
     again = _run_json(lake, archive)
     assert again["ingest"]["warnings"] == [] and again["ingest"]["files_unchanged"] == 2
+    assert CliRunner().invoke(cli, ["--lake", str(lake), "verify"],
+                              catch_exceptions=False).exit_code == 0
 
 
 def test_a_lake_whose_sources_do_not_list_their_parts_still_scopes_and_reads_on(tmp_path):

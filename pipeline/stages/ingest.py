@@ -1168,28 +1168,15 @@ class KnownSources:
         self.unread: set[str] = set()     # files to read again whole (see forget)
 
     def lost_parts(self) -> tuple[list[str], set[str]]:
-        """The part files the lake's sources name that are gone from ``tables/`` (deleted by
-        hand, or lost with a disk), and the paths of the files whose current rows they held:
-        those files are read again whole (a new generation), so that no row is missing."""
-        column = self.lake.read_sources(("parts",)).column(0)   # rows in the order of _paths
-        # every name listed, from the lists' values (not pyarrow.compute: ~0.1 s to import on a
-        # night with nothing new; a value no row points at only costs the per-row look below)
-        named = {name for chunk in column.chunks for name in chunk.values.to_pylist()} - {None}
-        if not named:
-            return [], set()
-        present = set()
-        for name in PART_TABLES:
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError), \
-                    os.scandir(self.lake.table_dir(name)) as entries:
-                present.update(f"{name}/{entry.name[:-len('.parquet')]}" for entry in entries
-                               if entry.name.endswith(".parquet"))
-        lost = named - present
+        """The part files the lake's sources name that are gone (:meth:`Lake.lost_parts`),
+        and the paths of the files whose current rows they held: those files are read again
+        whole (a new generation), so that no row is missing."""
+        lost = self.lake.lost_parts()
         if not lost:
             return [], set()
-        lists = column.to_pylist()
-        lost &= {name for parts in lists if parts for name in parts}
-        paths = {path for path, parts in zip(self._paths, lists) if parts and not lost.isdisjoint(parts)}
-        return sorted(lost), paths
+        lists = self.lake.read_sources(("parts",)).column(0).to_pylist()   # in _paths' order
+        return sorted(lost), {path for path, parts in zip(self._paths, lists)
+                              if parts and not lost.isdisjoint(parts)}
 
     def forget(self, paths: set[str]) -> None:
         """Read ``paths`` again whole, whatever their size and mtime (see :meth:`lost_parts`)."""

@@ -175,6 +175,11 @@ def verify(lake: Lake, *, out: Path | str | None = None) -> VerifyReport:
 
     for damage in lake.damage():
         problem("lake", lake.root, damage)
+    for part in sorted(lake.lost_parts()):
+        table, _, name = part.partition("/")
+        problem("lake", lake.table_dir(table) / f"{name}.parquet",
+                "missing: its rows are not in the tables; the next `ctxlake run` (or ingest) "
+                "reads again the files whose rows it held")
 
     sound: set[str] = set()
     with PayloadStore.for_lake(lake.root) as store:
