@@ -656,10 +656,7 @@ class Lake:
         """The part files (``<table>/<part name>``) that ``sources.parts`` names and
         ``tables/`` no longer holds (deleted by hand, lost with a disk): their rows are missing
         from the views until the next ingest reads their files again."""
-        column = self.read_sources(("parts",)).column(0)
-        # every name listed, from the lists' values (not pyarrow.compute: ~0.1 s to import on
-        # a night with nothing new); a value no row points at is dropped below
-        named = {name for chunk in column.chunks for name in chunk.values.to_pylist()} - {None}
+        named = self._named_parts()
         if not named:
             return set()
         present = set()
@@ -669,9 +666,26 @@ class Lake:
                 present.update(f"{table}/{entry.name[:-len('.parquet')]}" for entry in entries
                                if entry.name.endswith(".parquet"))
         lost = named - present
-        if lost:
+        if lost:   # a name in the file's dictionary that no row points at is not lost
+            column = self.read_sources(("parts",)).column(0)
             lost &= {name for parts in column.to_pylist() if parts for name in parts}
         return lost
+
+    def _named_parts(self) -> set[str]:
+        """Every part name ``sources.parts`` lists, read as the column's dictionary (a few
+        hundred names, not one string per file and part: ~1 ms on a 1 GB archive's lake, not
+        ~10; not pyarrow.compute, ~0.1 s to import on a night with nothing new)."""
+        if not self.sources_path.exists():
+            return set()
+        try:
+            with pq.ParquetFile(self.sources_path, read_dictionary=["parts.list.element"]) as handle:
+                column = handle.read(columns=["parts"]).column(0)
+        except KeyError:     # a lake made before sources listed their parts
+            return set()
+        except (OSError, pa.ArrowException) as error:
+            raise self._damaged(self.damage() or [f"sources.parquet cannot be read ({error})"]) from None
+        return {name for chunk in column.chunks
+                for name in chunk.values.dictionary.to_pylist()} - {None}
 
     def check_intact(self) -> None:
         """Raise :class:`LakeDamagedError` when :meth:`damage` finds something (checked once

@@ -106,6 +106,12 @@ class FileTask:
             and prev.get("inode") in (None, self.inode)
 
 
+def stat_signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    """(size, mtime, ctime, inode) of a file: what a night with nothing new compares
+    (:attr:`KnownSources.unchanged_signatures`)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
 def inode_of(st: os.stat_result) -> int:
     """``st_ino`` as a signed 64-bit value (the ``sources.inode`` column)."""
     return st.st_ino - 2**64 if st.st_ino >= 2**63 else st.st_ino
@@ -246,15 +252,13 @@ def discover(paths: list[Path], *, format: str | None, known: "KnownSources") ->
             if abspath in seen:
                 continue
             seen.add(abspath)
-            if listed is not None and stat.S_ISREG(listed.st_mode) \
-                    and abspath.endswith(CANDIDATE_SUFFIXES):
-                sig = unchanged_sig.get(abspath)
-                if sig is not None and sig[0] == listed.st_size \
-                        and sig[1] == listed.st_mtime_ns and sig[2] == listed.st_ctime_ns \
-                        and sig[3] == inode_of(listed) and (format is None or format == sig[4]) \
-                        and not superseded_by(abspath, format or sig[4]):
-                    unchanged.append(abspath)
-                    continue
+            known_as = unchanged_sig.get(abspath) if listed is not None else None
+            if known_as is not None and stat.S_ISREG(listed.st_mode) \
+                    and known_as[0] == stat_signature(listed) \
+                    and (format is None or format == known_as[1]) \
+                    and not superseded_by(abspath, format or known_as[1]):
+                unchanged.append(abspath)
+                continue
             rel = abspath[len(prefix):] if abspath.startswith(prefix) \
                 else os.path.relpath(abspath, base_dir)
             if problem is not None and problem.startswith("own:"):
@@ -1190,13 +1194,15 @@ class KnownSources:
                 for path, values in zip(self._paths, zip(*self._columns))}
 
     @functools.cached_property
-    def unchanged_signatures(self) -> dict[str, tuple]:
-        """(size, mtime, ctime, inode, format) by path, of the files a run with the same
-        values need not look at: a format known, ctime and inode kept (a lake made before
-        they were kept compares them in :meth:`FileTask.same_file_as`), nothing held back
-        (a held-back line may be read once the file has settled)."""
+    def unchanged_signatures(self) -> dict[str, tuple[tuple[int, int, int, int], str]]:
+        """((size, mtime, ctime, inode as ``st_ino`` gives it), format) by path, of the files
+        a run with the same values need not look at: a format known, ctime and inode kept (a
+        lake made before they were kept compares them in :meth:`FileTask.same_file_as`),
+        nothing held back (a held-back line may be read once the file has settled). The four
+        numbers are compared as one tuple with :func:`stat_signature` (one comparison per
+        file of the archive on a night with nothing new)."""
         size, mtime, fmt, ctime, inode, held = self._columns
-        return {path: (s, m, c, i, f) for path, s, m, f, c, i, h
+        return {path: ((s, m, c, i + 2**64 if i < 0 else i), f) for path, s, m, f, c, i, h
                 in zip(self._paths, size, mtime, fmt, ctime, inode, held)
                 if f and not h and c is not None and i is not None and path not in self.unread}
 
