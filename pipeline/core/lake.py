@@ -683,7 +683,7 @@ class Lake:
         except KeyError:     # a lake made before sources listed their parts
             return set()
         except (OSError, pa.ArrowException) as error:
-            raise self._damaged(self.damage() or [f"sources.parquet cannot be read ({error})"]) from None
+            raise self._unreadable("sources.parquet", error) from None
         return {name for chunk in column.chunks
                 for name in chunk.values.dictionary.to_pylist()} - {None}
 
@@ -702,6 +702,11 @@ class Lake:
             raise self._damaged(problems)
         if key is not None:
             _INTACT.add(key)
+
+    def _unreadable(self, name: str, error: Exception) -> "LakeDamagedError":
+        """The error of a bookkeeping file (``name``) that cannot be read: the damage found,
+        else the reader's own words."""
+        return self._damaged(self.damage() or [f"{name} cannot be read ({error})"])
 
     def _damaged(self, problems: list[str]) -> "LakeDamagedError":
         return LakeDamagedError(
@@ -850,7 +855,7 @@ class Lake:
                                   for name in names})
             return table
         except (OSError, pa.ArrowException) as error:
-            raise self._damaged(self.damage() or [f"sources.parquet cannot be read ({error})"]) from None
+            raise self._unreadable("sources.parquet", error) from None
 
     def read_runs(self) -> pa.Table:
         """The run log (an older lake's rows, which were all committed ingest runs, get the
@@ -860,7 +865,7 @@ class Lake:
         try:
             table = read_parquet_cached(self.runs_path, RUNS)
         except (OSError, pa.ArrowException) as error:
-            raise self._damaged(self.damage() or [f"runs.parquet cannot be read ({error})"]) from None
+            raise self._unreadable("runs.parquet", error) from None
         if "ingest_committed" in table.column_names:
             return _conform(table, RUNS)
         n = table.num_rows

@@ -109,7 +109,7 @@ class FileTask:
 def stat_signature(st: os.stat_result) -> tuple[int, int, int, int]:
     """(size, mtime, ctime, inode) of a file: what a night with nothing new compares
     (:attr:`KnownSources.unchanged_signatures`)."""
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, inode_of(st)
 
 
 def inode_of(st: os.stat_result) -> int:
@@ -1195,14 +1195,14 @@ class KnownSources:
 
     @functools.cached_property
     def unchanged_signatures(self) -> dict[str, tuple[tuple[int, int, int, int], str]]:
-        """((size, mtime, ctime, inode as ``st_ino`` gives it), format) by path, of the files
-        a run with the same values need not look at: a format known, ctime and inode kept (a
-        lake made before they were kept compares them in :meth:`FileTask.same_file_as`),
-        nothing held back (a held-back line may be read once the file has settled). The four
-        numbers are compared as one tuple with :func:`stat_signature` (one comparison per
-        file of the archive on a night with nothing new)."""
+        """((size, mtime, ctime, inode), format) by path, of the files a run with the same
+        values need not look at: a format known, ctime and inode kept (a lake made before
+        they were kept compares them in :meth:`FileTask.same_file_as`), nothing held back
+        (a held-back line may be read once the file has settled). The four numbers are
+        compared as one tuple with :func:`stat_signature` (one comparison per file of the
+        archive on a night with nothing new)."""
         size, mtime, fmt, ctime, inode, held = self._columns
-        return {path: ((s, m, c, i + 2**64 if i < 0 else i), f) for path, s, m, f, c, i, h
+        return {path: ((s, m, c, i), f) for path, s, m, f, c, i, h
                 in zip(self._paths, size, mtime, fmt, ctime, inode, held)
                 if f and not h and c is not None and i is not None and path not in self.unread}
 
