@@ -475,7 +475,8 @@ def test_a_ledger_file_cut_short_costs_a_warning_and_that_stage_redoing_its_work
 
 
 def _same_derived_tables(one: Path, other: Path, tables=("usage_call_rows", "usage_calls_priced",
-                                                       "usage_buckets", "session_log_entries")):
+                                                       "usage_buckets", "session_log_entries",
+                                                       "session_activity")):
     import pyarrow.parquet as pq
 
     for table in tables:

@@ -445,3 +445,43 @@ def test_recovery_documents_built_by_the_worker_pool_equal_those_built_in_one_pr
         built = build_documents(con, ids, memory)
     assert len(ids) >= 8 and list(pooled) == sorted(ids)
     assert pooled == alone == {sid: doc.to_markdown() for sid, doc in built.items()}
+
+
+def test_a_night_that_adds_a_session_ending_in_the_same_second_rewrites_the_older_document(tmp_path):
+    """Recovery ids are unique across the lake: a new session ending in the second an older
+    one ended gives both a hash suffix, and removing it takes both away again. The older
+    session's files did not change, yet its document is written again, as a run over the
+    whole lake writes it."""
+    from pipeline.core.lake import Lake
+    from pipeline.stages.nightly import run_nightly
+
+    def night(lake_root: Path, archive: Path) -> None:
+        assert run_nightly([archive], lake=Lake(lake_root), workers=1, tz="UTC").status == "ok"
+
+    def documents(lake_root: Path) -> dict[str, str]:
+        folder = lake_root / "summaries" / "recovery"
+        return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.md"))}
+
+    archive = tmp_path / "archive"
+    old = ClaudeTranscript("sess-old", start="2025-12-09T10:00:00")
+    old.user("first task").user("second line")                  # ends 10:00:01
+    old.write(archive)
+    ClaudeTranscript("sess-apart", start="2025-12-09T11:00:00").user("other work").write(archive)
+    lake_root = tmp_path / "lake"
+    night(lake_root, archive)
+    alone = documents(lake_root)["sess-old.md"]
+    assert "CMEM-20251209-100001" in alone and "CMEM-20251209-100001-" not in alone
+
+    twin = ClaudeTranscript("sess-twin", start="2025-12-09T10:00:01")
+    twin.user("same second")
+    twin.write(archive)
+    night(lake_root, archive)
+    whole = tmp_path / "whole"
+    night(whole, archive)
+    assert documents(lake_root) == documents(whole)
+    assert "CMEM-20251209-100001-" in documents(lake_root)["sess-old.md"]
+
+    (archive / "sess-twin.jsonl").unlink()
+    night(lake_root, archive)
+    assert list(documents(lake_root)) == ["sess-apart.md", "sess-old.md"]
+    assert documents(lake_root)["sess-old.md"] == alone

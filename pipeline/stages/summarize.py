@@ -80,8 +80,9 @@ from pipeline.core.batching import contiguous_runs
 from pipeline.core.errors import ConfigError
 from pipeline.core.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
 from pipeline.stages.recover import (
-    lake_memory_ids, meaningful_text, recovery_file_name, render_documents, session_families,
+    meaningful_text, recovery_file_name, render_documents, session_families,
 )
+from pipeline.stages.session_activity import read_session_facts
 from pipeline.core.store import sync_files
 from pipeline.stages.usage import resolve_timezone, use_model_prices
 
@@ -266,8 +267,10 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         refuse_symlinks(lake.root, folder, what="summaries folder")
     written: list[str] = []   # files written without their own fsync
     with lake.connect() as con, contextlib.ExitStack() as stack:
-        summary.prices_written = _write_model_prices(lake, con, reuse=sessions is not None)
-        rows = _query(con, "select_session_log_keys", {})
+        facts = read_session_facts(lake, con, incremental=sessions is not None)
+        summary.prices_written = _write_model_prices(lake, con, facts.models,
+                                                     reuse=sessions is not None)
+        rows = facts.top_level
         by_id = {row["session_id"]: row for row in rows}
         asked = None if sessions is None else sorted(set(sessions))
         root_of = {} if asked is None else _root_map(con, asked)
@@ -309,7 +312,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
         # the queries of these sessions alone read only their family's files when a few are
         # asked (pipeline.core.scope); those over every session above and below keep `con`
         local = con if touched is None else stack.enter_context(
-            lake.connect(scope=set(fresh) | touched, within=con))
+            lake.connect(scope=set(fresh) | touched | facts.id_shifted, within=con))
         scope = {"sessions": None if touched is None else fresh}
         figures = {row["session_id"]: row for row in _query(local, "select_session_log_rows", scope)} \
             if fresh else {}
@@ -373,10 +376,11 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
                     summary.days_removed += 1
 
         # recovery documents
-        wanted = sorted(s for s in (by_id if touched is None else touched)
+        # (and those whose recovery id another session's change may have changed)
+        wanted = sorted(s for s in (by_id if touched is None else touched | facts.id_shifted)
                         if s in by_id and s not in ignored)
         expected_names = set()
-        memory_ids = lake_memory_ids(con) if wanted else {}
+        memory_ids = facts.memory_ids
         done = 0
         for batch in _evidence_batches(local, wanted, all_sessions=touched is None):
             for session_id, text in render_documents(local, batch, memory_ids).items():
@@ -413,7 +417,7 @@ def _summarize(lake: Lake, *, tz, ignore_patterns, sessions, progress, extra_day
 # day for one changed session reads only that session from the lake (not every session of
 # the day): ``derived/session_log_entries`` (per session bucket). An entry is used only when
 # its ``log_key`` (its sources' and its sub-agents' sources' generation, lines and digest:
-# ``sql/select_session_log_keys.sql``) and ``settings_fp`` (the figures' version, and the
+# ``sql/select_session_source_keys.sql``) and ``settings_fp`` (the figures' version, and the
 # price snapshot when costs are shown) are those of now.
 LOG_ENTRIES = "session_log_entries"
 LOG_ENTRIES_LAYOUT = 1
@@ -492,14 +496,14 @@ def _topic_texts(con, session_ids: list[str]) -> dict[str, list[tuple[str, bool]
     return out
 
 
-def _write_model_prices(lake: Lake, con, *, reuse: bool = False) -> bool:
-    """Write ``derived/model_prices/all.parquet`` when it changed; use it in ``con``.
+def _write_model_prices(lake: Lake, con, models: list[str], *, reuse: bool = False) -> bool:
+    """Write ``derived/model_prices/all.parquet`` for ``models`` (those carrying recorded
+    usage in the lake, sorted) when it changed; use it in ``con``.
 
     ``reuse`` (an incremental run: the settings, hence the ctxlake version, are those of the
     run that wrote the file): the file is kept, without loading the price snapshot (~0.1 s),
     when it prices exactly the lake's models from the same genai-prices snapshot."""
     from pipeline.reports.prices import PRICE_SOURCE, model_price_table
-    models = [row[0] for row in con.execute(sqlfiles.load("select_usage_models")).fetchall()]
     target = lake.derived_dir / "model_prices" / "all.parquet"
     existing = None
     if target.exists():
