@@ -378,15 +378,24 @@ def _damaged_part(path: Path, reason: str) -> CorruptPartError:
                             hint="the next `ctxlake run` removes it and recomputes the derived tables")
 
 
+def read_parquet(path: Path, *, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file (``columns`` of it, in that order; a column it lacks is a KeyError)
+    through ``ParquetFile``, not ``pq.read_table``: the dataset layer costs a small file
+    about twice its read (a night reads some 80 derived parts)."""
+    with pq.ParquetFile(path) as handle:
+        table = handle.read(columns=columns)
+    return table if columns is None else table.select(list(columns))
+
+
 def read_derived_part(path: Path, *, columns: list[str] | None = None) -> pa.Table:
     """One Parquet part of a derived table (``columns`` of it: a column a later version added
     may be absent from an older part). A part that cannot be read is a
     :class:`CorruptPartError` naming it."""
     try:
         if columns is None:
-            return pq.read_table(path)
-        stored = pq.ParquetFile(path)
-        return stored.read(columns=[c for c in columns if c in stored.schema_arrow.names])
+            return read_parquet(path)
+        with pq.ParquetFile(path) as stored:
+            return stored.read(columns=[c for c in columns if c in stored.schema_arrow.names])
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as error:

@@ -18,13 +18,12 @@ from typing import Any, Iterable, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
 
 from pipeline.text import tokenizers
 from pipeline.core.errors import TokenizerUnavailableError
-from pipeline.core.lake import Lake, holds_lake_lock
+from pipeline.core.lake import Lake, holds_lake_lock, read_parquet
 from pipeline.text.tokens import cjk_count, estimate_tokens
 from pipeline.text.written_output import WrittenRow, written_pieces
 
@@ -460,7 +459,7 @@ def count_pieces(lake: Lake, encoding: str, texts: list[str], *, store: bool = F
     path = lake.derived_dir / TOKEN_COUNTS / f"{encoding}.parquet"
     known: dict[str, int] = {}
     if path.exists():
-        stored = pq.read_table(path, columns=["piece_sha256", "tokens"])
+        stored = read_parquet(path, columns=["piece_sha256", "tokens"])
         known = dict(zip(stored.column(0).to_pylist(), stored.column(1).to_pylist()))
     digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts]
     missing = {digest: text for digest, text in zip(digests, texts) if digest not in known}
@@ -660,7 +659,7 @@ class TokenCalibration:
         stored = lake.derived_dir / "token_calibration" / "all.parquet"
         if not stored.exists():
             return cls({}, {})
-        return cls.from_table(pq.read_table(stored))
+        return cls.from_table(read_parquet(stored))
 
     def lookup(self, model: str | None, direction: str = "prompt",
                basis: str = HEURISTIC) -> tuple[Factors, float | None]:

@@ -73,12 +73,13 @@ from typing import Callable, Iterable
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.core import sqlfiles
 from pipeline.core.batching import contiguous_runs
 from pipeline.core.errors import ConfigError
-from pipeline.core.lake import Lake, atomic_write_bytes, holds_lake_lock, refuse_symlinks, remove_own_file
+from pipeline.core.lake import (
+    Lake, atomic_write_bytes, holds_lake_lock, read_parquet, refuse_symlinks, remove_own_file,
+)
 from pipeline.stages.recover import (
     meaningful_text, recovery_file_name, render_documents, session_families,
 )
@@ -508,7 +509,7 @@ def _write_model_prices(lake: Lake, con, models: list[str], *, reuse: bool = Fal
     existing = None
     if target.exists():
         try:
-            existing = pq.read_table(target)
+            existing = read_parquet(target)
         except Exception:  # an unreadable file is replaced
             existing = None
     if reuse and existing is not None \
