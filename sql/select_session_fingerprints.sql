@@ -7,8 +7,7 @@ WITH session_sources AS (
 described AS (
     SELECT
         session_sources.session_id, session_sources.source_id,
-        session_sources.source_id || ':' || CAST(sources.generation AS VARCHAR) || ':'
-            || CAST(coalesce(sources.lines, 0) AS VARCHAR) || ':' || coalesce(sources.sha256, '') AS part
+        source_state(session_sources.source_id, sources.generation, sources.lines, sources.sha256) AS part
     FROM session_sources
     JOIN sources USING (source_id)
 ),

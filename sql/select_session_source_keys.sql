@@ -23,8 +23,7 @@ source_parts AS (
     -- bytes elsewhere give the same keys
     SELECT DISTINCT
         session_sources.session_id, session_sources.source_id,
-        session_sources.session_id || ':' || CAST(sources.generation AS VARCHAR) || ':'
-            || CAST(coalesce(sources.lines, 0) AS VARCHAR) || ':' || coalesce(sources.sha256, '') AS part
+        source_state(session_sources.session_id, sources.generation, sources.lines, sources.sha256) AS part
     FROM session_sources
     JOIN sources USING (source_id)
 ),

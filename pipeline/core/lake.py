@@ -44,7 +44,8 @@ from pipeline.core.locations import default_lake, is_url, user_data_dir  # noqa:
 from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
 
 MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
-          "create_macro_est_tokens", "create_macro_safe_timestamp", "create_macro_part_rows_current"]
+          "create_macro_est_tokens", "create_macro_safe_timestamp", "create_macro_part_rows_current",
+          "create_macro_source_state"]
 # SQL views created after the core views and the derived tables, in this order (one sql/
 # file each). A stage that adds a view appends its file name here (one line).
 EXTRA_VIEWS: list[str] = [
