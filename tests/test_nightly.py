@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from pipeline.cli import cli
 from pipeline.core.lake import Lake
 from pipeline.stages.nightly import run_nightly
-from tests.helpers.lake import REAL, copy_real, scalar
+from tests.helpers.lake import REAL, copy_real, rows, scalar
 
 
 def _tree_digest(root) -> dict[str, str]:
@@ -172,3 +172,58 @@ def test_a_night_with_nothing_new_imports_no_stage_module_no_duckdb_and_no_pyarr
     answer, modules = done.stdout.strip().rsplit("\n", 1)
     assert all(stage["done"] == 0 for stage in json.loads(answer)["stages"])
     assert json.loads(modules) == []
+
+
+def test_parts_whose_rows_a_later_night_superseded_are_deleted_and_the_tables_keep_their_rows(tmp_path):
+    """A file read again under a new generation (here: rewritten shorter) leaves its old
+    parts holding only rows no view shows; the next night deletes them, and only them: the
+    tables' rows are the same before and after, and a part holding a current row that
+    ``sources.parts`` does not name is kept."""
+    import shutil
+
+    archive = copy_real(tmp_path, "claude_code/claude_session.jsonl")
+    lake = Lake(tmp_path / "lake")
+    tables = ("records", "messages", "tool_calls", "tool_results", "session_info")
+
+    def parts() -> list[str]:
+        return sorted(f"{p.parent.name}/{p.name}" for p in (lake.root / "tables").rglob("*.parquet")
+                      if not p.name.startswith(("_", ".")))
+
+    def contents() -> dict[str, list]:
+        return {t: sorted(map(repr, rows(lake, f"SELECT * EXCLUDE (source_id) FROM "
+                                               f"{'_messages_current' if t == 'messages' else t}")))
+                for t in tables}
+
+    run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    first = parts()                            # (a part holds the rows of a chunk of files)
+    session = archive / "claude_code" / "claude_session.jsonl"
+    lines = session.read_text(encoding="utf-8").splitlines(keepends=True)
+    session.write_text("".join(lines[:-2]), encoding="utf-8")   # rewritten: a new generation
+    run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    second = parts()
+    assert set(first) < set(second)            # the old parts are still there
+    kept_rows = contents()
+    # a copy of a live part that no source names: it holds current rows, so it stays
+    live = sorted(set(second) - set(first))[0]
+    table, name = live.split("/")
+    stray = lake.root / "tables" / table / name.replace(".parquet", "-copy.parquet")
+    stray_name = f"{table}/{stray.name}"
+    shutil.copy2(lake.root / "tables" / table / name, stray)
+    with lake.lock():
+        removed = lake.collect_dead_parts()
+    left = parts()
+    gone = set(second) - set(left)
+    assert removed == len(gone) > 0
+    assert gone == set(first)                  # every part of the first night, nothing else
+    assert stray_name in left
+    stray.unlink()
+    assert contents() == kept_rows
+    again = run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    assert again.status == "ok" and all(stage.done == 0 for stage in again.stages)
+    assert parts() == sorted(set(left) - {stray_name})
+    # the nightly job does it by itself: the parts a night supersedes go the next night
+    session.write_text("".join(lines[:-4]), encoding="utf-8")
+    run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    third = parts()
+    run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    assert parts() == sorted(set(third) - set(left)) != []

@@ -930,6 +930,47 @@ class Lake:
                     removed += 1
         return removed
 
+    def collect_dead_parts(self) -> int:
+        """Delete the committed parts that hold no current row any more (every source whose
+        rows they hold was read again under a new generation, or left the lake): the views
+        never show their rows, yet every query over a table read their footers, and a lake
+        read every night would keep one more set of them each night. Returns the count.
+
+        A part is a candidate when no source's ``parts`` names it (one listing per table
+        folder: a night with nothing superseded stops there), and is deleted only when
+        reading its ``source_id`` and ``generation`` finds no row of a current source
+        generation, the test the views apply (``part_rows_current``): a part the bookkeeping
+        forgot to name is kept. A lake with a source whose parts are unknown (made before
+        ``parts`` was kept) is left as it is. Called under the lake's lock, after
+        :meth:`gc_uncommitted` (an uncommitted part is never a candidate here)."""
+        named = self._named_parts()
+        if not named:
+            return 0
+        candidates = [path for path in self._table_parts()
+                      if f"{path.parent.name}/{path.stem}" not in named]
+        if not candidates:
+            return 0
+        sources = self.read_sources(("source_id", "generation", "parts"))
+        if None in sources.column("parts").to_pylist():
+            return 0
+        current = set(zip(sources.column("source_id").to_pylist(),
+                          sources.column("generation").to_pylist()))
+        removed = 0
+        for path in candidates:
+            try:
+                held = read_parquet(path, columns=["source_id", "generation"]) \
+                    .group_by(["source_id", "generation"]).aggregate([])
+            except (OSError, pa.ArrowException, KeyError):
+                continue          # not ours to judge: damage() and verify say what it is
+            if any(key in current for key in zip(held.column("source_id").to_pylist(),
+                                                 held.column("generation").to_pylist())):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if path.is_file() and not path.is_symlink():
+                    path.unlink()
+                    removed += 1
+        return removed
+
     def left_clean(self) -> bool:
         """Whether the lock's previous holder finished without an exception (called under
         the lock). A lake made before this was recorded counts as not clean."""
