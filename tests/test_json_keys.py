@@ -42,8 +42,8 @@ SUMMARIZE_KEYS = {"days_removed", "days_unchanged", "days_written", "ignored_ses
 HTML_KEYS = {"out", "pages_removed", "pages_unchanged", "pages_written", "payload_pages",
              "seconds", "sessions", "sessions_rendered"}
 SETTINGS_KEYS = {"ignore_patterns", "out", "policies", "time_zone", "version"}
-STATUS_KEYS = {"busy", "files", "lake", "last_settings", "locations", "mirror", "pending", "runs",
-               "sessions", "settings", "size_bytes"}
+STATUS_KEYS = {"busy", "files", "lake", "last_settings", "locations", "lost_parts", "mirror",
+               "pending", "runs", "sessions", "settings", "size_bytes"}
 RUN_RECORD_KEYS = {"command", "exit_code", "run_id", "seconds", "sessions_done",
                    "sessions_failed", "stages", "started_at", "status", "warnings"}
 STAGES = ["flags", "correlate", "calibrate", "plan:payload_prune+microcompact",
@@ -105,7 +105,7 @@ def test_status_json_keeps_its_keys_and_the_runs_stage_table_as_recorded(tmp_pat
     status = json.loads(_invoke("--lake", str(lake), "status", "--tz", "UTC",
                                 "--policy", "microcompact", "--json").output)
     assert set(status) == STATUS_KEYS
-    assert (status["lake"], status["mirror"]) == (str(lake.resolve()), None)
+    assert (status["lake"], status["mirror"], status["lost_parts"]) == (str(lake.resolve()), None, [])
     [record] = status["runs"]
     assert set(record) == RUN_RECORD_KEYS
     assert (record["run_id"], record["command"], record["status"], record["exit_code"]) == (

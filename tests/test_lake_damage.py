@@ -144,6 +144,11 @@ def test_a_part_deleted_by_hand_is_noticed_and_the_files_it_held_are_read_again_
     assert json.loads(verify.output)["problems"] == [{
         "kind": "lake", "path": str(part), "detail": "missing: its rows are not in the tables; "
         "the next `ctxlake run` (or ingest) reads again the files whose rows it held"}]
+    status = CliRunner().invoke(cli, ["--lake", str(lake), "status", "--json"], catch_exceptions=False)
+    assert json.loads(status.output)["lost_parts"] == [f"messages/{part.stem}"]
+    status = CliRunner().invoke(cli, ["--lake", str(lake), "status"], catch_exceptions=False)
+    assert f"missing: 1 table part(s) deleted from tables/ (messages/{part.stem}): their rows" \
+        in " ".join(status.output.split())
 
     night = _run_json(lake, archive)
 
@@ -157,6 +162,8 @@ def test_a_part_deleted_by_hand_is_noticed_and_the_files_it_held_are_read_again_
     assert named and named <= on_disk
     again = _run_json(lake, archive)
     assert again["ingest"]["warnings"] == [] and again["ingest"]["files_unchanged"] == 2
+    status = CliRunner().invoke(cli, ["--lake", str(lake), "status", "--json"], catch_exceptions=False)
+    assert json.loads(status.output)["lost_parts"] == []
     assert CliRunner().invoke(cli, ["--lake", str(lake), "verify"],
                               catch_exceptions=False).exit_code == 0
 

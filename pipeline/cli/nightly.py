@@ -179,7 +179,8 @@ def demo_command(obj: LakeContext, size: str, seed: int, out_dir: Path, no_run: 
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @pass_lake
 def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json) -> None:
-    """Where the lake is, its size, the last runs, and what each stage owes.
+    """Where the lake is, its size, the last runs, what each stage owes, and any table part
+    gone from the lake (its rows missing until the next run).
 
     \b
     Example:
@@ -210,6 +211,10 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
     if changed is not None:
         out.print("          [yellow]differs from the last run[/]: "
                   + ", ".join(f"{k} {before!r}" for k, before in changed.items()))
+    if status.lost_parts:
+        out.print(f"[yellow]missing[/]:  {len(status.lost_parts)} table part(s) deleted from tables/ "
+                  f"({', '.join(status.lost_parts[:3])}{', ...' if len(status.lost_parts) > 3 else ''}): "
+                  "their rows are not in the tables until the next `ctxlake run` reads their files again")
     out.print(render.table(["run", "command", "status", "started", "seconds", "done", "failed"],
                            [(r.run_id, r.command, r.status, r.started_at, r.seconds,
                              r.sessions_done, r.sessions_failed) for r in status.runs],

@@ -74,6 +74,8 @@ class LakeStatus:
     settings: RunSettings          # the settings the next run would use
     last_settings: dict | None     # those of the last finished run, as recorded
     locations: list[Location]      # the standard transcript folders a run without PATH reads
+    lost_parts: list[str]          # table parts gone from tables/ (<table>/<part>): their rows
+                                   # are missing until the next run reads their files again
 
     def settings_changed(self) -> dict[str, Any] | None:
         """The last finished run's value of each setting that differs now (None: the same,
@@ -86,7 +88,8 @@ class LakeStatus:
                 "runs": [run.to_dict() for run in self.runs],
                 "pending": {name: owed.to_dict() for name, owed in self.pending.items()},
                 "settings": self.settings.to_dict(), "last_settings": self.last_settings,
-                "locations": [location.to_dict() for location in self.locations]}
+                "locations": [location.to_dict() for location in self.locations],
+                "lost_parts": self.lost_parts}
 
 
 def _size(root: Path) -> int:
@@ -144,4 +147,4 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
         busy=busy,
         runs=recent, pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
         settings=settings, last_settings=_previous_settings(lake),
-        locations=discover_locations())
+        locations=discover_locations(), lost_parts=sorted(lake.lost_parts()))
