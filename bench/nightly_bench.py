@@ -7,7 +7,9 @@ Each figure is a whole ``ctxlake run`` process (imports included), timed with it
 - nothing new: the same run again;
 - one appended session: a new Claude Code session file (a copy of one of the archive's
   sessions under a new id) and the run after it; then one line appended to an existing
-  session and the run after that;
+  session and the run after that; then one new session with ids and times of its own
+  (another session's copy with every id renamed and its times a day later: it shares no
+  call with the lake, as most new sessions do not) and the run after that;
 - warm at two sizes: the nothing-new run on a 200 MB and a 1 GB archive (ratio), so the cost
   of a night follows the new data, not the size of the archive; best of 5 each, the two
   sizes in turn.
@@ -72,6 +74,50 @@ def _new_session(archive: Path) -> Path:
     return target
 
 
+def _fresh_session(archive: Path) -> Path:
+    """Another mid-sized Claude Code session of the archive copied as a session of its own:
+    a new session id, new line and message ids and request ids, every time one day later. A
+    new night's session shares nothing with the lake, where :func:`_new_session`'s copy keeps
+    its original's calls (the usage dedup's keys) and times (its recovery id's second)."""
+    from datetime import datetime, timedelta
+
+    files = sorted(p for p in archive.rglob("*.jsonl") if "/claude/" in str(p)
+                   and "agent-" not in p.name and "/subagents/" not in str(p))
+    source = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2 + 1]
+    old = source.stem
+    new = str(uuid.UUID(int=int(old.replace("-", ""), 16) ^ 0xFFFF0000))
+
+    def renamed(value: str) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{new}/{value}"))
+
+    def fresh(value):
+        if isinstance(value, list):
+            return [fresh(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, item in value.items():
+            if key in ("uuid", "parentUuid", "requestId", "leafUuid") and isinstance(item, str):
+                item = renamed(item)
+            elif key == "id" and isinstance(item, str) and item.startswith("msg_"):
+                item = "msg_" + renamed(item).replace("-", "")
+            elif key == "timestamp" and isinstance(item, str):
+                when = datetime.fromisoformat(item.replace("Z", "+00:00")) + timedelta(days=1)
+                item = when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            elif key == "sessionId" and item == old:
+                item = new
+            else:
+                item = fresh(item)
+            out[key] = item
+        return out
+
+    lines = [json.dumps(fresh(json.loads(line)), ensure_ascii=False)
+             for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    target = source.with_name(f"{new}.jsonl")
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return target
+
+
 def _append_line(path: Path) -> None:
     last = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
     last.update(uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, str(path))), type="user",
@@ -94,6 +140,8 @@ def measure(work: Path, size: int, seed: int) -> dict:
     appended_session = _run(lake, archive)
     _append_line(added)
     appended_line = _run(lake, archive)
+    _fresh_session(archive)
+    fresh_session = _run(lake, archive)
     noop_s = min(r["wall_s"] for r in noop)
     out = {"archive_mb": round(archive_bytes / 1e6, 1), "seed": seed, "cold": cold,
            "cold_mb_s": round(archive_bytes / 1e6 / cold["wall_s"], 1),
@@ -101,7 +149,9 @@ def measure(work: Path, size: int, seed: int) -> dict:
            "appended_session": appended_session,
            "appended_session_share": round(appended_session["wall_s"] / cold["wall_s"], 4),
            "appended_line": appended_line,
-           "appended_line_share": round(appended_line["wall_s"] / cold["wall_s"], 4)}
+           "appended_line_share": round(appended_line["wall_s"] / cold["wall_s"], 4),
+           "fresh_session": fresh_session,
+           "fresh_session_share": round(fresh_session["wall_s"] / cold["wall_s"], 4)}
     shutil.rmtree(scratch, ignore_errors=True)
     return out
 
@@ -158,6 +208,8 @@ def main() -> int:
          f"{m['appended_session_share']:.1%} of cold", m["appended_session_share"] <= TARGET_APPEND_SHARE, "<= 5%"),
         ("one appended line", f"{m['appended_line']['wall_s']:.2f} s = "
          f"{m['appended_line_share']:.1%} of cold", m["appended_line_share"] <= TARGET_APPEND_SHARE, "<= 5%"),
+        ("one new session (own ids)", f"{m['fresh_session']['wall_s']:.2f} s = "
+         f"{m['fresh_session_share']:.1%} of cold", m["fresh_session_share"] <= TARGET_APPEND_SHARE, "<= 5%"),
         (f"warm {result['warm']['large_mb']} MB vs {result['warm']['small_mb']} MB",
          f"{warm_large:.2f} s vs {warm_small:.2f} s = x{result['warm']['ratio']}",
          result["warm"]["ratio"] <= TARGET_WARM_RATIO, "<= x1.2"),
@@ -166,8 +218,9 @@ def main() -> int:
     for name, figure, ok, target in checks:
         print(f"  {name:<28} {figure:<48} target {target:<22} {'met' if ok else 'MISSED'}")
     print("  cold stages (done, s): " + ", ".join(f"{k} {v[1]:.1f}" for k, v in m["cold"]["stages"].items()))
-    print("  appended session stages (s): " + ", ".join(
-        f"{k} {v[1]:.2f}" for k, v in m["appended_session"]["stages"].items()))
+    for name in ("appended_session", "fresh_session"):
+        print(f"  {name.replace('_', ' ')} stages (s): " + ", ".join(
+            f"{k} {v[1]:.2f}" for k, v in m[name]["stages"].items()))
     RESULTS.mkdir(parents=True, exist_ok=True)
     result["load_avg"] = os.getloadavg()
     (RESULTS / f"nightly{'-quick' if args.quick else ''}-{args.seed}.json").write_text(
