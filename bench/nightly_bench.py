@@ -62,11 +62,17 @@ def _run(lake: Path, archive: Path) -> dict:
             "stages": {s["stage"]: [s["done"], s["seconds"]] for s in answer["stages"]}}
 
 
-def _new_session(archive: Path) -> Path:
-    """A copy of a mid-sized Claude Code session of the archive, under a new session id."""
+def _claude_session(archive: Path, rank: int = 0) -> Path:
+    """A mid-sized top-level Claude Code session file of the archive: the median by size,
+    or ``rank`` places above it."""
     files = sorted(p for p in archive.rglob("*.jsonl") if "/claude/" in str(p)
                    and "agent-" not in p.name and "/subagents/" not in str(p))
-    source = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2]
+    return sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2 + rank]
+
+
+def _new_session(archive: Path) -> Path:
+    """A copy of a mid-sized Claude Code session of the archive, under a new session id."""
+    source = _claude_session(archive)
     old = source.stem
     new = str(uuid.UUID(int=int(old.replace("-", ""), 16) ^ 0xFFFF))
     target = source.with_name(f"{new}.jsonl")
@@ -81,9 +87,7 @@ def _fresh_session(archive: Path) -> Path:
     its original's calls (the usage dedup's keys) and times (its recovery id's second)."""
     from datetime import datetime, timedelta
 
-    files = sorted(p for p in archive.rglob("*.jsonl") if "/claude/" in str(p)
-                   and "agent-" not in p.name and "/subagents/" not in str(p))
-    source = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2 + 1]
+    source = _claude_session(archive, 1)
     old = source.stem
     new = str(uuid.UUID(int=int(old.replace("-", ""), 16) ^ 0xFFFF0000))
 

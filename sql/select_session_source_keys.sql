@@ -22,14 +22,14 @@ source_parts AS (
     -- the content of the sources, not their ids (which follow the file's path): the same
     -- bytes elsewhere give the same keys
     SELECT DISTINCT
-        session_sources.session_id, session_sources.source_id,
+        session_sources.session_id,
         source_state(session_sources.session_id, sources.generation, sources.lines, sources.sha256) AS part
     FROM session_sources
     JOIN sources USING (source_id)
 ),
 own_keys AS (
     SELECT session_id, md5(string_agg(part, ',' ORDER BY part)) AS sources_key
-    FROM (SELECT DISTINCT session_id, part FROM source_parts)
+    FROM source_parts
     GROUP BY session_id
 ),
 family AS (

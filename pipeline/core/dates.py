@@ -7,7 +7,7 @@ on/after"). Date and datetime objects pass through, so library callers may give 
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 
 from pipeline.core.errors import UsageError
 
@@ -15,7 +15,15 @@ from pipeline.core.errors import UsageError
 # Monday by default; ccusage's weekly report starts on Sunday unless told otherwise
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
-__all__ = ["parse_since", "day_span"]
+__all__ = ["parse_since", "day_span", "from_epoch_us"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def from_epoch_us(micros: int | None) -> datetime | None:
+    """The UTC moment ``micros`` microseconds after the epoch (None stays None): exact, where
+    ``datetime.fromtimestamp`` goes through a float."""
+    return None if micros is None else _EPOCH + timedelta(microseconds=micros)
 
 
 def parse_since(value: str | date | None, option: str = "--since", *,

@@ -637,15 +637,21 @@ class Lake:
 
     def _table_parts(self) -> list[Path]:
         """The part files of the tables read from the archive (not their ``_empty`` files)."""
-        found = []
+        return sorted(self._part_files().values())
+
+    def _part_files(self) -> dict[str, Path]:
+        """Each part file of the tables by its name in ``sources.parts``
+        (``<table>/<part>``): one listing per table folder."""
+        found = {}
         for table in PART_TABLES:
             try:
                 with os.scandir(self.table_dir(table)) as entries:
-                    found.extend(Path(e.path) for e in entries if e.name.endswith(".parquet")
+                    found.update((f"{table}/{e.name[:-len('.parquet')]}", Path(e.path))
+                                 for e in entries if e.name.endswith(".parquet")
                                  and not e.name.startswith(("_", ".")))
             except (FileNotFoundError, NotADirectoryError):
                 continue
-        return sorted(found)
+        return found
 
     def damage(self) -> list[str]:
         """What makes this lake unreadable, in words (empty when intact): its bookkeeping
@@ -669,13 +675,7 @@ class Lake:
         named = self._named_parts()
         if not named:
             return set()
-        present = set()
-        for table in PART_TABLES:
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError), \
-                    os.scandir(self.table_dir(table)) as entries:
-                present.update(f"{table}/{entry.name[:-len('.parquet')]}" for entry in entries
-                               if entry.name.endswith(".parquet"))
-        lost = named - present
+        lost = named - set(self._part_files())
         if lost:   # a name in the file's dictionary that no row points at is not lost
             column = self.read_sources(("parts",)).column(0)
             lost &= {name for parts in column.to_pylist() if parts for name in parts}
@@ -941,17 +941,17 @@ class Lake:
         reading its ``source_id`` and ``generation`` finds no row of a current source
         generation, the test the views apply (``part_rows_current``): a part the bookkeeping
         forgot to name is kept. A lake with a source whose parts are unknown (made before
-        ``parts`` was kept) is left as it is. Called under the lake's lock, after
-        :meth:`gc_uncommitted` (an uncommitted part is never a candidate here)."""
+        ``parts`` was kept) is left as it is. Called by every ingest (a nightly run's
+        included) under the lake's lock, after :meth:`gc_uncommitted` (an uncommitted part
+        is never a candidate here)."""
         named = self._named_parts()
         if not named:
             return 0
-        candidates = [path for path in self._table_parts()
-                      if f"{path.parent.name}/{path.stem}" not in named]
+        candidates = [path for name, path in sorted(self._part_files().items()) if name not in named]
         if not candidates:
             return 0
         sources = self.read_sources(("source_id", "generation", "parts"))
-        if None in sources.column("parts").to_pylist():
+        if sources.column("parts").null_count:
             return 0
         current = set(zip(sources.column("source_id").to_pylist(),
                           sources.column("generation").to_pylist()))

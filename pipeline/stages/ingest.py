@@ -1329,7 +1329,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         lake.init()
         if standalone:      # the nightly job did it under this same lock just before
             lake.gc_uncommitted()
-            lake.collect_dead_parts()
+        lake.collect_dead_parts()       # what the last run's new generations superseded
         previous = KnownSources(lake)
         lost, rereading = previous.lost_parts()
         previous.forget(rereading)

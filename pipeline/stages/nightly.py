@@ -386,7 +386,6 @@ def run_nightly(paths: list[str | Path] | None = None, *, lake: Lake,
         lake.init()
         interrupted = lake.mark_interrupted()
         lake.gc_uncommitted()
-        lake.collect_dead_parts()       # what the last run's new generations superseded
         described = settings.describe()
         warnings = _settings_changes(_previous_settings(lake), described)
         warnings += _remove_broken_parts(lake)

@@ -22,12 +22,12 @@ again as a run over the whole lake would write it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
 
 from pipeline.core import sqlfiles
+from pipeline.core.dates import from_epoch_us
 from pipeline.stages.recover import memory_id, unique_memory_ids
 
 if TYPE_CHECKING:
@@ -45,14 +45,21 @@ SCHEMA = pa.schema([
 _SCOPED_SHARE = 0.5
 
 
+class _Activity(NamedTuple):
+    """A session's row of ``session_activity`` (after its id), times as microseconds."""
+    sources_key: str | None
+    started: int | None
+    ended: int | None
+    last: int | None
+    models: tuple[str, ...]
+
+
 @dataclass
 class SessionFacts:
     top_level: list[dict]           # session_id, started_at, ended_at, log_key
-    parent_of: dict[str, str | None]
     memory_ids: dict[str, str]      # every session's lake-unique recovery id
     models: list[str]               # models carrying recorded usage, sorted
     id_shifted: set[str]            # top-level sessions whose document may name another id
-    refreshed: int                  # sessions asked of messages this time
 
 
 def read_session_facts(lake: "Lake", con, *, incremental: bool) -> SessionFacts:
@@ -65,64 +72,53 @@ def read_session_facts(lake: "Lake", con, *, incremental: bool) -> SessionFacts:
     keys = con.execute(sqlfiles.load("select_session_source_keys")).fetchall()
     stored = _read_stored(lake) if incremental else {}
     stale = [sid for sid, _parent, key, _log, _mtime in keys
-             if sid not in stored or stored[sid][0] != key]
+             if sid not in stored or stored[sid].sources_key != key]
     asked = _activity(lake, con, stale, whole=not incremental
                       or len(stale) > _SCOPED_SHARE * len(keys))
 
     stale_set = set(stale)
-    rows: dict[str, tuple] = {}     # (sources_key, started, ended, last activity, models)
+    rows: dict[str, _Activity] = {}
     for sid, _parent, key, _log, mtime in keys:
-        started, ended, models = asked.get(sid, (None, None, ())) if sid in stale_set \
-            else stored[sid][1:3] + stored[sid][4:]
-        rows[sid] = (key, started, ended, ended if ended is not None else mtime, tuple(models))
+        if sid in stale_set:
+            started, ended, models = asked.get(sid, (None, None, ()))
+        else:
+            started, ended, models = stored[sid].started, stored[sid].ended, stored[sid].models
+        rows[sid] = _Activity(key, started, ended, ended if ended is not None else mtime, models)
     changed = [sid for sid, row in rows.items() if stored.get(sid) != row]
     gone = sorted(set(stored) - set(rows))
     if changed or gone or not incremental:
-        lake.write_session_rows(ACTIVITY, "all", _table([(s, *rows[s]) for s in changed]),
+        lake.write_session_rows(ACTIVITY, "all", _table({s: rows[s] for s in changed}),
                                 sorted(set(changed) | set(gone)) if incremental else None,
                                 sort_by=["session_id"])
 
-    parent_of = {sid: parent for sid, parent, *_ in keys}
-    activity = {sid: _time(row[3]) for sid, row in rows.items()}
+    activity = {sid: from_epoch_us(row.last) for sid, row in rows.items()}
     # the recovery ids any changed or removed session had or has now: every session holding
-    # one of them may have gained or lost its suffix
-    moved = {memory_id(_time(stored[s][3])) for s in [*changed, *gone] if s in stored} \
-        | {memory_id(activity[s]) for s in changed}
-    shifted = {parent_of[s] or s for s, when in activity.items() if memory_id(when) in moved} \
-        if moved and stored else set()
-    top_level = [{"session_id": sid, "started_at": _time(rows[sid][1]),
-                  "ended_at": _time(rows[sid][2]), "log_key": log_key}
+    # one of them may have gained or lost its suffix (without stored rows there are no
+    # earlier ids to compare with, and no documents to correct)
+    moved = ({memory_id(from_epoch_us(stored[s].last)) for s in [*changed, *gone] if s in stored}
+             | {memory_id(activity[s]) for s in changed}) if stored else set()
+    parent_of = {sid: parent for sid, parent, *_ in keys}
+    shifted = {parent_of[s] or s for s, when in activity.items() if memory_id(when) in moved}
+    top_level = [{"session_id": sid, "started_at": from_epoch_us(rows[sid].started),
+                  "ended_at": from_epoch_us(rows[sid].ended), "log_key": log_key}
                  for sid, parent, _key, log_key, _mtime in keys if parent is None]
-    models = sorted({model for row in rows.values() for model in row[4]})
-    # (no stored rows: no earlier ids to compare with, and no documents to correct)
-    return SessionFacts(top_level, parent_of, unique_memory_ids(activity), models,
-                        shifted if incremental else set(), len(stale))
+    models = sorted({model for row in rows.values() for model in row.models})
+    return SessionFacts(top_level, unique_memory_ids(activity), models, shifted)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _time(micros: int | None) -> datetime | None:
-    return None if micros is None else _EPOCH + timedelta(microseconds=micros)
-
-
-def _table(rows: list[tuple]) -> pa.Table:
-    columns = list(zip(*rows)) or [[] for _ in SCHEMA]
+def _table(rows: dict[str, _Activity]) -> pa.Table:
+    columns = [list(rows), *(zip(*rows.values()) if rows else [[] for _ in _Activity._fields])]
     return pa.Table.from_arrays(
         [pa.array(values, pa.int64()).cast(field.type) if field.type == _TIME
-         else pa.array([list(v) for v in values] if field.name == "usage_models" else values,
-                       field.type)
-         for field, values in zip(SCHEMA, columns)], schema=SCHEMA)
+         else pa.array(values, field.type) for field, values in zip(SCHEMA, columns)],
+        schema=SCHEMA)
 
 
-def _read_stored(lake: "Lake") -> dict[str, tuple]:
-    """Session id -> (sources_key, started, ended, last activity, models), times as
-    microseconds."""
+def _read_stored(lake: "Lake") -> dict[str, _Activity]:
     table = lake.read_derived(ACTIVITY, "all", SCHEMA)
-    columns = [table.column(field.name).cast(pa.int64()) if field.type == _TIME
-               else table.column(field.name) for field in SCHEMA]
-    ids, *values = [column.to_pylist() for column in columns]
-    return {sid: (key, started, ended, last, tuple(models or ()))
+    ids, *values = [table.column(field.name).cast(pa.int64()).to_pylist() if field.type == _TIME
+                    else table.column(field.name).to_pylist() for field in SCHEMA]
+    return {sid: _Activity(key, started, ended, last, tuple(models or ()))
             for sid, key, started, ended, last, models in zip(ids, *values)}
 
 

@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipeline.core import sqlfiles
-from pipeline.core.dates import WEEKDAYS, day_span
+from pipeline.core.dates import WEEKDAYS, day_span, from_epoch_us
 from pipeline.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -296,7 +296,6 @@ SUMMARY_COLUMNS = ("bucket", "session_ids", "model", "agent", "project", "format
                    "recorded_cost_usd", "compared_cost_usd", "compared_unpriced_rows",
                    "first_at", "last_at")
 _INT_SUMS = SUMMARY_COLUMNS[7:16]                 # api_calls .. unpriced_rows: integers
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _commit_stamp(root: Path) -> str | None:
@@ -518,7 +517,7 @@ def _summary_rows(summary: Summary, params: dict) -> tuple[list[list], dict, dic
     days = {None: None}
     for row in rows:
         if row[0] not in days:
-            days[row[0]] = (_EPOCH + timedelta(microseconds=row[0])).astimezone(tzinfo).date()
+            days[row[0]] = from_epoch_us(row[0]).astimezone(tzinfo).date()
     return rows, days, None
 
 
@@ -587,7 +586,6 @@ def _summary_records(summary: Summary, params: dict) -> list[dict]:
         else:
             found.update(row[1])
     money = lambda value: None if value is None else Decimal(value).scaleb(-12)  # noqa: E731
-    moment = lambda us: None if us is None else _EPOCH + timedelta(microseconds=us)  # noqa: E731
     records = []
     for (period, grp, model), (first, sums, cost, recorded, compared, compared_unpriced,
                                first_at, last_at) in cells.items():
@@ -597,7 +595,7 @@ def _summary_records(summary: Summary, params: dict) -> list[dict]:
             "cost_usd": money(cost), "recorded_cost_usd": money(recorded),
             "compared_cost_usd": money(compared), "compared_unpriced_rows": compared_unpriced,
             "project": first[4], "format": first[5], "parent_session_id": first[6],
-            "first_at": moment(first_at), "last_at": moment(last_at)})
+            "first_at": from_epoch_us(first_at), "last_at": from_epoch_us(last_at)})
     if counts is not None:   # stored for exactly this report (no filter, no limit)
         stored = counts[params["period"]]
         records.extend({"level": "group", "period": period, "grp": grp, "sessions": n}
