@@ -21,8 +21,8 @@ RUN_KEYS = {"applied", "calibration_rows", "correlate", "exit_code", "html", "in
             "sessions_ignored", "settings", "stages", "status", "summaries", "touched_sessions",
             "warnings"}
 INGEST_KEYS = {"bytes_read", "files", "files_appended", "files_new", "files_problem",
-               "files_reingested", "files_unchanged", "files_unrecognized", "held_back", "lake",
-               "lines", "own_folders", "problems", "quarantined", "quarantined_errors", "records",
+               "files_compacted", "files_reingested", "files_unchanged", "files_unrecognized", "held_back", "lake",
+               "lines", "own_folders", "parts_merged", "problems", "quarantined", "quarantined_errors", "records",
                "removed", "run_id", "seconds", "skipped", "superseded", "unread", "unrecognized",
                "unrecognized_named", "warnings"}
 STAGE_KEYS = {"done", "failed", "removed", "seconds", "skipped", "stage", "status"}

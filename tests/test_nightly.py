@@ -227,3 +227,84 @@ def test_parts_whose_rows_a_later_night_superseded_are_deleted_and_the_tables_ke
     third = parts()
     run_nightly([archive], lake=lake, workers=1, tz="UTC")
     assert parts() == sorted(set(third) - set(left)) != []
+
+
+def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_never_merged(
+        tmp_path, monkeypatch):
+    """Each night that appends to a session leaves one small part set (a part per table)
+    that every later query opens. Past ``max_small`` of them, a night reads the files holding
+    their rows again whole: the old parts go, the tables hold the same rows (only their
+    generation is new) and every output and summary is the same bytes as in a lake that never
+    merged anything."""
+    import shutil
+    import uuid
+
+    import pipeline.stages.ingest as ingest_module
+    from pipeline.stages.ingest import KnownSources, PartCompaction
+
+    samples = ("claude_code/claude_session.jsonl", "codex/codex_session.jsonl")
+    archive = copy_real(tmp_path, *samples)
+    session = archive / "claude_code" / "claude_session.jsonl"
+    codex = archive / "codex" / "codex_session.jsonl"
+    merged, plain = Lake(tmp_path / "merged"), Lake(tmp_path / "plain")
+
+    def part_sets(lake: Lake) -> list[str]:
+        return sorted(lake.part_set_bytes())
+
+    def night(lake: Lake):
+        summary = run_nightly([archive], lake=lake, workers=1, tz="UTC")
+        assert summary.status == "ok"
+        return summary
+
+    def tables(lake: Lake) -> dict[str, list]:
+        return {t: rows(lake, f"SELECT * EXCLUDE (generation) FROM {t} ORDER BY ALL")
+                for t in ("records", "messages", "tool_calls", "tool_results", "session_info")}
+
+    def append_line(n: int) -> None:
+        last = json.loads(session.read_text(encoding="utf-8").splitlines()[-1])
+        last.update(uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"line {n}")), type="user",
+                    message={"role": "user", "content": f"one more thing, number {n}"})
+        with open(session, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(last) + "\n")
+
+    monkeypatch.setattr(ingest_module, "PART_COMPACTION", PartCompaction(max_small=10**6))
+    for lake in (merged, plain):
+        night(lake)
+    for n in range(3):              # three appending nights: four small sets
+        append_line(n)
+        for lake in (merged, plain):
+            assert night(lake).ingest.files_compacted == 0
+    piled = part_sets(merged)
+    assert len(piled) == len(part_sets(plain)) == 4
+    piled_files = [name for name in merged._part_files() if name.partition("/")[2] in piled]
+    known = KnownSources(merged)
+    assert known.piled_up(PartCompaction(max_small=4)) == set()       # not too many yet
+    assert known.piled_up(PartCompaction(max_small=1)) == {str(session), str(codex)}
+    # the cheapest sets first, down to half the limit: the three the session alone holds
+    assert known.piled_up(PartCompaction(max_small=3)) == {str(session)}
+    # a set whose files are too big to read again is left alone (the first, held by both
+    # files: three sets are left, not too many); a night reads no more than its budget
+    assert known.piled_up(PartCompaction(max_small=3, set_bytes=codex.stat().st_size)) == set()
+    assert known.piled_up(PartCompaction(max_small=1, night_bytes=session.stat().st_size)) \
+        == {str(session)}
+    append_line(3)
+    night(plain)
+    monkeypatch.setattr(ingest_module, "PART_COMPACTION", PartCompaction(max_small=1))
+    summary = night(merged)
+    # both files held rows in the first night's set: both are read again, every old set goes
+    assert (summary.ingest.files_compacted, summary.ingest.files_reingested) == (2, 2)
+    assert summary.ingest.parts_merged == len(piled_files) > 4
+    left = part_sets(merged)
+    assert len(left) == 1 and not set(left) & set(piled)
+    assert summary.ingest.to_dict()["parts_merged"] == len(piled_files)
+    assert summary.ingest.compaction_note() == (f"small table parts merged: 2 files read again "
+                                                f"whole, {len(piled_files)} part files deleted")
+    assert rows(merged, "SELECT DISTINCT generation FROM sources") == [(2,)]
+    assert tables(merged) == tables(plain)
+    for folder in ("out", "summaries"):
+        assert _tree_digest(merged.root / folder) == _tree_digest(plain.root / folder)
+    # the next night has nothing to merge and nothing to do
+    again = night(merged)
+    assert again.ingest.files_compacted == 0 and all(stage.done == 0 for stage in again.stages)
+    assert part_sets(merged) == left
+    shutil.rmtree(plain.root)

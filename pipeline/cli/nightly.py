@@ -33,6 +33,8 @@ def _print_nightly(summary, as_json: bool) -> None:
                   + render.first_few(ing.unrecognized))
     for warning in ing.warnings:
         out.print(f"  [yellow]warning[/]: {warning}", highlight=False)
+    if ing.compaction_note():
+        out.print(f"  {ing.compaction_note()}")
     out.print(render.table(["stage", "done", "up to date", "failed", "removed", "seconds", "status"],
                            [(s.stage, s.done, s.skipped, s.failed, s.removed, f"{s.seconds:.2f}",
                              s.status) for s in summary.stages]))

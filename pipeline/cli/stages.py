@@ -26,6 +26,8 @@ def _print_ingest(summary, as_json: bool) -> None:
                   "force a reader with --format): " + render.first_few(summary.unrecognized))
     for warning in summary.warnings:
         out.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    if summary.compaction_note():
+        out.print(summary.compaction_note())
     shown = [p for p in summary.problems if p.severity == "error"]
     for problem in shown[:20]:
         out.print(f"[yellow]warning[/]: {problem.where}: {problem.reason}")

@@ -653,6 +653,16 @@ class Lake:
                 continue
         return found
 
+    def part_set_bytes(self) -> dict[str, int]:
+        """The size of each part set: the files one chunk of a run wrote, one per table, all
+        named ``<run id>-<chunk>-<n>``, their bytes summed over the tables (a stat per part)."""
+        sizes: dict[str, int] = {}
+        for name, path in self._part_files().items():
+            with contextlib.suppress(FileNotFoundError):
+                part = name.partition("/")[2]
+                sizes[part] = sizes.get(part, 0) + os.stat(path).st_size
+        return sizes
+
     def damage(self) -> list[str]:
         """What makes this lake unreadable, in words (empty when intact): its bookkeeping
         files or a part of its tables missing their Parquet magic or footer (a few bytes read

@@ -272,7 +272,7 @@ def discover(paths: list[Path], *, format: str | None, known: "KnownSources") ->
                     problem = ("file name is not valid UTF-8 (shown with \\x escapes): not read;"
                                " rename it to read it")
                 tasks.append(FileTask(shown, str(root_abs), shown_path(rel), None, 0, 0,
-                                      known.compared.get(shown), problem=problem))
+                                      known.compared_of(shown), problem=problem))
                 continue
             if is_link:
                 target = Path(os.path.realpath(abspath))
@@ -282,7 +282,7 @@ def discover(paths: list[Path], *, format: str | None, known: "KnownSources") ->
                 else:
                     st = os.lstat(abspath)
                     tasks.append(FileTask(abspath, str(root_abs), rel, None, st.st_size,
-                                          st.st_mtime_ns, known.compared.get(abspath),
+                                          st.st_mtime_ns, known.compared_of(abspath),
                                           problem=f"symlink leads outside the archive root "
                                                   f"(to {target}): not followed"))
                     continue
@@ -296,16 +296,16 @@ def discover(paths: list[Path], *, format: str | None, known: "KnownSources") ->
                 st = listed or os.stat(abspath)
             except OSError as exc:
                 tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0,
-                                      known.compared.get(abspath),
+                                      known.compared_of(abspath),
                                       problem=f"cannot stat file: {exc.strerror or exc}"))
                 continue
             kind = _file_kind(st.st_mode)
             if kind is not None:
                 tasks.append(FileTask(abspath, str(root_abs), rel, None, 0, 0,
-                                      known.compared.get(abspath),
+                                      known.compared_of(abspath),
                                       problem=f"{kind}, not a regular file: skipped, never opened"))
                 continue
-            prev = known.compared.get(abspath)
+            prev = known.compared_of(abspath)
             fmt = format
             task = FileTask(abspath, str(root_abs), rel, fmt, st.st_size, st.st_mtime_ns, prev,
                             ctime_ns=st.st_ctime_ns, inode=inode_of(st))
@@ -1059,6 +1059,28 @@ def _init_worker() -> None:
 # ---------------------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class PartCompaction:
+    """When and how far a night merges the tables' small parts. Each night that reads a few
+    files leaves one small part set (the files of one run chunk, one per table) that every
+    later query opens; a year of nights would leave hundreds. A set is small under
+    ``small_bytes``, and worth merging when the archive files holding its current rows come
+    to at most ``set_bytes`` (a set held by a huge file is left alone: merging it would cost
+    that file's whole read, and would be tried again every night). With more than
+    ``max_small`` such sets, a night reads the files holding the rows of the cheapest of them
+    again whole, down to half that many sets and up to ``night_bytes`` of files: their rows go
+    to that night's parts under a new generation (the later stages redo their sessions, as for
+    any file read again), and the old parts, which then hold no current row, are deleted once
+    the night has committed."""
+    small_bytes: int = 4 * 2**20
+    max_small: int = 32
+    set_bytes: int = 64 * 2**20
+    night_bytes: int = 128 * 2**20
+
+
+PART_COMPACTION = PartCompaction()
+
+
 @dataclasses.dataclass
 class IngestSummary:
     run_id: str
@@ -1088,12 +1110,22 @@ class IngestSummary:
     unread: list[str] = dataclasses.field(default_factory=list)
     own_folders: list[str] = dataclasses.field(default_factory=list)
     removed: list[str] = dataclasses.field(default_factory=list)   # sources no longer there
+    # small parts merged (PartCompaction): the files read again whole for it, the parts deleted
+    files_compacted: int = 0
+    parts_merged: int = 0
     # things a person should know that are no line's fault (a forced --format that read
     # records but no message, ...)
     warnings: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def compaction_note(self) -> str | None:
+        """What merging the small parts did this run, in words (None when it did nothing)."""
+        if not self.files_compacted:
+            return None
+        return (f"small table parts merged: {self.files_compacted} files read again whole, "
+                f"{self.parts_merged} part files deleted")
 
 
 def _chunks(tasks: list[FileTask], chunk_bytes: int, n_workers: int,
@@ -1182,6 +1214,45 @@ class KnownSources:
         return sorted(lost), {path for path, parts in zip(self._paths, lists)
                               if parts and not lost.isdisjoint(parts)}
 
+    def piled_up(self, limits: PartCompaction) -> set[str]:
+        """The files to read again whole so that the tables' small part sets merge (see
+        :class:`PartCompaction`; empty while they are few, the usual night: one listing and a
+        stat per part). The cheapest sets go first (the fewest bytes of files to read again),
+        until half the limit is left: a merge then comes every ``max_small / 2`` nights of
+        appends, not every night. A lake with a source whose parts are unknown (made before
+        ``parts`` was kept) is left as it is."""
+        small = sorted(name for name, size in self.lake.part_set_bytes().items()
+                       if size < limits.small_bytes)      # run ids are times: oldest first
+        if len(small) <= limits.max_small:
+            return set()
+        lists = self.lake.read_sources(("parts",)).column(0).to_pylist()   # in _paths' order
+        if any(parts is None for parts in lists):
+            return set()
+        holders: dict[str, set[int]] = {}
+        for i, parts in enumerate(lists):
+            for part in parts:
+                holders.setdefault(part.partition("/")[2], set()).add(i)
+        sizes = self._columns[self.COMPARED.index("size_bytes")]
+        worth = []
+        for name in small:
+            held = holders.get(name, set())
+            cost = sum(sizes[i] or 0 for i in held)
+            if held and cost <= limits.set_bytes:
+                worth.append((cost, name, held))
+        if len(worth) <= limits.max_small:
+            return set()
+        chosen: set[int] = set()
+        spent = merged = 0
+        for _cost, _name, held in sorted(worth, key=lambda w: w[:2]):
+            extra = sum(sizes[i] or 0 for i in held - chosen)
+            if spent + extra <= limits.night_bytes:
+                chosen |= held
+                spent += extra
+                merged += 1
+                if merged >= len(worth) - limits.max_small // 2:
+                    break
+        return {self._paths[i] for i in chosen}
+
     def forget(self, paths: set[str]) -> None:
         """Read ``paths`` again whole, whatever their size and mtime (see :meth:`lost_parts`)."""
         self.unread = paths
@@ -1189,9 +1260,17 @@ class KnownSources:
 
     @functools.cached_property
     def compared(self) -> dict[str, dict]:
-        """The compared fields of every file, by path (made when a file is looked at)."""
+        """The compared fields of every file, by path."""
         return {path: dict(zip(self.COMPARED, values))
                 for path, values in zip(self._paths, zip(*self._columns))}
+
+    def compared_of(self, path: str) -> dict | None:
+        """The compared fields of one file (None: not in the lake), without making
+        :attr:`compared` for the whole archive (a night that looks at a few files)."""
+        i = self.index.get(path)
+        if i is None:
+            return None
+        return {name: column[i] for name, column in zip(self.COMPARED, self._columns)}
 
     @functools.cached_property
     def unchanged_signatures(self) -> dict[str, tuple[tuple[int, int, int, int], str]]:
@@ -1294,7 +1373,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
            batch_bytes: int = 32 * 1024 * 1024, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
            quiet_minutes: float = DEFAULT_QUIET_MINUTES,
            progress: Callable[[int, int], None] | None = None,
-           run_id: str | None = None, engine=None) -> IngestSummary:
+           run_id: str | None = None, engine=None,
+           compaction: PartCompaction | None = None) -> IngestSummary:
     """Ingest ``paths`` (files or folders; default: the standard locations) into ``lake``.
 
     A file ingested before that is no longer below any of ``paths`` it was found under
@@ -1304,7 +1384,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
     ``quiet_minutes``: a file not modified for this long before the run is settled, and its
     complete last line is read even without a newline (negative: always hold it back).
     ``engine`` (:mod:`pipeline.stages.engine`; default: the activated one, else local): with Ray,
-    each chunk is a Ray task writing the same parts as a local worker; the driver commits."""
+    each chunk is a Ray task writing the same parts as a local worker; the driver commits.
+    ``compaction``: when small parts are merged (default :data:`PART_COMPACTION`)."""
     from pipeline.stages import engine as engines
 
     chosen = engines.resolve(engine)
@@ -1332,7 +1413,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         lake.collect_dead_parts()       # what the last run's new generations superseded
         previous = KnownSources(lake)
         lost, rereading = previous.lost_parts()
-        previous.forget(rereading)
+        merging = previous.piled_up(compaction or PART_COMPACTION)
+        previous.forget(rereading | merging)
         found = discover(roots, format=format, known=previous)
         summary.superseded = found.superseded
         summary.unrecognized.extend(found.unrecognized)
@@ -1444,6 +1526,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
                        command="ingest", status="problems" if errors else "ok",
                        exit_code=0, pid=os.getpid())
         lake.record_run(run)
+        if merging:     # the small parts hold no current row now: gone before the stages read
+            summary.files_compacted = len(merging & set(new_sources))
+            summary.parts_merged = lake.collect_dead_parts()
         summary.problems.sort(key=lambda p: (p.path, p.line_no))
         summary.unrecognized.sort()
         summary.unrecognized_named = [p for p in summary.unrecognized if p in found.named]
