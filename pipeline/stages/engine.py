@@ -30,6 +30,7 @@ import atexit
 import contextlib
 import contextvars
 import importlib.util
+import itertools
 import os
 import signal
 import subprocess
@@ -310,6 +311,9 @@ def _stop_together(all_processes: dict) -> None:
     all_processes.clear()
 
 
+_NO_JOB = object()
+
+
 class RayEngine(Engine):
     """Ray tasks, one per job, at most ``num_cpus`` of them running at once per CPU.
 
@@ -341,18 +345,23 @@ class RayEngine(Engine):
                                       retry_exceptions=False)(_run_job)
         return ray
 
-    def map(self, fn: Callable[[Any], Any], jobs: Sequence[Any], *,
+    def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any], *,
             shared: Any = None) -> Iterator[Any]:
         """``fn(job)`` (or ``fn(shared, job)``; ``shared`` is put in the object store once)
-        as one task per job; results come back in job order as they are needed."""
-        jobs = list(jobs)
-        if not jobs:
+        as one task per job; results come back in job order as they are needed. Every task
+        is submitted before this returns, each as soon as ``jobs`` yields it: with a
+        generator that makes each job (a chunk's rows as Arrow IPC), the first tasks run
+        while the driver makes the next jobs."""
+        jobs = iter(jobs)
+        first = next(jobs, _NO_JOB)
+        if first is _NO_JOB:
             return iter(())
         ray = self._ray()
         env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
         fn_ref = ray.put(fn)
         shared_ref = ray.put(shared) if shared is not None else None
-        refs = [self._remote.remote(fn_ref, shared_ref, job, env) for job in jobs]
+        refs = [self._remote.remote(fn_ref, shared_ref, job, env)
+                for job in itertools.chain([first], jobs)]
         return (ray.get(ref) for ref in refs)
 
 

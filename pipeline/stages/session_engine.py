@@ -427,7 +427,8 @@ def run_session_chunks(lake: Lake, config: Config, work: ChunkWork, *,
         chunks = _batches(wanted, CHUNK_BYTES)
         size = sum(r.text_bytes for r in wanted)
         if not engines.is_local(chosen):
-            jobs = [_chunk_job(loaded, chunk, extra) for chunk in chunks]
+            # made one by one as the engine submits them: a task runs while the next is made
+            jobs = (_chunk_job(loaded, chunk, extra) for chunk in chunks)
             shared = (work, config, None if isinstance(extra, dict) else extra)
             for chunk, result in zip(chunks, chosen.map(_engine_chunk, jobs, shared=shared)):
                 run.results.append(result)
