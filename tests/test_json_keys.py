@@ -43,7 +43,7 @@ HTML_KEYS = {"out", "pages_removed", "pages_unchanged", "pages_written", "payloa
              "seconds", "sessions", "sessions_rendered"}
 SETTINGS_KEYS = {"ignore_patterns", "out", "policies", "time_zone", "version"}
 STATUS_KEYS = {"busy", "files", "lake", "last_settings", "locations", "lost_parts", "mirror",
-               "pending", "runs", "sessions", "settings", "size_bytes"}
+               "pending", "runs", "sessions", "settings", "size_bytes", "table_parts"}
 RUN_RECORD_KEYS = {"command", "exit_code", "run_id", "seconds", "sessions_done",
                    "sessions_failed", "stages", "started_at", "status", "warnings"}
 STAGES = ["flags", "correlate", "calibrate", "plan:payload_prune+microcompact",

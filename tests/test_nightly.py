@@ -240,6 +240,7 @@ def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_neve
     import uuid
 
     import pipeline.stages.ingest as ingest_module
+    from pipeline.reports.status import lake_status
     from pipeline.stages.ingest import KnownSources, PartCompaction
 
     samples = ("claude_code/claude_session.jsonl", "codex/codex_session.jsonl")
@@ -276,7 +277,9 @@ def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_neve
             assert night(lake).ingest.files_compacted == 0
     piled = part_sets(merged)
     assert len(piled) == len(part_sets(plain)) == 4
-    piled_files = [name for name in merged._part_files() if name.partition("/")[2] in piled]
+    piled_files = [name for name in merged.part_files() if name.partition("/")[2] in piled]
+    assert lake_status(merged).table_parts == {"files": len(piled_files), "small_sets": 4,
+                                               "merged_past": 10**6}
     known = KnownSources(merged)
     assert known.piled_up(PartCompaction(max_small=4)) == set()       # not too many yet
     assert known.piled_up(PartCompaction(max_small=1)) == {str(session), str(codex)}

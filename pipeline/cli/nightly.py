@@ -213,6 +213,9 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
     if changed is not None:
         out.print("          [yellow]differs from the last run[/]: "
                   + ", ".join(f"{k} {before!r}" for k, before in changed.items()))
+    parts = status.table_parts
+    out.print(f"parts:    {parts['files']:,} table part files, {parts['small_sets']} small part sets "
+              f"(a run merges them past {parts['merged_past']})")
     if status.lost_parts:
         out.print(f"[yellow]missing[/]:  {len(status.lost_parts)} table part(s) deleted from tables/ "
                   f"({', '.join(status.lost_parts[:3])}{', ...' if len(status.lost_parts) > 3 else ''}): "

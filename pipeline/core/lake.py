@@ -637,9 +637,9 @@ class Lake:
 
     def _table_parts(self) -> list[Path]:
         """The part files of the tables read from the archive (not their ``_empty`` files)."""
-        return sorted(self._part_files().values())
+        return sorted(self.part_files().values())
 
-    def _part_files(self) -> dict[str, Path]:
+    def part_files(self) -> dict[str, Path]:
         """Each part file of the tables by its name in ``sources.parts``
         (``<table>/<part>``): one listing per table folder."""
         found = {}
@@ -657,7 +657,7 @@ class Lake:
         """The size of each part set: the files one chunk of a run wrote, one per table, all
         named ``<run id>-<chunk>-<n>``, their bytes summed over the tables (a stat per part)."""
         sizes: dict[str, int] = {}
-        for name, path in self._part_files().items():
+        for name, path in self.part_files().items():
             with contextlib.suppress(FileNotFoundError):
                 part = name.partition("/")[2]
                 sizes[part] = sizes.get(part, 0) + os.stat(path).st_size
@@ -685,7 +685,7 @@ class Lake:
         named = self._named_parts()
         if not named:
             return set()
-        lost = named - set(self._part_files())
+        lost = named - set(self.part_files())
         if lost:   # a name in the file's dictionary that no row points at is not lost
             column = self.read_sources(("parts",)).column(0)
             lost &= {name for parts in column.to_pylist() if parts for name in parts}
@@ -957,7 +957,7 @@ class Lake:
         named = self._named_parts()
         if not named:
             return 0
-        candidates = [path for name, path in sorted(self._part_files().items()) if name not in named]
+        candidates = [path for name, path in sorted(self.part_files().items()) if name not in named]
         if not candidates:
             return 0
         sources = self.read_sources(("source_id", "generation", "parts"))

@@ -76,6 +76,8 @@ class LakeStatus:
     locations: list[Location]      # the standard transcript folders a run without PATH reads
     lost_parts: list[str]          # table parts gone from tables/ (<table>/<part>): their rows
                                    # are missing until the next run reads their files again
+    table_parts: dict[str, int]    # the tables' part files, their small sets, and how many
+                                   # small sets a night lets pile up before it merges them
 
     def settings_changed(self) -> dict[str, Any] | None:
         """The last finished run's value of each setting that differs now (None: the same,
@@ -89,7 +91,7 @@ class LakeStatus:
                 "pending": {name: owed.to_dict() for name, owed in self.pending.items()},
                 "settings": self.settings.to_dict(), "last_settings": self.last_settings,
                 "locations": [location.to_dict() for location in self.locations],
-                "lost_parts": self.lost_parts}
+                "lost_parts": self.lost_parts, "table_parts": self.table_parts}
 
 
 def _size(root: Path) -> int:
@@ -147,4 +149,16 @@ def lake_status(lake: Lake, *, config_path: Path | None = None,
         busy=busy,
         runs=recent, pending=pending_work(lake, config_path=config_path, policies=policies, tz=tz),
         settings=settings, last_settings=_previous_settings(lake),
-        locations=discover_locations(), lost_parts=sorted(lake.lost_parts()))
+        locations=discover_locations(), lost_parts=sorted(lake.lost_parts()),
+        table_parts=_table_parts(lake))
+
+
+def _table_parts(lake: Lake) -> dict[str, int]:
+    """The tables' part files, how many small part sets they make, and the count past which
+    a night merges them (:class:`pipeline.stages.ingest.PartCompaction`)."""
+    from pipeline.stages.ingest import PART_COMPACTION
+
+    sets = lake.part_set_bytes()
+    return {"files": len(lake.part_files()),
+            "small_sets": sum(1 for size in sets.values() if size < PART_COMPACTION.small_bytes),
+            "merged_past": PART_COMPACTION.max_small}
