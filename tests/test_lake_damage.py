@@ -149,6 +149,14 @@ def test_a_part_deleted_by_hand_is_noticed_and_the_files_it_held_are_read_again_
     status = CliRunner().invoke(cli, ["--lake", str(lake), "status"], catch_exceptions=False)
     assert f"missing: 1 table part(s) deleted from tables/ (messages/{part.stem}): their rows" \
         in " ".join(status.output.split())
+    # a command that reads the lake says so first, on stderr (its answer stays on stdout)
+    query = CliRunner().invoke(cli, ["--lake", str(lake), "sql", "SELECT count(*) AS n FROM messages",
+                                     "--json"], catch_exceptions=False)
+    assert query.exit_code == 0
+    assert json.loads(query.stdout) == [{"n": rows(Lake(lake), "SELECT count(*) FROM messages")[0][0]}]
+    assert query.stderr == (f"warning: 1 table part(s) missing from tables/ (messages/{part.stem}): "
+                            "their rows are not in what this command reads until the next "
+                            "`ctxlake run` reads their files again\n")
 
     night = _run_json(lake, archive)
 
@@ -164,6 +172,8 @@ def test_a_part_deleted_by_hand_is_noticed_and_the_files_it_held_are_read_again_
     assert again["ingest"]["warnings"] == [] and again["ingest"]["files_unchanged"] == 2
     status = CliRunner().invoke(cli, ["--lake", str(lake), "status", "--json"], catch_exceptions=False)
     assert json.loads(status.output)["lost_parts"] == []
+    assert CliRunner().invoke(cli, ["--lake", str(lake), "sql", "SELECT 1 AS one"],
+                              catch_exceptions=False).stderr == ""
     assert CliRunner().invoke(cli, ["--lake", str(lake), "verify"],
                               catch_exceptions=False).exit_code == 0
 

@@ -34,6 +34,10 @@ class _Lazy:
 render = _Lazy("pipeline.reports.render")
 
 
+# commands that report a lost table part themselves (or read its files again)
+REPAIRING_COMMANDS = frozenset({"run", "ingest", "status", "verify"})
+
+
 class LakeContext:
     """What every command shares: the lake (resolved on first use, so ``--help`` never reads
     a config, and imported on first use), ``--quiet`` and the config that holds the defaults."""
@@ -85,11 +89,28 @@ class LakeContext:
 
     @property
     def lake(self):
-        """The :class:`~pipeline.core.lake.Lake` (imported on first use)."""
+        """The :class:`~pipeline.core.lake.Lake` (imported on first use). A command that
+        reads it says first, on stderr, when a part of its tables is gone from ``tables/``:
+        its answers lack those rows until the next run reads their files again."""
         if self._lake is None:
             from pipeline.core.lake import Lake
             self._lake = Lake(self.root)
+            self._warn_lost_parts()
         return self._lake
+
+    def _warn_lost_parts(self) -> None:
+        ctx = click.get_current_context(silent=True)
+        if self.quiet or ctx is None or ctx.info_name in REPAIRING_COMMANDS \
+                or not self._lake.exists():
+            return
+        try:
+            lost = sorted(self._lake.lost_parts())
+        except CtxlakeError:        # a damaged lake: the command itself says so
+            return
+        if lost:
+            click.echo(f"warning: {len(lost)} table part(s) missing from tables/ "
+                       f"({render.first_few(lost)}): their rows are not in what this command "
+                       "reads until the next `ctxlake run` reads their files again", err=True)
 
     def config(self, path: Path | None = None):
         from pipeline.core.config import load_config
