@@ -221,3 +221,40 @@ def test_a_lost_part_whose_files_are_not_below_the_paths_read_says_their_rows_st
     assert again.files_reingested == 1
     last = ingest([first, second], lake=lake, workers=1)
     assert last.warnings == [] and last.files_unchanged == 2
+
+
+def test_a_file_read_again_whole_does_not_report_its_old_quarantined_lines_as_news(tmp_path):
+    """Reading a file again whole (here: its part deleted; a merge of small parts alike) is
+    housekeeping: a line the lake already holds quarantined is not reported again, and
+    ``--strict`` does not fail the night for it; a bad line that is new that night is."""
+    archive = copy_real(tmp_path, *TWO)
+    lake = tmp_path / "lake"
+    session = archive / TWO[0]
+    with open(session, "a", encoding="utf-8") as handle:
+        handle.write('{"type": "user", "message": \n')
+    first = CliRunner().invoke(cli, ["--lake", str(lake), "run", str(archive), "--tz", "UTC",
+                                     "--json", "--strict"], catch_exceptions=False)
+    assert first.exit_code == 1
+    [problem] = json.loads(first.stdout)["ingest"]["problems"]
+    assert problem["path"] == str(session)
+
+    def lose_a_part() -> None:
+        sorted((lake / "tables" / "messages").glob("2*.parquet"))[0].unlink()
+
+    lose_a_part()
+    again = CliRunner().invoke(cli, ["--lake", str(lake), "run", str(archive), "--tz", "UTC",
+                                     "--json", "--strict"], catch_exceptions=False)
+    night = json.loads(again.stdout)["ingest"]
+    assert again.exit_code == 0
+    assert (night["files_reingested"], night["quarantined"], night["quarantined_errors"],
+            night["problems"]) == (2, 1, 0, [])
+    assert rows(Lake(lake), "SELECT count(*) FROM quarantine") == [(1,)]
+    with open(session, "a", encoding="utf-8") as handle:   # a new bad line, the same night
+        handle.write('{"type": "assistant", \n')
+    lose_a_part()
+    third = CliRunner().invoke(cli, ["--lake", str(lake), "run", str(archive), "--tz", "UTC",
+                                     "--json", "--strict"], catch_exceptions=False)
+    night = json.loads(third.stdout)["ingest"]
+    assert third.exit_code == 1
+    assert (night["quarantined"], night["quarantined_errors"]) == (2, 1)
+    assert [p["line_no"] for p in night["problems"]] == [problem["line_no"] + 1]

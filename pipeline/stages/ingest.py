@@ -1347,6 +1347,24 @@ def _forced_format_warnings(lake: Lake, format: str, results: list[FileResult]) 
     return out
 
 
+def _known_problems(lake: Lake, rereads: list[FileResult]) -> dict[str, set[tuple]]:
+    """The quarantined lines (byte offset, reason) the lake already holds for files read
+    again whole (lost parts, merged small parts), by source id: reading a file again whole
+    is housekeeping, and a line it quarantines again is not news (nor, under ``--strict``, a
+    failed night); a line found for the first time still is. Asked of the lake only when such
+    a file has a quarantined line (its rows are those of the last commit until this run's)."""
+    ids = sorted({res.source["source_id"] for res in rereads
+                  if res.problems and res.source.get("source_id")})
+    if not ids:
+        return {}
+    known: dict[str, set[tuple]] = {}
+    with lake.connect() as con:
+        for source_id, byte_offset, reason in con.execute(
+                sqlfiles.load("select_quarantined_lines_of_sources"), {"source_ids": ids}).fetchall():
+            known.setdefault(source_id, set()).add((byte_offset, reason))
+    return known
+
+
 def _lost_parts_warning(lost: list[str], rereading: set[str], read: set[str],
                         dropped: set[str]) -> str:
     """What a night says of part files gone from the lake (see ``KnownSources.lost_parts``):
@@ -1485,6 +1503,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         dropped = set(removed_sources(previous.index, roots,
                                       {t.path for t in found.tasks} | set(found.unchanged)))
         new_sources: dict[str, dict] = {}
+        known_problems = _known_problems(lake, [res for res in results if res.path in previous.unread])
         for res in results:
             if res.mode in ("unrecognized", "superseded", "skipped"):
                 # a file named on the command line is never skipped without a word
@@ -1499,7 +1518,9 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
             summary.quarantined += res.quarantined
             summary.held_back += res.held_back
             summary.bytes_read += res.bytes_read
-            summary.problems.extend(res.problems)
+            seen = known_problems.get(res.source.get("source_id"), ())
+            summary.problems.extend(p for p in res.problems
+                                    if not p.line_no or (p.byte_offset, p.reason) not in seen)
             attr = {"new": "files_new", "appended": "files_appended",
                     "reingested": "files_reingested", "unchanged": "files_unchanged",
                     "problem": "files_problem"}[res.mode]
