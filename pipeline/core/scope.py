@@ -73,7 +73,7 @@ def family_sources(links: Iterable[tuple[str, str | None, str]], sessions: Itera
     return {source for s in seen for source in sources_of.get(s, ())}
 
 
-def part_files(lake: "Lake", table: str) -> tuple[str, ...]:
+def _part_files(lake: "Lake", table: str) -> tuple[str, ...]:
     """The table's part files (not its typed ``_empty.parquet``, which holds no row)."""
     try:
         with os.scandir(lake.table_dir(table)) as entries:
@@ -163,7 +163,7 @@ def connect_scoped(lake: "Lake", sessions: Iterable[str], *,
     wanted = frozenset(sessions)
     if not wanted:
         return con
-    files = {table: part_files(lake, table) for table in PART_TABLES}
+    files = {table: _part_files(lake, table) for table in PART_TABLES}
     state = _state(lake, files)
     plan = _PLANS.get((state, wanted))
     if plan is None:

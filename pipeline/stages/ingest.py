@@ -1222,7 +1222,7 @@ class KnownSources:
         appends, not every night. A lake with a source whose parts are unknown (made before
         ``parts`` was kept) is left as it is."""
         small = sorted(name for name, size in self.lake.part_set_bytes().items()
-                       if size < limits.small_bytes)      # run ids are times: oldest first
+                       if size < limits.small_bytes)      # run ids are times: ties go oldest first
         if len(small) <= limits.max_small:
             return set()
         lists = self.lake.read_sources(("parts",)).column(0).to_pylist()   # in _paths' order
