@@ -290,6 +290,9 @@ def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_neve
     assert known.piled_up(PartCompaction(max_small=3, set_bytes=codex.stat().st_size)) == set()
     assert known.piled_up(PartCompaction(max_small=1, night_bytes=session.stat().st_size)) \
         == {str(session)}
+    # a set held by a file this run does not read (another folder's) stays as it is
+    assert known.piled_up(PartCompaction(max_small=1), lambda path: path != str(codex)) \
+        == {str(session)}
     append_line(3)
     night(plain)
     monkeypatch.setattr(ingest_module, "PART_COMPACTION", PartCompaction(max_small=1))

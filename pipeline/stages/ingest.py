@@ -1214,13 +1214,17 @@ class KnownSources:
         return sorted(lost), {path for path, parts in zip(self._paths, lists)
                               if parts and not lost.isdisjoint(parts)}
 
-    def piled_up(self, limits: PartCompaction) -> set[str]:
+    def piled_up(self, limits: PartCompaction,
+                 reads: Callable[[str], bool] = lambda path: True) -> set[str]:
         """The files to read again whole so that the tables' small part sets merge (see
         :class:`PartCompaction`; empty while they are few, the usual night: one listing and a
         stat per part). The cheapest sets go first (the fewest bytes of files to read again),
         until half the limit is left: a merge then comes every ``max_small / 2`` nights of
-        appends, not every night. A lake with a source whose parts are unknown (made before
-        ``parts`` was kept) is left as it is."""
+        appends, not every night. A set is merged only when every file holding its rows is
+        one this run ``reads`` (below its paths): a set held by a file of another folder
+        would outlive the merge, and its files here would be read again every night for
+        nothing. A lake with a source whose parts are unknown (made before ``parts`` was
+        kept) is left as it is."""
         small = sorted(name for name, size in self.lake.part_set_bytes().items()
                        if size < limits.small_bytes)      # run ids are times: ties go oldest first
         if len(small) <= limits.max_small:
@@ -1237,7 +1241,7 @@ class KnownSources:
         for name in small:
             held = holders.get(name, set())
             cost = sum(sizes[i] or 0 for i in held)
-            if held and cost <= limits.set_bytes:
+            if held and cost <= limits.set_bytes and all(reads(self._paths[i]) for i in held):
                 worth.append((cost, name, held))
         if len(worth) <= limits.max_small:
             return set()
@@ -1431,7 +1435,7 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         lake.collect_dead_parts()       # what the last run's new generations superseded
         previous = KnownSources(lake)
         lost, rereading = previous.lost_parts()
-        merging = previous.piled_up(compaction or PART_COMPACTION)
+        merging = previous.piled_up(compaction or PART_COMPACTION, _below(roots))
         previous.forget(rereading | merging)
         found = discover(roots, format=format, known=previous)
         summary.superseded = found.superseded
