@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
@@ -314,3 +315,62 @@ def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_neve
     assert again.ingest.files_compacted == 0 and all(stage.done == 0 for stage in again.stages)
     assert part_sets(merged) == left
     shutil.rmtree(plain.root)
+
+
+def _merging_night(lake_root: str, archive: str, crash_at: str) -> None:
+    """A night that merges every small part set, killed at ``crash_at`` (a spawned child)."""
+    import os
+
+    import pipeline.stages.ingest as ingest_module
+    from pipeline.stages.ingest import PartCompaction
+
+    ingest_module.PART_COMPACTION = PartCompaction(max_small=1)
+    os.environ["CTXLAKE_CRASH_AT"] = crash_at
+    try:
+        run_nightly([Path(archive)], lake=Lake(Path(lake_root)), workers=1, tz="UTC")
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.parametrize("crash_at", ["ingest:chunk", "ingest:committed"])
+def test_a_merge_killed_midway_is_finished_by_the_next_night(tmp_path, monkeypatch, crash_at):
+    """A merge night killed before its commit (its parts written) or right after it (before
+    the old parts go): the next night ends with the merged lake, its old parts gone, and the
+    tables (but the generation) and outputs of a lake that never merged."""
+    import multiprocessing
+    import signal
+
+    import pipeline.stages.ingest as ingest_module
+    from pipeline.stages.ingest import PartCompaction
+
+    archive = copy_real(tmp_path, "claude_code/claude_session.jsonl", "codex/codex_session.jsonl")
+    session = archive / "claude_code" / "claude_session.jsonl"
+    merged, plain = Lake(tmp_path / "merged"), Lake(tmp_path / "plain")
+    monkeypatch.setattr(ingest_module, "PART_COMPACTION", PartCompaction(max_small=10**6))
+    for lake in (merged, plain):
+        run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    lines = session.read_text(encoding="utf-8").splitlines(keepends=True)
+    session.write_text("".join(lines) + lines[-1].replace('"type"', '"extra": 1, "type"', 1),
+                       encoding="utf-8")
+    for lake in (merged, plain):
+        run_nightly([archive], lake=lake, workers=1, tz="UTC")
+    piled = sorted(merged.part_set_bytes())
+    assert len(piled) == 2
+    child = multiprocessing.get_context("spawn").Process(
+        target=_merging_night, args=(str(merged.root), str(archive), crash_at))
+    child.start()
+    child.join(120)
+    assert child.exitcode == -signal.SIGKILL
+    monkeypatch.setattr(ingest_module, "PART_COMPACTION", PartCompaction(max_small=1))
+    night = run_nightly([archive], lake=merged, workers=1, tz="UTC")
+    assert night.status == "ok" and night.interrupted_runs
+    left = sorted(merged.part_set_bytes())
+    assert len(left) == 1 and not set(left) & set(piled)
+    named = {part for parts in merged.read_sources(("parts",)).column(0).to_pylist() for part in parts}
+    assert named == set(merged.part_files())         # no dead part, no stray part
+    run_nightly([archive], lake=plain, workers=1, tz="UTC")
+    for table in ("records", "messages", "tool_calls", "tool_results", "session_info"):
+        query = f"SELECT * EXCLUDE (generation) FROM {table} ORDER BY ALL"
+        assert rows(merged, query) == rows(plain, query), table
+    for folder in ("out", "summaries"):
+        assert _tree_digest(merged.root / folder) == _tree_digest(plain.root / folder)
