@@ -230,6 +230,16 @@ def test_parts_whose_rows_a_later_night_superseded_are_deleted_and_the_tables_ke
     assert parts() == sorted(set(third) - set(left)) != []
 
 
+def _assert_reads_as(merged: Lake, plain: Lake) -> None:
+    """A lake whose small parts were merged holds the rows (but their generation), outputs
+    and summaries of one that never merged."""
+    for table in ("records", "messages", "tool_calls", "tool_results", "session_info"):
+        query = f"SELECT * EXCLUDE (generation) FROM {table} ORDER BY ALL"
+        assert rows(merged, query) == rows(plain, query), table
+    for folder in ("out", "summaries"):
+        assert _tree_digest(merged.root / folder) == _tree_digest(plain.root / folder), folder
+
+
 def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_never_merged(
         tmp_path, monkeypatch):
     """Each night that appends to a session leaves one small part set (a part per table)
@@ -257,10 +267,6 @@ def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_neve
         summary = run_nightly([archive], lake=lake, workers=1, tz="UTC")
         assert summary.status == "ok"
         return summary
-
-    def tables(lake: Lake) -> dict[str, list]:
-        return {t: rows(lake, f"SELECT * EXCLUDE (generation) FROM {t} ORDER BY ALL")
-                for t in ("records", "messages", "tool_calls", "tool_results", "session_info")}
 
     def append_line(n: int) -> None:
         last = json.loads(session.read_text(encoding="utf-8").splitlines()[-1])
@@ -307,9 +313,7 @@ def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_neve
     assert summary.ingest.compaction_note() == (f"small table parts merged: 2 files read again "
                                                 f"whole, {len(piled_files)} part files deleted")
     assert rows(merged, "SELECT DISTINCT generation FROM sources") == [(2,)]
-    assert tables(merged) == tables(plain)
-    for folder in ("out", "summaries"):
-        assert _tree_digest(merged.root / folder) == _tree_digest(plain.root / folder)
+    _assert_reads_as(merged, plain)
     # the next night has nothing to merge and nothing to do
     again = night(merged)
     assert again.ingest.files_compacted == 0 and all(stage.done == 0 for stage in again.stages)
@@ -369,8 +373,4 @@ def test_a_merge_killed_midway_is_finished_by_the_next_night(tmp_path, monkeypat
     named = {part for parts in merged.read_sources(("parts",)).column(0).to_pylist() for part in parts}
     assert named == set(merged.part_files())         # no dead part, no stray part
     run_nightly([archive], lake=plain, workers=1, tz="UTC")
-    for table in ("records", "messages", "tool_calls", "tool_results", "session_info"):
-        query = f"SELECT * EXCLUDE (generation) FROM {table} ORDER BY ALL"
-        assert rows(merged, query) == rows(plain, query), table
-    for folder in ("out", "summaries"):
-        assert _tree_digest(merged.root / folder) == _tree_digest(plain.root / folder)
+    _assert_reads_as(merged, plain)

@@ -218,7 +218,7 @@ def status_command(obj: LakeContext, config_path, policies, tz, n_runs, as_json)
               f"(a run merges them past {parts['merged_past']})")
     if status.lost_parts:
         out.print(f"[yellow]missing[/]:  {len(status.lost_parts)} table part(s) deleted from tables/ "
-                  f"({', '.join(status.lost_parts[:3])}{', ...' if len(status.lost_parts) > 3 else ''}): "
+                  f"({render.first_few(status.lost_parts, 3)}): "
                   "their rows are not in the tables until the next `ctxlake run` reads their files again")
     out.print(render.table(["run", "command", "status", "started", "seconds", "done", "failed"],
                            [(r.run_id, r.command, r.status, r.started_at, r.seconds,

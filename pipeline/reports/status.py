@@ -158,7 +158,6 @@ def _table_parts(lake: Lake) -> dict[str, int]:
     a night merges them (:class:`pipeline.stages.ingest.PartCompaction`)."""
     from pipeline.stages.ingest import PART_COMPACTION
 
-    sets = lake.part_set_bytes()
     return {"files": len(lake.part_files()),
-            "small_sets": sum(1 for size in sets.values() if size < PART_COMPACTION.small_bytes),
+            "small_sets": len(PART_COMPACTION.small(lake.part_set_bytes())),
             "merged_past": PART_COMPACTION.max_small}

@@ -1077,6 +1077,10 @@ class PartCompaction:
     set_bytes: int = 64 * 2**20
     night_bytes: int = 128 * 2**20
 
+    def small(self, set_bytes: dict[str, int]) -> list[str]:
+        """The small part sets among ``set_bytes`` (:meth:`Lake.part_set_bytes`)."""
+        return [name for name, size in set_bytes.items() if size < self.small_bytes]
+
 
 PART_COMPACTION = PartCompaction()
 
@@ -1225,8 +1229,7 @@ class KnownSources:
         would outlive the merge, and its files here would be read again every night for
         nothing. A lake with a source whose parts are unknown (made before ``parts`` was
         kept) is left as it is."""
-        small = sorted(name for name, size in self.lake.part_set_bytes().items()
-                       if size < limits.small_bytes)      # run ids are times: ties go oldest first
+        small = limits.small(self.lake.part_set_bytes())
         if len(small) <= limits.max_small:
             return set()
         lists = self.lake.read_sources(("parts",)).column(0).to_pylist()   # in _paths' order
@@ -1247,6 +1250,7 @@ class KnownSources:
             return set()
         chosen: set[int] = set()
         spent = merged = 0
+        # by cost, then name (run ids are times: of two sets as cheap, the older first)
         for _cost, _name, held in sorted(worth, key=lambda w: w[:2]):
             extra = sum(sizes[i] or 0 for i in held - chosen)
             if spent + extra <= limits.night_bytes:
