@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -36,6 +37,11 @@ render = _Lazy("pipeline.reports.render")
 
 # commands that report a lost table part themselves (or read its files again)
 REPAIRING_COMMANDS = frozenset({"run", "ingest", "status", "verify"})
+# commands that only read the lake: one that fails reading a table part while a run changes
+# the lake under it (a part deleted or replaced between DuckDB listing and reading it) is
+# started again, up to READ_RETRIES times (Lake.changed_since_read)
+READING_COMMANDS = frozenset({"sql", "sessions", "show", "suggest", "report", "status"})
+READ_RETRIES = 3
 
 
 class LakeContext:
@@ -95,6 +101,10 @@ class LakeContext:
         if self._lake is None:
             from pipeline.core.lake import Lake
             self._lake = Lake(self.root)
+            ctx = click.get_current_context(silent=True)
+            if ctx is not None and ctx.find_root().invoked_subcommand in READING_COMMANDS \
+                    and self._lake.exists():
+                self._lake.begin_reading()
             self._warn_lost_parts()
         return self._lake
 
@@ -210,13 +220,37 @@ class CtxlakeGroup(click.Group):
             warnings.simplefilter("always", IgnorePatternWarning)
             warnings.showwarning = show
             try:
-                return super().invoke(ctx)
+                return self._invoke_reading_again(ctx)
             except CtxlakeError as error:
                 raise CtxlakeClickError(error, as_json) from None
             except click.ClickException as error:
                 if as_json and not isinstance(error, (CtxlakeClickError, JsonUsageError)):
                     raise JsonUsageError(error) from None
                 raise
+
+
+    def _invoke_reading_again(self, ctx: click.Context):
+        """The command; a reading command (:data:`READING_COMMANDS`) that failed reading a
+        file of the lake while a run changed the lake's files under it, again (the group's
+        callback too: a new :class:`LakeContext`), up to :data:`READ_RETRIES` times."""
+        args = (list(ctx._protected_args), list(ctx.args))
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                return super().invoke(ctx)
+            except Exception as error:
+                obj = ctx.obj if isinstance(ctx.obj, LakeContext) else None
+                if attempt == READ_RETRIES or obj is None or obj._root is None \
+                        or ctx.invoked_subcommand not in READING_COMMANDS:
+                    raise
+                from pipeline.core.lake import Lake, failed_on_a_file
+
+                lake = obj._lake or Lake(obj._root)   # some commands hand the library the root
+
+                if not failed_on_a_file(error) or not lake.changed_since_read():
+                    raise
+                lake.forget_reads()
+                ctx._protected_args, ctx.args = list(args[0]), list(args[1])
+                time.sleep(0.1 * (attempt + 1))     # a run's commit or collection: moments
 
 
 def _set_lake(ctx: click.Context, _param, value) -> None:

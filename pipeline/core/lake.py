@@ -58,6 +58,24 @@ EXTRA_VIEWS: list[str] = [
 ]
 
 
+def failed_on_a_file(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it was raised from or during) may be one of reading a
+    file: an OS error, an Arrow error, a damaged part of the lake, or any DuckDB error (a file
+    gone is an ``IOException``; a derived part replaced between DuckDB reading its footer and
+    its pages, which it opens again by name, is a bare ``duckdb.Error``: "TProtocolException:
+    Invalid data", "don't know what type")."""
+    duckdb = sys.modules.get("duckdb")
+    kinds: tuple = (OSError, pa.ArrowException, CorruptPartError, LakeDamagedError)
+    if duckdb is not None:
+        kinds += (duckdb.Error,)
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, kinds):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
 class _Views(NamedTuple):
     """A lake's views in this process: what they were made for (:meth:`Lake._views_key`), the
     in-memory database holding them, and whether they are the persisted ``ctxlake.duckdb``
@@ -70,6 +88,8 @@ class _Views(NamedTuple):
 # per lake root
 _VIEWS: dict[str, _Views] = {}
 _INHERITED: list[_Views] = []    # a forked process's inherited views (forget_inherited_connections)
+# per lake root: its layout stamp when this process first queried it (Lake.changed_since_read)
+_READ_STAMPS: dict[str, tuple] = {}
 # the catalog name of the attached ``ctxlake.duckdb`` (searched after the in-memory one)
 PERSISTED_CATALOG = "ctxlake_views"
 # the stamp of ``ctxlake.duckdb``: the fingerprint of its views and the DuckDB version
@@ -1027,6 +1047,7 @@ class Lake:
             from pipeline.core.scope import connect_scoped
             return connect_scoped(self, scope, within=within)
         self.require()
+        self.begin_reading()
         self.check_intact()
         self._migrate_runs()
         key = self._views_key()
@@ -1048,6 +1069,45 @@ class Lake:
         if cached.attached:
             con.execute(f"SET search_path = 'memory.main,{PERSISTED_CATALOG}.main'")
         return con
+
+    def layout_stamp(self) -> tuple:
+        """What changes whenever a run adds, replaces or deletes a file the views read: the
+        modification times of ``sources.parquet``, ``ctxlake.duckdb`` and of every folder of
+        ``tables/`` and ``derived/`` (a rename or unlink in a folder changes its time).
+        About 20 ``stat`` calls."""
+        stamp = []
+        for path in (self.sources_path, self.root / "ctxlake.duckdb"):
+            with contextlib.suppress(OSError):
+                stamp.append((path.name, path.stat().st_mtime_ns))
+        for folder in (self.tables_dir, self.derived_dir):
+            with contextlib.suppress(OSError):
+                for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):
+                    with contextlib.suppress(OSError):
+                        stamp.append((entry.path, entry.stat(follow_symlinks=False).st_mtime_ns))
+        return tuple(stamp)
+
+    def begin_reading(self) -> None:
+        """Note the lake's layout (:meth:`layout_stamp`) the first time this process reads it
+        (:meth:`connect`; a command, when it opens the lake)."""
+        if str(self.root) not in _READ_STAMPS:
+            _READ_STAMPS[str(self.root)] = self.layout_stamp()
+
+    def changed_since_read(self) -> bool:
+        """Whether a run changed the files the views read since this process began reading
+        the lake (:meth:`begin_reading`): a query of a reader that failed on a part then may have
+        met a part the run deleted or replaced between listing and reading it, and is right
+        to try again (:meth:`forget_reads` first). False when it never queried the lake."""
+        stamp = _READ_STAMPS.get(str(self.root))
+        return stamp is not None and stamp != self.layout_stamp()
+
+    def forget_reads(self) -> None:
+        """Drop what this process kept of its queries of the lake (the views' database, the
+        stamp of :meth:`changed_since_read`): the next :meth:`connect` starts afresh."""
+        _READ_STAMPS.pop(str(self.root), None)
+        views = _VIEWS.pop(str(self.root), None)
+        if views is not None:
+            with contextlib.suppress(Exception):
+                views.con.close()
 
     def _attach_persisted_views(self, key: tuple) -> "duckdb.DuckDBPyConnection | None":
         """An in-memory database with ``ctxlake.duckdb`` attached read-only when that file
