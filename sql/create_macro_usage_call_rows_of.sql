@@ -93,10 +93,16 @@ sub_agent_types AS (
     GROUP BY p.session_id
 ),
 dated AS (
-    -- a row without its own time (run-level totals) is dated at the session's last timed usage
-    SELECT usage_rows.*, coalesce(usage_rows.recorded_at, last_seen.last_at) AS "timestamp"
+    -- a row without its own time (run-level totals) is dated at the session's last timed
+    -- usage; but a Claude Code call, which has its own, is dated by it or not at all (a
+    -- "(no date)" row), as ccusage does
+    SELECT usage_rows.*,
+           CASE WHEN usage_rows.recorded_at IS NOT NULL OR f.format IS DISTINCT FROM 'claude_code'
+                THEN coalesce(usage_rows.recorded_at, last_seen.last_at)
+           END AS "timestamp"
     FROM usage_rows
     LEFT JOIN last_seen USING (session_id)
+    LEFT JOIN session_facts AS f USING (session_id)
 ),
 inline_types AS (
     -- an inline (1.0.x) sidechain row belongs to the latest Task call before it in its session

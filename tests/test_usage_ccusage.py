@@ -27,7 +27,7 @@ import os
 import shutil
 import subprocess
 from collections import defaultdict
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -462,3 +462,68 @@ def test_codex_and_gemini_session_figures_equal_ccusage_on_a_demo_archive(tmp_pa
                          row["cache_read_tokens"], row["cost_usd"] or 0.0)
         _assert_same(ours, {r["sessionId"]: _their_figures(r) for r in theirs})
         assert len(theirs) >= 2, agent
+
+
+# times a Claude Code line may carry, each on a call of 2**i input tokens: ccusage 20.0.24 dates
+# the first six (to the second or millisecond, Z or an offset, on a day of the calendar) and
+# leaves the others out of its reports
+CLAUDE_TIMES = ["2026-11-01T10:00:00.000Z", "2026-11-02T10:00:00Z", "2026-11-04T10:00:00+02:00",
+                "2026-11-05T10:00:00.000-00:00", "2026-11-14T23:30:00-05:00", "2024-02-29T10:00:00Z",
+                "2026-11-03T10:00:00.123456Z", "2026-11-06 10:00:00", "2026-11-07T10:00:00",
+                "2026-11-08", "2026-11-09t10:00:00z", "not a time", "", "2026-13-45T09:00:00Z",
+                "2026-11-31T10:00:00Z", "2026-11-20T24:00:00Z", "2026-11-17T10:00Z",
+                "2026-11-19T10:00:00.000Z ", "2026-11-03T10:00:00+0200"]
+DATED = 6
+
+
+def _claude_times_archive(root: Path) -> Path:
+    archive = root / "archive"
+    t = ClaudeTranscript("sess-times", start="2026-10-31T10:00:00", cwd="/home/me/times")
+    t.user("go")
+    for index in range(len(CLAUDE_TIMES)):
+        t.say("x", model="claude-sonnet-4-20250514", at="2026-10-31T11:00:00",
+              usage={"input_tokens": 2 ** index, "output_tokens": 1,
+                     "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+    path = t.write(archive / "claude" / "projects" / "times")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    times = iter(CLAUDE_TIMES)
+    for obj in lines:
+        if obj.get("type") == "assistant":
+            obj["timestamp"] = next(times)
+    # compact, as Claude Code writes its lines (ccusage reads no line with a space after a colon)
+    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines),
+                    encoding="utf-8")
+    return archive
+
+
+def test_a_claude_call_whose_time_is_not_as_claude_code_writes_it_is_a_no_date_row_not_its_neighbours(
+        tmp_path):
+    lake = _lake(tmp_path, _claude_times_archive(tmp_path))
+    undated = sum(2 ** index for index in range(DATED, len(CLAUDE_TIMES)))
+    days = {row["date"]: (row["input_tokens"], row["api_calls"])
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert days == {"2024-02-29": (32, 1), "2026-11-01": (1, 1), "2026-11-02": (2, 1),
+                    "2026-11-04": (4, 1), "2026-11-05": (8, 1), "2026-11-15": (16, 1),
+                    None: (undated, len(CLAUDE_TIMES) - DATED)}
+    sessions = {row["session_id"]: row["input_tokens"]
+                for row in usage_report(lake, period="session", tz="UTC").to_dict()["rows"]}
+    assert sessions == {"sess-times": 2 ** DATED - 1, None: undated}
+    # with a date range, as in ccusage, they are out
+    ranged = usage_report(lake, period="day", tz="UTC", since=date(2020, 1, 1)).to_dict()
+    assert ranged["totals"]["input_tokens"] == 2 ** DATED - 1
+
+
+def test_claude_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
+    archive = _claude_times_archive(tmp_path)
+    lake = _lake(tmp_path, archive)
+    theirs = {row["date"]: row["inputTokens"]
+              for row in _ccusage_json(ccusage, archive, "daily")["daily"]}
+    ours = {row["date"]: row["input_tokens"]
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"] if row["date"]}
+    assert ours == theirs
+    theirs = {row["sessionId"]: row["inputTokens"]
+              for row in _ccusage_json(ccusage, archive, "session")["sessions"]}
+    ours = {row["session_id"]: row["input_tokens"]
+            for row in usage_report(lake, period="session", tz="UTC").to_dict()["rows"]
+            if row["session_id"]}
+    assert ours == theirs

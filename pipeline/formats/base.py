@@ -120,6 +120,37 @@ _INFINITE = frozenset({"infinity", "-infinity", "+infinity", "inf", "-inf", "+in
 _ISO_LAST = frozenset("0123456789Z")
 
 
+# the form of the times Claude Code writes, and the only one ccusage dates a line by (probed
+# on ccusage 20.0.24: milliseconds or none, Z or a +hh:mm offset; "2026-11-06 10:00:00",
+# microseconds, a lower-case z, "+0200", 24:00 and second 60 are not read)
+_WRITTEN_TIME = re.compile(r"(\d{4}-\d\d-\d\d)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{3})?"
+                           r"(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _calendar_date(day: str) -> bool:
+    """Whether YYYY-MM-DD is a day of the calendar (not 2026-02-29 or 2026-11-31)."""
+    import datetime
+
+    try:
+        datetime.date.fromisoformat(day)
+    except ValueError:
+        return False
+    return True
+
+
+def written_timestamp(raw: Any) -> str | None:
+    """``raw`` when it is a time as Claude Code writes it (ISO 8601 to the second or the
+    millisecond, with Z or an offset, on a day of the calendar), else None: usage reports date
+    a call by such a time only, as ccusage does (a call with another time string is a "(no
+    date)" row, not a call of the day of its neighbours)."""
+    if isinstance(raw, str):
+        match = _WRITTEN_TIME.fullmatch(raw)
+        if match is not None and _calendar_date(match.group(1)):
+            return raw
+    return None
+
+
 def odd_timestamp(raw: str) -> str | None:
     """Why a raw timestamp is outside the years the lake's stages can hold (0002-9998: Python's
     datetime ends at years 1 and 9999, and a time zone moves a time across them), or None.

@@ -537,7 +537,8 @@ def _summary_periods(summary: Summary, params: dict):
         if since is not None and day < since or until is not None and day > until:
             continue
         if period == "session":
-            yield row, row[1][0]
+            # a Claude Code call whose time cannot be read: "(no date)", as in the SQL
+            yield row, row[1][0] if row[0] is not None or row[5] != "claude_code" else None
             continue
         name = names.get(day, names)
         if name is names:
