@@ -62,7 +62,8 @@ session_facts AS (
         arg_min(project, coalesce(first_seen_at, TIMESTAMPTZ 'infinity')) FILTER (WHERE project IS NOT NULL) AS project,
         arg_min(format, coalesce(first_seen_at, TIMESTAMPTZ 'infinity')) AS format,
         arg_min(parent_session_id, coalesce(first_seen_at, TIMESTAMPTZ 'infinity'))
-            FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id
+            FILTER (WHERE parent_session_id IS NOT NULL) AS parent_session_id,
+        min(first_seen_at) AS started_at
     FROM session_info
     WHERE sessions IS NULL OR list_contains(sessions, session_id)
     GROUP BY session_id
@@ -94,11 +95,14 @@ sub_agent_types AS (
 ),
 dated AS (
     -- a row without its own time (run-level totals) is dated at the session's last timed
-    -- usage; but a Claude Code call, which has its own, is dated by it or not at all (a
-    -- "(no date)" row), as ccusage does
+    -- usage; a call whose own time the reader could not take (docs/formats.md), as ccusage
+    -- dates it: a Claude Code call not at all (a "(no date)" row), a Gemini call at its
+    -- session's start
     SELECT usage_rows.*,
-           CASE WHEN usage_rows.recorded_at IS NOT NULL OR f.format IS DISTINCT FROM 'claude_code'
-                THEN coalesce(usage_rows.recorded_at, last_seen.last_at)
+           CASE WHEN usage_rows.recorded_at IS NOT NULL THEN usage_rows.recorded_at
+                WHEN f.format = 'claude_code' THEN NULL
+                WHEN f.format = 'gemini_cli' THEN f.started_at
+                ELSE last_seen.last_at
            END AS "timestamp"
     FROM usage_rows
     LEFT JOIN last_seen USING (session_id)

@@ -527,3 +527,38 @@ def test_claude_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
             for row in usage_report(lake, period="session", tz="UTC").to_dict()["rows"]
             if row["session_id"]}
     assert ours == theirs
+
+
+def _gemini_times_archive(root: Path) -> Path:
+    """The real Gemini session started on 2025-12-01, its second reply timed a day later
+    and its third with a time that cannot be read (its thoughts keep theirs)."""
+    session = json.loads((REAL / "gemini" / "gemini_session.json").read_text(encoding="utf-8"))
+    session["startTime"] = "2025-12-01T10:00:00.000Z"
+    replies = [m for m in session["messages"] if m.get("type") == "gemini" and m.get("tokens")]
+    replies[1]["timestamp"] = "2025-12-10T19:51:50.106Z"
+    replies[2]["timestamp"] = "not a time"
+    archive = root / "archive"
+    chats = archive / "gemini" / "tmp" / "0123abcd" / "chats"
+    chats.mkdir(parents=True)
+    (chats / "session-2025-12-09T19-51-f0a689a6.json").write_text(json.dumps(session, indent=2),
+                                                                   encoding="utf-8")
+    return archive
+
+
+def test_a_gemini_call_is_dated_by_its_message_or_else_by_its_sessions_start(tmp_path):
+    lake = _lake(tmp_path, _gemini_times_archive(tmp_path))
+    days = {row["date"]: row["input_tokens"]
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    # the second reply's 355 new input tokens on its own day (not its first thought's), the
+    # third's 442 on the session's first day
+    assert days == {"2025-12-01": 442, "2025-12-09": 23_099, "2025-12-10": 355}
+
+
+def test_gemini_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
+    archive = _gemini_times_archive(tmp_path)
+    lake = _lake(tmp_path, archive)
+    theirs = {row["date"]: row["inputTokens"] for row in
+              _ccusage_json(ccusage, archive, "daily", agent="gemini", home=tmp_path / "home")["daily"]}
+    ours = {row["date"]: row["input_tokens"]
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert ours == theirs

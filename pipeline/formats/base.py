@@ -151,6 +151,18 @@ def written_timestamp(raw: Any) -> str | None:
     return None
 
 
+def call_timestamp(stamp: Any, *, keep_other: bool = False) -> Any:
+    """The time a line's usage is dated by, as the rows keep it: a time as the agent writes it
+    (:func:`written_timestamp`); None for another string (ccusage does not date a call by it
+    either), except one the row check quarantines (an infinite time, a year outside
+    0002-9998: :func:`odd_timestamp`), kept as it is so that it does; another JSON value:
+    None, or as it is with ``keep_other`` (the row check then quarantines the line:
+    "timestamp_raw is a number")."""
+    if not isinstance(stamp, str):
+        return stamp if keep_other else None
+    return written_timestamp(stamp) or (stamp if odd_timestamp(stamp) is not None else None)
+
+
 def odd_timestamp(raw: str) -> str | None:
     """Why a raw timestamp is outside the years the lake's stages can hold (0002-9998: Python's
     datetime ends at years 1 and 9999, and a time zone moves a time across them), or None.

@@ -41,9 +41,8 @@ from typing import Any
 
 from pipeline.formats.base import (
     CALL_TYPES, COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input,
-    anthropic_tool_result, content_text, dumps, first_json_values, first_line_members,
-    odd_timestamp, server_tool_input, server_tool_result, token_count, usage_object,
-    written_timestamp,
+    anthropic_tool_result, call_timestamp, content_text, dumps, first_json_values,
+    first_line_members, server_tool_input, server_tool_result, token_count, usage_object,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 from pipeline.reports.prices import FAST_SUFFIX, NOT_A_MODEL
@@ -76,16 +75,6 @@ def result_is_error(block: dict) -> bool:
         and payload["type"].endswith("_tool_result_error"))
 
 
-
-def _written_or_odd(stamp: Any, *, strings_only: bool = False) -> Any:
-    """A line's time as the rows keep it: a time as Claude Code writes it
-    (:func:`written_timestamp`); None for another string (a call then has no date in the usage
-    reports, as in ccusage), except one the row check quarantines (an infinite time, a year
-    outside 0002-9998: :func:`odd_timestamp`), kept as it is so that it does; any other JSON
-    value as it is too ("timestamp_raw is a number"), or None with ``strings_only``."""
-    if not isinstance(stamp, str):
-        return None if strings_only else stamp
-    return written_timestamp(stamp) or (stamp if odd_timestamp(stamp) is not None else None)
 
 class ClaudeCodeReader(Reader):
     name = "claude_code"
@@ -215,11 +204,11 @@ class ClaudeCodeReader(Reader):
                 session_id=session_id, format=self.name, project=obj.get("cwd"),
                 git_branch=obj.get("gitBranch") or None, parent_session_id=parent,
                 agent_id=obj.get("agentId"), cli_version=obj.get("version"),
-                timestamp_raw=_written_or_odd(obj.get("timestamp")),
+                timestamp_raw=call_timestamp(obj.get("timestamp"), keep_other=True),
             )
         common = dict(
             session_id=session_id, uuid=obj.get("uuid"), parent_uuid=obj.get("parentUuid"),
-            timestamp_raw=_written_or_odd(obj.get("timestamp"), strings_only=True),
+            timestamp_raw=call_timestamp(obj.get("timestamp")),
             is_sidechain=obj.get("isSidechain") is True, is_meta=obj.get("isMeta") is True,
         )
         if rtype in ("user", "assistant"):

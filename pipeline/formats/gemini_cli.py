@@ -77,8 +77,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.base import (
-    SEQ_STRIDE, Emitter, Reader, RecordError, dumps, exact_int, first_json_values, str_or_none,
-    tool_family,
+    SEQ_STRIDE, Emitter, Reader, RecordError, call_timestamp, dumps, exact_int, first_json_values,
+    str_or_none, tool_family,
 )
 
 FORMAT = "gemini_cli"
@@ -319,14 +319,18 @@ def message_rows(msg: dict, path: str, facts: SessionFacts) -> list[Row]:
                              payload=call["result"] if shape == "blocks" else None)))
     rows.extend(results)
     if rows:
-        rows[0].message.update(usage_columns(msg.get("tokens")))
+        usage = usage_columns(msg.get("tokens"))
+        rows[0].message.update(usage)
+        if usage:   # the call is dated by its message's own time, as ccusage dates it (not
+            # by a thought's; with no such time, by the session's start: usage_call_rows_of)
+            rows[0].message["timestamp_raw"] = call_timestamp(ts)
     return rows
 
 
 def dropped_usage_row(msg: dict, path: str, session_id: str, why: str) -> dict:
     """The usage-only row of a model reply no longer in the conversation (``why``: rewound |
     replaced): role assistant, kind meta, subtype ``usage_<why>``, no text."""
-    return dict(session_id=session_id, uuid=msg["id"], timestamp_raw=str_or_none(msg.get("timestamp")),
+    return dict(session_id=session_id, uuid=msg["id"], timestamp_raw=call_timestamp(msg.get("timestamp")),
                 is_sidechain=False, is_prompt=False, role="assistant", kind="meta",
                 subtype=f"usage_{why}", text="", is_meta=True, model=str_or_none(msg.get("model")),
                 api_call_id=msg["id"], json_path=f"{path}/tokens", **usage_columns(msg.get("tokens")))
