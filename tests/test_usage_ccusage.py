@@ -562,3 +562,80 @@ def test_gemini_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
     ours = {row["date"]: row["input_tokens"]
             for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
     assert ours == theirs
+
+
+def test_a_claude_sonnet_4_call_over_200k_pays_the_long_context_price_as_in_ccusage(tmp_path):
+    # the genai-prices snapshot has no long-context tier for Sonnet 4; ccusage charges it as
+    # Sonnet 4.5 ($6 per MTok of input above 200k)
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-s4", start="2026-02-03T10:00:00", cwd="/home/me/s4")
+    t.user("go")
+    t.say("a", model="claude-sonnet-4-20250514", at="2026-02-03T10:00:05",
+          usage={"input_tokens": 300_000, "output_tokens": 1})
+    t.write(archive / "claude" / "projects" / "s4")
+    lake = _lake(tmp_path, archive)
+    # 200k at $3, 100k at $6, 1 output token at $15 per million
+    assert usage_report(lake, period="day", tz="UTC").totals.cost_usd == Decimal("1.200015")
+
+
+# usage objects of Claude Code lines, one a day from 2026-10-02: ccusage 20.0.24 counts the
+# first two only; ctxlake quarantines each of the others but the empty one (no usage)
+CLAUDE_USAGES = [
+    {"input_tokens": 100, "output_tokens": 1},
+    {"input_tokens": 100, "output_tokens": 1, "server_tool_use": None},
+    {"input_tokens": 100.0, "output_tokens": 1},
+    {"input_tokens": 100},
+    {"input_tokens": None, "output_tokens": 1},
+    {"input_tokens": 100, "output_tokens": 1, "cache_read_input_tokens": None},
+    {"input_tokens": 100, "output_tokens": 1, "cache_creation_input_tokens": 10,
+     "cache_creation": {"ephemeral_1h_input_tokens": 10.0}},
+    {},
+]
+
+
+def _claude_usages_archive(root: Path) -> Path:
+    archive = root / "archive"
+    t = ClaudeTranscript("sess-usages", start="2026-10-01T09:00:00", cwd="/home/me/usages")
+    t.user("go")
+    for index in range(len(CLAUDE_USAGES)):
+        t.say("x", model="claude-sonnet-4-20250514", at=f"2026-10-{index + 2:02d}T10:00:00",
+              usage={"input_tokens": 1, "output_tokens": 1})
+    path = t.write(archive / "claude" / "projects" / "usages")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    usages = iter(CLAUDE_USAGES)
+    for obj in lines:
+        if obj.get("type") == "assistant":
+            obj["message"]["usage"] = next(usages)
+    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines),
+                    encoding="utf-8")
+    return archive
+
+
+def test_a_claude_usage_ccusage_cannot_read_quarantines_its_line_with_why(tmp_path):
+    lake = _lake(tmp_path, _claude_usages_archive(tmp_path))
+    days = {row["date"]: row["input_tokens"]
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert days == {"2026-10-02": 100, "2026-10-03": 100}
+    with lake.connect() as con:
+        quarantined = con.execute("SELECT line_no, reason FROM quarantine ORDER BY line_no").fetchall()
+    tail = ": the line is quarantined so that it stays out of the usage sums"
+    assert quarantined == [
+        (4, "message.usage.input_tokens is a number (100.0), expected an integer token count" + tail),
+        (5, "message.usage.output_tokens is missing: ccusage reads no usage without it, so the line "
+            "is quarantined so that it stays out of the usage sums"),
+        (6, "message.usage.input_tokens is null: ccusage reads no usage without it, so the line "
+            "is quarantined so that it stays out of the usage sums"),
+        (7, "message.usage.cache_read_input_tokens is null (null), expected an integer token count"
+            + tail),
+        (8, "message.usage.cache_creation.ephemeral_1h_input_tokens is a number (10.0), expected "
+            "an integer token count" + tail),
+    ]
+
+
+def test_claude_usages_are_counted_as_ccusage_counts_them(tmp_path, ccusage):
+    archive = _claude_usages_archive(tmp_path)
+    lake = _lake(tmp_path, archive)
+    theirs = {row["date"]: row["inputTokens"] for row in _ccusage_json(ccusage, archive, "daily")["daily"]}
+    ours = {row["date"]: row["input_tokens"]
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert ours == theirs

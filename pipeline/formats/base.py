@@ -104,7 +104,8 @@ def json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _short(value: Any) -> str:
+def short_value(value: Any) -> str:
+    """A JSON value as an error message quotes it: at most 60 characters."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e21:
         return f"{value:.3e}"
     try:
@@ -112,6 +113,9 @@ def _short(value: Any) -> str:
     except (TypeError, orjson.JSONEncodeError):
         text = repr(value)
     return text if len(text) <= 60 else text[:59] + "…"
+
+
+_short = short_value
 
 
 _YEAR = re.compile(r"\s*([+-]?)(\d+)-")

@@ -85,6 +85,12 @@ SWE_AGENT_SHORTCUTS = {
 # mode": Opus 4.6 and 4.7 at $30 input / $150 output per MTok, caching multipliers on top).
 FAST_SUFFIX = "-fast"
 FAST_MODE_MULTIPLIERS = {"claude-opus-4-6": Decimal(6), "claude-opus-4-7": Decimal(6)}
+# genai-prices models whose long-context prices (above 200k tokens of a kind) the snapshot
+# lacks while ccusage charges them (LiteLLM's ``*_above_200k_tokens``): priced with the tiers
+# of the model named here, whose base prices are the same (Anthropic: Sonnet 4 with the 1M
+# context window, as Sonnet 4.5, $6 input / $22.50 output per MTok above 200k; probed:
+# ccusage 20.0.24 charges claude-sonnet-4-20250514 what it charges Sonnet 4.5)
+LONG_CONTEXT_AS = {"claude-sonnet-4-0": "claude-sonnet-4-5"}
 # Names that are never a model (Claude Code writes "<synthetic>" on locally made messages).
 NOT_A_MODEL = re.compile(r"^<.*>$")
 
@@ -194,9 +200,31 @@ def _regimes(info, *, fast: bool = False) -> list[tuple[int, object, object]]:
         regimes = [(0, None, info.prices)]
     else:
         regimes = [(index, cp.constraint, cp.prices) for index, cp in enumerate(info.prices)]
+    if info.id in LONG_CONTEXT_AS:
+        regimes = [(priority, constraint, _with_long_context(price, LONG_CONTEXT_AS[info.id]))
+                   for priority, constraint, price in regimes]
     if not fast:
         return regimes
     return [(priority, constraint, _fast_price(info, price)) for priority, constraint, price in regimes]
+
+
+def _with_long_context(standard, like: str):
+    """``standard`` with the long-context tiers of the genai-prices model ``like``: each flat
+    price replaced by ``like``'s tiered price of the same base (a price whose base differs is
+    kept as it is: never a tier of another price)."""
+    from copy import copy
+
+    from genai_prices import types
+    found = _lookup(like, None)
+    if found is None or not isinstance(found[1].prices, types.ModelPrice):
+        return standard
+    tiered = copy(standard)
+    for key, value in standard.__dict__.items():
+        other = found[1].prices.__dict__.get(key)
+        if isinstance(value, Decimal) and isinstance(other, types.TieredPrices) \
+                and other.base == value:
+            tiered.__dict__[key] = other
+    return tiered
 
 
 def _fast_price(info, standard):
