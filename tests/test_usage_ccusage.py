@@ -639,3 +639,26 @@ def test_claude_usages_are_counted_as_ccusage_counts_them(tmp_path, ccusage):
     ours = {row["date"]: row["input_tokens"]
             for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
     assert ours == theirs
+
+
+def test_claude_on_bedrock_is_priced_at_aws_prices_long_context_included_as_in_ccusage(tmp_path):
+    # Claude Code on Amazon Bedrock records the inference profile as the model; costs as
+    # ccusage 20.0.24 gives them (a regional Sonnet 4.5 profile 10% over the global one)
+    archive = tmp_path / "archive"
+    t = ClaudeTranscript("sess-bedrock", start="2026-02-01T10:00:00", cwd="/home/me/bedrock")
+    t.user("go")
+    small = {"input_tokens": 1_000, "output_tokens": 1_000, "cache_read_input_tokens": 1_000,
+             "cache_creation_input_tokens": 1_000}
+    large = {key: 300_000 for key in small}
+    calls = [("us.anthropic.claude-sonnet-4-20250514-v1:0", small),
+             ("eu.anthropic.claude-sonnet-4-5-20250929-v1:0", small),
+             ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", small),
+             ("eu.anthropic.claude-sonnet-4-5-20250929-v1:0", large),
+             ("us.anthropic.claude-sonnet-4-20250514-v1:0", large)]
+    for day, (model, usage) in enumerate(calls, start=2):
+        t.say("x", model=model, at=f"2026-02-{day:02d}T10:00:00", usage=usage)
+    t.write(archive / "claude" / "projects" / "bedrock")
+    lake = _lake(tmp_path, archive)
+    costs = [row["cost_usd"] for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]]
+    assert [Decimal(str(cost)).quantize(Decimal("0.000001")) for cost in costs] == \
+        [Decimal(c) for c in ("0.022050", "0.024255", "0.022050", "8.877000", "8.070000")]

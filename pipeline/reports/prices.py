@@ -36,7 +36,9 @@ Decisions:
   names such as ``claude-sonnet-4-5-20250929``); then ``provider/model`` names
   (``deepseek/deepseek-chat``, ``google/gemini-3-pro-preview``, litellm/OpenRouter style) are
   priced at the creator provider's list price (``deepseek``, ``google``), then as an
-  OpenRouter model id; then SWE-agent 0.x shortcuts (``gpt4`` is ``gpt-4-1106-preview``,
+  OpenRouter model id; a Claude model on Amazon Bedrock (``anthropic.`` in its name, an
+  inference profile such as ``eu.anthropic.claude-sonnet-4-5-20250929-v1:0``) at AWS's price;
+  then SWE-agent 0.x shortcuts (``gpt4`` is ``gpt-4-1106-preview``,
   from ``SHORTCUTS`` in SWE-agent's ``sweagent/agent/models.py``). Anything else, a null model
   and Claude Code's ``<synthetic>`` are unpriced: reports show them as UNPRICED, never $0.
 - Cache writes are priced at genai-prices' ``cache_write`` (Anthropic's 5-minute TTL) price,
@@ -87,10 +89,16 @@ FAST_SUFFIX = "-fast"
 FAST_MODE_MULTIPLIERS = {"claude-opus-4-6": Decimal(6), "claude-opus-4-7": Decimal(6)}
 # genai-prices models whose long-context prices (above 200k tokens of a kind) the snapshot
 # lacks while ccusage charges them (LiteLLM's ``*_above_200k_tokens``): priced with the tiers
-# of the model named here, whose base prices are the same (Anthropic: Sonnet 4 with the 1M
-# context window, as Sonnet 4.5, $6 input / $22.50 output per MTok above 200k; probed:
-# ccusage 20.0.24 charges claude-sonnet-4-20250514 what it charges Sonnet 4.5)
-LONG_CONTEXT_AS = {"claude-sonnet-4-0": "claude-sonnet-4-5"}
+# of the model named here, scaled by the ratio of the base prices (Anthropic: Sonnet 4 with the
+# 1M context window, as Sonnet 4.5, $6 input / $22.50 output per MTok above 200k; on Bedrock
+# the same, a regional profile 10% over. Probed: ccusage 20.0.24 charges each of these what
+# it charges Sonnet 4.5, times 1.1 for a regional eu./us. Sonnet 4.5 profile)
+LONG_CONTEXT_AS = {
+    "claude-sonnet-4-0": "claude-sonnet-4-5",
+    "regional.anthropic.claude-sonnet-4-20250514-v1:0": "claude-sonnet-4-5",
+    "regional.anthropic.claude-sonnet-4-5-20250929-v1:0": "claude-sonnet-4-5",
+    "global.anthropic.claude-sonnet-4-5-20250929-v1:0": "claude-sonnet-4-5",
+}
 # Names that are never a model (Claude Code writes "<synthetic>" on locally made messages).
 NOT_A_MODEL = re.compile(r"^<.*>$")
 
@@ -174,6 +182,11 @@ def resolve_model(name: str | None) -> ResolvedModel | None:
     shortcut = SWE_AGENT_SHORTCUTS.get(ref.lower())
     if shortcut:
         attempts.append((shortcut, None))
+    if "anthropic." in ref:
+        # Claude on Amazon Bedrock (Claude Code with CLAUDE_CODE_USE_BEDROCK records the
+        # inference profile, us.anthropic.claude-sonnet-4-20250514-v1:0): AWS's price, the
+        # regional premium included, as ccusage prices it
+        attempts.append((ref, "aws"))
     for model_ref, provider_id in attempts:
         found = _lookup(model_ref, provider_id)
         if found is not None:
@@ -210,8 +223,8 @@ def _regimes(info, *, fast: bool = False) -> list[tuple[int, object, object]]:
 
 def _with_long_context(standard, like: str):
     """``standard`` with the long-context tiers of the genai-prices model ``like``: each flat
-    price replaced by ``like``'s tiered price of the same base (a price whose base differs is
-    kept as it is: never a tier of another price)."""
+    price that ``like`` tiers becomes tiered at the same starts, each tier's price times this
+    price over ``like``'s base (Bedrock's regional premium carries over to the tier)."""
     from copy import copy
 
     from genai_prices import types
@@ -221,9 +234,11 @@ def _with_long_context(standard, like: str):
     tiered = copy(standard)
     for key, value in standard.__dict__.items():
         other = found[1].prices.__dict__.get(key)
-        if isinstance(value, Decimal) and isinstance(other, types.TieredPrices) \
-                and other.base == value:
-            tiered.__dict__[key] = other
+        if isinstance(value, Decimal) and isinstance(other, types.TieredPrices) and other.base:
+            ratio = value / other.base
+            tiered.__dict__[key] = types.TieredPrices(
+                base=value, tiers=[types.Tier(start=tier.start, price=tier.price * ratio)
+                                   for tier in other.tiers])
     return tiered
 
 
