@@ -162,9 +162,12 @@ def _turn(model: str) -> bytes:
     return _line("turn_context", {"cwd": "/w/proj", "model": model, "approval_policy": "never"})
 
 
-def _tokens(total: dict | None, second: int = 0) -> bytes:
-    info = None if total is None else {"total_token_usage": total, "last_token_usage": total,
-                                       "model_context_window": 272000}
+def _tokens(total: dict | None, second: int = 0, last: dict | None = None) -> bytes:
+    """A token_count event; its call (``last_token_usage``) only when given: the reader then
+    counts it, else the total's increase (test_a_token_counts_call_is_its_last_token_usage)."""
+    info = None if total is None else {"total_token_usage": total, "model_context_window": 272000}
+    if last is not None:
+        info["last_token_usage"] = last
     return _line("event_msg", {"type": "token_count", "info": info, "rate_limits": None}, second)
 
 
@@ -833,3 +836,23 @@ def test_usage_before_any_turn_context_names_a_model_is_priced_as_gpt_5_as_ccusa
     assert rows(lake, "SELECT model, input_tokens, cache_read_tokens FROM messages "
                       "WHERE subtype = 'token_count' ORDER BY seq") == [
         ("gpt-5", 800, 200), ("gpt-5-codex", 1000, 1000)]
+
+
+def test_a_token_counts_call_is_its_last_token_usage_as_ccusage_counts_it(tmp_path):
+    # probed on ccusage 20.0.24: a repeated total is no call; the call is last_token_usage
+    # when given (not the total's increase), else the increase; cached input is at most input
+    path = tmp_path / "sessions" / ROLLOUT
+    path.parent.mkdir(parents=True)
+    first, second = _usage(100, 0, 10, 0), _usage(300, 0, 30, 0)
+    path.write_bytes(b"".join([
+        _meta(), _turn("gpt-5"),
+        _tokens(first, 1, last=first), _tokens(first, 2, last=first),   # the same call again
+        _tokens(second, 3, last=_usage(50, 0, 5, 0)),                  # not the increase (200)
+        _line("event_msg", {"type": "token_count",                     # no total at all
+                            "info": {"last_token_usage": _usage(40, 0, 4, 0)}}, 4),
+        _tokens(_usage(500, 0, 40, 0), 5, last=_usage(20, 30, 2, 0)),  # cached over input
+    ]))
+    lake, _ = ingest_paths(tmp_path, path)
+    assert rows(lake, "SELECT input_tokens, cache_read_tokens, output_tokens FROM messages "
+                      "WHERE subtype = 'token_count' ORDER BY seq") == [
+        (100, 0, 10), (50, 0, 5), (40, 0, 4), (0, 20, 2)]

@@ -662,3 +662,37 @@ def test_claude_on_bedrock_is_priced_at_aws_prices_long_context_included_as_in_c
     costs = [row["cost_usd"] for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]]
     assert [Decimal(str(cost)).quantize(Decimal("0.000001")) for cost in costs] == \
         [Decimal(c) for c in ("0.022050", "0.024255", "0.022050", "8.877000", "8.070000")]
+
+
+def test_codex_token_counts_are_counted_as_ccusage_counts_them(tmp_path, ccusage):
+    # one rollout a day: a repeated total, a last_token_usage that is not the total's
+    # increase, an event without a total, cached input over the input
+    def usage(inp: int, cached: int, out: int) -> dict:
+        return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+                "reasoning_output_tokens": 0, "total_tokens": inp + out}
+
+    cases = [[{"total_token_usage": usage(100, 0, 10), "last_token_usage": usage(100, 0, 10)}] * 2,
+             [{"total_token_usage": usage(100, 0, 10), "last_token_usage": usage(100, 0, 10)},
+              {"total_token_usage": usage(300, 0, 30), "last_token_usage": usage(50, 0, 5)}],
+             [{"last_token_usage": usage(100, 0, 10)}, {"last_token_usage": usage(200, 50, 20)}],
+             [{"total_token_usage": usage(100, 150, 10), "last_token_usage": usage(100, 150, 10)}]]
+    archive = tmp_path / "archive"
+    for day, infos in enumerate(cases, start=1):
+        sid = f"0198d000-0000-7000-8000-{day:012d}"
+        at = f"2025-09-{day:02d}T10:00:"
+        rollout = archive / "codex" / "sessions" / "2025" / "09" / f"{day:02d}" / \
+            f"rollout-2025-09-{day:02d}T10-00-00-{sid}.jsonl"
+        rollout.parent.mkdir(parents=True)
+        lines = [("session_meta", {"id": sid, "timestamp": at + "00.000Z", "cwd": "/w",
+                                   "originator": "codex_cli_rs", "cli_version": "0.50.0"}),
+                 ("turn_context", {"cwd": "/w", "model": "gpt-5"}),
+                 *[("event_msg", {"type": "token_count", "info": info}) for info in infos]]
+        rollout.write_text("".join(json.dumps({"timestamp": f"{at}{n:02d}.000Z", "type": kind,
+                                               "payload": payload}, separators=(",", ":")) + "\n"
+                                   for n, (kind, payload) in enumerate(lines)), encoding="utf-8")
+    lake = _lake(tmp_path, archive)
+    theirs = {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
+              for row in _ccusage_json(ccusage, archive, "daily", agent="codex")["daily"]}
+    ours = {row["date"]: (row["input_tokens"], row["cache_read_tokens"], row["output_tokens"])
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert ours == theirs

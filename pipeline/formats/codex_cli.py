@@ -65,7 +65,8 @@ Rows per response item (one row per item; a message's text items are joined by n
 
 Usage: ``token_count`` events carry running totals and each total is written twice (the
 first event of a turn even has ``info: null``), so the reader keeps the last
-``total_token_usage`` and emits each non-zero DELTA on one row (role assistant, kind
+``total_token_usage``, skips an event repeating it, and emits each other event's call
+(its ``last_token_usage``, else the total's increase: as ccusage counts) on one row (role assistant, kind
 ``other``, subtype ``token_count``, empty text, ``usage_scope = "call"``, no
 ``api_call_id``). Codex's ``input_tokens`` INCLUDES ``cached_input_tokens`` and its
 ``output_tokens`` includes ``reasoning_output_tokens``; rows store ``input_tokens = input -
@@ -555,9 +556,8 @@ class CodexCliReader(Reader):
             return
         if etype == "token_count":
             info = event.get("info")
-            total = info.get("total_token_usage") if isinstance(info, dict) else None
-            if isinstance(total, dict):
-                self._usage(total, ts, out)
+            if isinstance(info, dict):
+                self._usage(info, ts, out)
             return
         common = self._common(ts, out)
         if etype in META_EVENTS:
@@ -567,17 +567,33 @@ class CodexCliReader(Reader):
         else:
             out.message(role="system", kind="other", subtype=str(etype), text="", **common)
 
-    def _usage(self, total: dict, ts: str | None, out: Emitter) -> None:
-        current = {key: exact_int(total.get(key), 0) for key in TOTAL_KEYS}
+    def _usage(self, info: dict, ts: str | None, out: Emitter) -> None:
+        """One ``token_count`` event's call, counted as ccusage counts it (probed on 20.0.24):
+        an event repeating the last total is the same call again (none); else the call is its
+        ``last_token_usage`` when the event has one, else the total's increase (a total that
+        went down: the total itself); cached input is at most the input."""
+        total, last_usage = info.get("total_token_usage"), info.get("last_token_usage")
         last = self.last_total
-        if last is None or any(current[k] < exact_int(last.get(k), 0) for k in TOTAL_KEYS):
-            delta = dict(current)
+        if isinstance(total, dict):
+            current = {key: exact_int(total.get(key), 0) for key in TOTAL_KEYS}
+            if last is not None and all(current[k] == exact_int(last.get(k), 0) for k in TOTAL_KEYS):
+                return
+            if last is None or any(current[k] < exact_int(last.get(k), 0) for k in TOTAL_KEYS):
+                delta = dict(current)
+            else:
+                delta = {k: current[k] - exact_int(last.get(k), 0) for k in TOTAL_KEYS}
+            if isinstance(last_usage, dict):
+                delta = {key: exact_int(last_usage.get(key), 0) for key in TOTAL_KEYS}
+        elif isinstance(last_usage, dict):
+            # no total: the running total is this reader's sum of the calls (their fingerprint)
+            delta = {key: exact_int(last_usage.get(key), 0) for key in TOTAL_KEYS}
+            current = {k: exact_int((last or {}).get(k), 0) + delta[k] for k in TOTAL_KEYS}
         else:
-            delta = {k: current[k] - exact_int(last.get(k), 0) for k in TOTAL_KEYS}
+            return
         self.last_total = current
         if not any(delta.values()):
             return
-        cached = delta["cached_input_tokens"]
+        cached = min(delta["cached_input_tokens"], delta["input_tokens"])
         common = self._common(ts, out)
         fingerprint = ":".join([self.root or self.session_id,
                                 *(str(current[k]) for k in TOTAL_KEYS)])
