@@ -484,16 +484,26 @@ def _claude_times_archive(root: Path) -> Path:
         t.say("x", model="claude-sonnet-4-20250514", at="2026-10-31T11:00:00",
               usage={"input_tokens": 2 ** index, "output_tokens": 1,
                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
-    path = t.write(archive / "claude" / "projects" / "times")
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     times = iter(CLAUDE_TIMES)
+    _edit_replies(t.write(archive / "claude" / "projects" / "times"),
+                  lambda obj: obj.update(timestamp=next(times)))
+    return archive
+
+
+def _edit_replies(path: Path, edit) -> None:
+    """``edit`` each assistant line of a transcript, in order, and write it back compact, as
+    Claude Code writes its lines (ccusage reads no line with a space after a colon)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     for obj in lines:
         if obj.get("type") == "assistant":
-            obj["timestamp"] = next(times)
-    # compact, as Claude Code writes its lines (ccusage reads no line with a space after a colon)
+            edit(obj)
     path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines),
                     encoding="utf-8")
-    return archive
+
+
+def _input_days(lake: Lake) -> dict:
+    return {row["date"]: row["input_tokens"]
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
 
 
 def test_a_claude_call_whose_time_is_not_as_claude_code_writes_it_is_a_no_date_row_not_its_neighbours(
@@ -516,11 +526,7 @@ def test_a_claude_call_whose_time_is_not_as_claude_code_writes_it_is_a_no_date_r
 def test_claude_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
     archive = _claude_times_archive(tmp_path)
     lake = _lake(tmp_path, archive)
-    theirs = {row["date"]: row["inputTokens"]
-              for row in _ccusage_json(ccusage, archive, "daily")["daily"]}
-    ours = {row["date"]: row["input_tokens"]
-            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"] if row["date"]}
-    assert ours == theirs
+    _assert_input_days_agree(ccusage, archive, lake)
     theirs = {row["sessionId"]: row["inputTokens"]
               for row in _ccusage_json(ccusage, archive, "session")["sessions"]}
     ours = {row["session_id"]: row["input_tokens"]
@@ -546,22 +552,23 @@ def _gemini_times_archive(root: Path) -> Path:
 
 
 def test_a_gemini_call_is_dated_by_its_message_or_else_by_its_sessions_start(tmp_path):
-    lake = _lake(tmp_path, _gemini_times_archive(tmp_path))
-    days = {row["date"]: row["input_tokens"]
-            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    days = _input_days(_lake(tmp_path, _gemini_times_archive(tmp_path)))
     # the second reply's 355 new input tokens on its own day (not its first thought's), the
     # third's 442 on the session's first day
     assert days == {"2025-12-01": 442, "2025-12-09": 23_099, "2025-12-10": 355}
 
 
+def _assert_input_days_agree(binary: Path, archive: Path, lake: Lake, **options) -> None:
+    """Our daily input tokens are ccusage's, day by day (undated rows left aside)."""
+    theirs = {row["date"]: row["inputTokens"]
+              for row in _ccusage_json(binary, archive, "daily", **options)["daily"]}
+    assert {day: n for day, n in _input_days(lake).items() if day} == theirs
+
+
 def test_gemini_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
     archive = _gemini_times_archive(tmp_path)
-    lake = _lake(tmp_path, archive)
-    theirs = {row["date"]: row["inputTokens"] for row in
-              _ccusage_json(ccusage, archive, "daily", agent="gemini", home=tmp_path / "home")["daily"]}
-    ours = {row["date"]: row["input_tokens"]
-            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
-    assert ours == theirs
+    _assert_input_days_agree(ccusage, archive, _lake(tmp_path, archive), agent="gemini",
+                             home=tmp_path / "home")
 
 
 def test_a_claude_sonnet_4_call_over_200k_pays_the_long_context_price_as_in_ccusage(tmp_path):
@@ -600,22 +607,15 @@ def _claude_usages_archive(root: Path) -> Path:
     for index in range(len(CLAUDE_USAGES)):
         t.say("x", model="claude-sonnet-4-20250514", at=f"2026-10-{index + 2:02d}T10:00:00",
               usage={"input_tokens": 1, "output_tokens": 1})
-    path = t.write(archive / "claude" / "projects" / "usages")
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     usages = iter(CLAUDE_USAGES)
-    for obj in lines:
-        if obj.get("type") == "assistant":
-            obj["message"]["usage"] = next(usages)
-    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines),
-                    encoding="utf-8")
+    _edit_replies(t.write(archive / "claude" / "projects" / "usages"),
+                  lambda obj: obj["message"].update(usage=next(usages)))
     return archive
 
 
 def test_a_claude_usage_ccusage_cannot_read_quarantines_its_line_with_why(tmp_path):
     lake = _lake(tmp_path, _claude_usages_archive(tmp_path))
-    days = {row["date"]: row["input_tokens"]
-            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
-    assert days == {"2026-10-02": 100, "2026-10-03": 100}
+    assert _input_days(lake) == {"2026-10-02": 100, "2026-10-03": 100}
     with lake.connect() as con:
         quarantined = con.execute("SELECT line_no, reason FROM quarantine ORDER BY line_no").fetchall()
     tail = ": the line is quarantined so that it stays out of the usage sums"
@@ -634,11 +634,7 @@ def test_a_claude_usage_ccusage_cannot_read_quarantines_its_line_with_why(tmp_pa
 
 def test_claude_usages_are_counted_as_ccusage_counts_them(tmp_path, ccusage):
     archive = _claude_usages_archive(tmp_path)
-    lake = _lake(tmp_path, archive)
-    theirs = {row["date"]: row["inputTokens"] for row in _ccusage_json(ccusage, archive, "daily")["daily"]}
-    ours = {row["date"]: row["input_tokens"]
-            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
-    assert ours == theirs
+    _assert_input_days_agree(ccusage, archive, _lake(tmp_path, archive))
 
 
 def test_claude_on_bedrock_is_priced_at_aws_prices_long_context_included_as_in_ccusage(tmp_path):
