@@ -228,7 +228,6 @@ class CtxlakeGroup(click.Group):
                     raise JsonUsageError(error) from None
                 raise
 
-
     def _invoke_reading_again(self, ctx: click.Context):
         """The command; a reading command (:data:`READING_COMMANDS`) that failed reading a
         file of the lake while a run changed the lake's files under it, again (the group's
@@ -245,7 +244,6 @@ class CtxlakeGroup(click.Group):
                 from pipeline.core.lake import Lake, failed_on_a_file
 
                 lake = obj._lake or Lake(obj._root)   # some commands hand the library the root
-
                 if not failed_on_a_file(error) or not lake.changed_since_read():
                     raise
                 lake.forget_reads()

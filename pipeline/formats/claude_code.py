@@ -89,9 +89,9 @@ def _require_read_usage(usage: dict) -> None:
     """Raise :class:`RecordError` (the line is quarantined, with why) for a usage object ccusage
     reads no usage from, so that the sums agree with its: ``input_tokens`` or ``output_tokens``
     missing or null, a count (of the cache-write split too) that is null, or a number written
-    with a fraction or exponent
-    (``100.0``, ``1e2``; probed on ccusage 20.0.24). A count beyond 64 bits, which parses as a
-    float too, is left to the row check ("over the largest count kept")."""
+    with a fraction or exponent (``100.0``, ``1e2``; probed on ccusage 20.0.24). A count
+    beyond 64 bits, which parses as a float too, is left to the row check ("over the largest
+    count kept")."""
     for key in REQUIRED_COUNTS:
         if usage.get(key) is None:
             raise RecordError(f"message.usage.{key} is {'null' if key in usage else 'missing'}: "

@@ -65,8 +65,8 @@ Rows per response item (one row per item; a message's text items are joined by n
 
 Usage: ``token_count`` events carry running totals and each total is written twice (the
 first event of a turn even has ``info: null``), so the reader keeps the last
-``total_token_usage``, skips an event repeating it, and emits each other event's call
-(its ``last_token_usage``, else the total's increase: as ccusage counts) on one row (role assistant, kind
+``total_token_usage``, skips an event repeating it, and emits each other event's call (its
+``last_token_usage``, else the total's increase: as ccusage counts) on one row (role assistant, kind
 ``other``, subtype ``token_count``, empty text, ``usage_scope = "call"``, no
 ``api_call_id``). Codex's ``input_tokens`` INCLUDES ``cached_input_tokens`` and its
 ``output_tokens`` includes ``reasoning_output_tokens``; rows store ``input_tokens = input -
@@ -576,7 +576,8 @@ class CodexCliReader(Reader):
         last = self.last_total
         if isinstance(total, dict):
             current = {key: exact_int(total.get(key), 0) for key in TOTAL_KEYS}
-            if last is not None and all(current[k] == exact_int(last.get(k), 0) for k in TOTAL_KEYS):
+            if last is not None and all(current[k] == exact_int(last.get(k), 0)
+                                        for k in TOTAL_KEYS):
                 return
             if last is None or any(current[k] < exact_int(last.get(k), 0) for k in TOTAL_KEYS):
                 delta = dict(current)
