@@ -101,10 +101,6 @@ class LakeContext:
         if self._lake is None:
             from pipeline.core.lake import Lake
             self._lake = Lake(self.root)
-            ctx = click.get_current_context(silent=True)
-            if ctx is not None and ctx.find_root().invoked_subcommand in READING_COMMANDS \
-                    and self._lake.exists():
-                self._lake.begin_reading()
             self._warn_lost_parts()
         return self._lake
 

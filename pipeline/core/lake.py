@@ -1087,8 +1087,8 @@ class Lake:
         return tuple(stamp)
 
     def begin_reading(self) -> None:
-        """Note the lake's layout (:meth:`layout_stamp`) the first time this process reads it
-        (:meth:`connect`; a command, when it opens the lake)."""
+        """Note the lake's layout (:meth:`layout_stamp`) the first time this process queries
+        it (:meth:`connect`, which every query of the views goes through)."""
         if str(self.root) not in _READ_STAMPS:
             _READ_STAMPS[str(self.root)] = self.layout_stamp()
 

@@ -104,8 +104,7 @@ def json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def short_value(value: Any) -> str:
-    """A JSON value as an error message quotes it: at most 60 characters."""
+def _short(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e21:
         return f"{value:.3e}"
     try:
@@ -113,9 +112,6 @@ def short_value(value: Any) -> str:
     except (TypeError, orjson.JSONEncodeError):
         text = repr(value)
     return text if len(text) <= 60 else text[:59] + "…"
-
-
-_short = short_value
 
 
 _YEAR = re.compile(r"\s*([+-]?)(\d+)-")
@@ -352,13 +348,15 @@ def _without_lone_surrogates(value: Any) -> Any:
 
 
 def token_count(container: dict, key: str, where: str) -> int | None:
-    """``container[key]`` as a token count: None when absent or null, an int (an integral
-    float too, see :func:`exact_int`); any other value raises :class:`RecordError`, so that the
-    line is quarantined (as ccusage leaves such a line out) rather than counted as 0."""
-    value = container.get(key)
-    if value is None:
+    """``container[key]`` as a token count: None when absent, an int; any other value (null, a
+    number written with a fraction or exponent: ``100.0``, ``1e2``) raises
+    :class:`RecordError`, so that the line is quarantined (as ccusage 20.0.24 leaves such a
+    line out) rather than counted. A count beyond 64 bits, which parses as a float, is kept as a
+    number (:func:`exact_int`) for the row check to report ("over the largest count kept")."""
+    if key not in container:
         return None
-    count = exact_int(value)
+    value = container[key]
+    count = None if type(value) is float and abs(value) < 2.0 ** 64 else exact_int(value)
     if count is None:
         raise RecordError(f"{where}.{key} is {json_type_name(value)} ({_short(value)}), expected "
                           "an integer token count: the line is quarantined so that it stays out "

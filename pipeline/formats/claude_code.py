@@ -42,8 +42,7 @@ from typing import Any
 from pipeline.formats.base import (
     CALL_TYPES, COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input,
     anthropic_tool_result, call_timestamp, content_text, dumps, first_json_values,
-    first_line_members, json_type_name, server_tool_input, server_tool_result, short_value,
-    token_count, usage_object,
+    first_line_members, server_tool_input, server_tool_result, token_count, usage_object,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 from pipeline.reports.prices import FAST_SUFFIX, NOT_A_MODEL
@@ -76,37 +75,34 @@ def result_is_error(block: dict) -> bool:
         and payload["type"].endswith("_tool_result_error"))
 
 
+# the two counts ccusage reads no usage without
+REQUIRED_COUNTS = ("input_tokens", "output_tokens")
 
 
-# the counts of a Claude usage object, and the two ccusage requires
-USAGE_COUNTS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-                "cache_read_input_tokens")
-REQUIRED_COUNTS = USAGE_COUNTS[:2]
-SPLIT_COUNTS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
-
-
-def _require_read_usage(usage: dict) -> None:
-    """Raise :class:`RecordError` (the line is quarantined, with why) for a usage object ccusage
-    reads no usage from, so that the sums agree with its: ``input_tokens`` or ``output_tokens``
-    missing or null, a count (of the cache-write split too) that is null, or a number written
-    with a fraction or exponent (``100.0``, ``1e2``; probed on ccusage 20.0.24). A count
-    beyond 64 bits, which parses as a float too, is left to the row check ("over the largest
-    count kept")."""
+def _usage_columns(usage: dict) -> dict:
+    """The usage columns of a Claude usage object. A usage ccusage reads nothing from raises
+    :class:`RecordError` (the line is quarantined, with why), so that the sums agree with its:
+    ``input_tokens`` or ``output_tokens`` missing or null, or a count :func:`token_count`
+    refuses (of the cache-write split too; probed on ccusage 20.0.24)."""
     for key in REQUIRED_COUNTS:
         if usage.get(key) is None:
             raise RecordError(f"message.usage.{key} is {'null' if key in usage else 'missing'}: "
                               "ccusage reads no usage without it, so the line is quarantined so "
                               "that it stays out of the usage sums")
+    columns = dict(
+        input_tokens=token_count(usage, "input_tokens", "message.usage"),
+        output_tokens=token_count(usage, "output_tokens", "message.usage"),
+        cache_creation_tokens=token_count(usage, "cache_creation_input_tokens", "message.usage"),
+        cache_read_tokens=token_count(usage, "cache_read_input_tokens", "message.usage"),
+        cache_write_1h_tokens=None, usage_scope="call")
     split = usage.get("cache_creation")
-    counts = [("message.usage", usage, key) for key in USAGE_COUNTS]
     if isinstance(split, dict):
-        counts += [("message.usage.cache_creation", split, key) for key in SPLIT_COUNTS]
-    for where, container, key in counts:
-        value = container.get(key, 0)
-        if value is None or (type(value) is float and abs(value) < 2.0 ** 64):
-            raise RecordError(f"{where}.{key} is {json_type_name(value)} ({short_value(value)}), "
-                              "expected an integer token count: the line is quarantined so that "
-                              "it stays out of the usage sums")
+        token_count(split, "ephemeral_5m_input_tokens", "message.usage.cache_creation")
+        # the 1-hour TTL part of the cache writes (priced at the 1-hour rate)
+        columns["cache_write_1h_tokens"] = token_count(split, "ephemeral_1h_input_tokens",
+                                                       "message.usage.cache_creation")
+    return columns
+
 
 class ClaudeCodeReader(Reader):
     name = "claude_code"
@@ -289,20 +285,7 @@ class ClaudeCodeReader(Reader):
             elif mid and rid is None and isinstance(mid, str) and isinstance(stamp, str) and stamp:
                 common["api_call_id"] = f"{mid}@{stamp}"
             if usage:
-                _require_read_usage(usage)
-                split = usage.get("cache_creation")
-                usage_cols = dict(
-                    input_tokens=token_count(usage, "input_tokens", "message.usage"),
-                    output_tokens=token_count(usage, "output_tokens", "message.usage"),
-                    cache_creation_tokens=token_count(usage, "cache_creation_input_tokens",
-                                                      "message.usage"),
-                    cache_read_tokens=token_count(usage, "cache_read_input_tokens", "message.usage"),
-                    # the 1-hour TTL part of the cache writes (priced at the 1-hour rate)
-                    cache_write_1h_tokens=token_count(split, "ephemeral_1h_input_tokens",
-                                                      "message.usage.cache_creation")
-                    if isinstance(split, dict) else None,
-                    usage_scope="call",
-                )
+                usage_cols = _usage_columns(usage)
             cost = obj.get("costUSD")
             if isinstance(cost, (int, float)) and not isinstance(cost, bool):
                 # older Claude Code versions record the cost they computed for the call

@@ -572,23 +572,21 @@ class CodexCliReader(Reader):
         an event repeating the last total is the same call again (none); else the call is its
         ``last_token_usage`` when the event has one, else the total's increase (a total that
         went down: the total itself); cached input is at most the input."""
-        total, last_usage = info.get("total_token_usage"), info.get("last_token_usage")
-        last = self.last_total
+        total, call = info.get("total_token_usage"), info.get("last_token_usage")
+        previous = {k: exact_int((self.last_total or {}).get(k), 0) for k in TOTAL_KEYS}
+        delta = None if not isinstance(call, dict) else \
+            {k: exact_int(call.get(k), 0) for k in TOTAL_KEYS}
         if isinstance(total, dict):
-            current = {key: exact_int(total.get(key), 0) for key in TOTAL_KEYS}
-            if last is not None and all(current[k] == exact_int(last.get(k), 0)
-                                        for k in TOTAL_KEYS):
+            current = {k: exact_int(total.get(k), 0) for k in TOTAL_KEYS}
+            if self.last_total is not None and current == previous:
                 return
-            if last is None or any(current[k] < exact_int(last.get(k), 0) for k in TOTAL_KEYS):
-                delta = dict(current)
-            else:
-                delta = {k: current[k] - exact_int(last.get(k), 0) for k in TOTAL_KEYS}
-            if isinstance(last_usage, dict):
-                delta = {key: exact_int(last_usage.get(key), 0) for key in TOTAL_KEYS}
-        elif isinstance(last_usage, dict):
+            if delta is None:
+                went_down = any(current[k] < previous[k] for k in TOTAL_KEYS)
+                delta = current if self.last_total is None or went_down else \
+                    {k: current[k] - previous[k] for k in TOTAL_KEYS}
+        elif delta is not None:
             # no total: the running total is this reader's sum of the calls (their fingerprint)
-            delta = {key: exact_int(last_usage.get(key), 0) for key in TOTAL_KEYS}
-            current = {k: exact_int((last or {}).get(k), 0) + delta[k] for k in TOTAL_KEYS}
+            current = {k: previous[k] + delta[k] for k in TOTAL_KEYS}
         else:
             return
         self.last_total = current
