@@ -571,6 +571,64 @@ def test_gemini_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
                              home=tmp_path / "home")
 
 
+# the real Gemini session's seven replies, one a day from 2025-12-01, each tokens object made
+# hostile in one way ("DROP": the count left out), and the (input, cache read, output) a day
+# ccusage 20.0.24 reports for it: a count is a number cut towards zero and at least 0 (else
+# 0), and the cached tokens leave the input only when the object adds up
+# (total = input + output + thoughts + tool)
+GEMINI_TOKENS = [
+    ({}, (6650, 6979, 52)),                          # as recorded
+    ({"output": -5}, (6219, 5864, 0)),               # 0, and the object no longer adds up
+    ({"total": "DROP"}, (6286, 5844, 53)),           # nothing to add up to
+    ({"cached": 5836.6}, (566, 5836, 19)),           # cut to 5836; it adds up
+    ({"tool": 100}, (21601, 7294, 50)),              # the total leaves it out
+    ({"thoughts": "127"}, (6550, 5809, 71)),         # a string: 0
+    ({"cached": -5}, (6686, 0, 17)),                 # 0; it adds up
+]
+
+
+def _gemini_tokens_archive(root: Path) -> Path:
+    session = json.loads((REAL / "gemini" / "gemini_session.json").read_text(encoding="utf-8"))
+    replies = [m for m in session["messages"] if m.get("type") == "gemini" and m.get("tokens")]
+    assert len(replies) == len(GEMINI_TOKENS)
+    for day, (reply, (edit, _expected)) in enumerate(zip(replies, GEMINI_TOKENS), start=1):
+        reply["timestamp"] = f"2025-12-{day:02d}T10:00:00.000Z"
+        for key, value in edit.items():
+            if value == "DROP":
+                del reply["tokens"][key]
+            else:
+                reply["tokens"][key] = value
+    archive = root / "archive"
+    chats = archive / "gemini" / "tmp" / "0123abcd" / "chats"
+    chats.mkdir(parents=True)
+    (chats / "session-2025-12-09T19-51-f0a689a6.json").write_text(json.dumps(session, indent=2),
+                                                                   encoding="utf-8")
+    return archive
+
+
+def _gemini_days(lake: Lake) -> dict[str, tuple[int, int, int]]:
+    """Per day: input, cache read and output without the thoughts (as ccusage shows them)."""
+    return {row["date"]: (row["input_tokens"], row["cache_read_tokens"],
+                          row["output_tokens"] - row["reasoning_tokens"])
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+
+
+def test_a_hostile_gemini_count_is_read_as_ccusage_reads_it_and_costs_no_session(tmp_path):
+    lake = _lake(tmp_path, _gemini_tokens_archive(tmp_path))
+    assert _gemini_days(lake) == {f"2025-12-{day:02d}": expected
+                                  for day, (_edit, expected) in enumerate(GEMINI_TOKENS, start=1)}
+    with lake.connect() as con:
+        assert con.execute("SELECT count(*) FROM quarantine").fetchone() == (0,)
+
+
+def test_hostile_gemini_counts_give_ccusage_figures(tmp_path, ccusage):
+    archive = _gemini_tokens_archive(tmp_path)
+    theirs = {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
+              for row in _ccusage_json(ccusage, archive, "daily", agent="gemini",
+                                       home=tmp_path / "home")["daily"]}
+    assert _gemini_days(_lake(tmp_path, archive)) == theirs
+
+
 def test_a_claude_sonnet_4_call_over_200k_pays_the_long_context_price_as_in_ccusage(tmp_path):
     # the genai-prices snapshot has no long-context tier for Sonnet 4; ccusage charges it as
     # Sonnet 4.5 ($6 per MTok of input above 200k)

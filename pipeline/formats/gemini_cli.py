@@ -56,7 +56,9 @@ cache read are disjoint and output includes reasoning) the rows store
 ``input_tokens = input - cached + tool``, ``cache_read_tokens = cached``,
 ``output_tokens = output + thoughts``, ``reasoning_tokens = thoughts`` (a part of
 ``output_tokens``), so ``input_tokens + cache_read_tokens + output_tokens = total``;
-``usage_scope = "call"``.
+``usage_scope = "call"``. An object that does not add up keeps its input whole, and a count
+that is negative, fractional or not a number is read as ccusage reads it (:func:`usage_columns`):
+a hostile count never costs the session, whose file is one JSON document.
 
 Tool errors: ``is_error`` when ``status`` is ``error``/``cancelled``, when a
 ``functionResponse.response`` holds ``error``, or when a shell-family tool's output reports a
@@ -72,12 +74,13 @@ summary is not a message (the model never saw it).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.base import (
-    SEQ_STRIDE, Emitter, Reader, RecordError, call_timestamp, dumps, exact_int, first_json_values,
+    SEQ_STRIDE, Emitter, Reader, RecordError, call_timestamp, dumps, first_json_values,
     str_or_none, tool_family,
 )
 
@@ -183,13 +186,35 @@ def is_slash_command(text: str) -> bool:
     return text.startswith("/") and not text.startswith(("//", "/*"))
 
 
+def token_count(value: Any) -> int:
+    """A count of a ``tokens`` object as ccusage 20.0.24 reads it (probed): a JSON number
+    cut to an integer towards zero, a negative one 0 (``38.7`` is 38, ``-5`` is 0); anything
+    else (missing, null, a string, a boolean) 0. A count beyond 64 bits is kept as it is, for
+    the row check to quarantine: no table holds it (ccusage sums it as 2^64 - 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 0
+        value = int(value) if math.isfinite(value) else (2 ** 64 if value > 0 else 0)
+    return max(value, 0)
+
+
 def usage_columns(tokens: Any) -> dict:
+    """The usage columns of a reply's ``tokens``. The cached tokens are taken out of the
+    input only when the object adds up (``total = input + output + thoughts + tool``, each
+    count read by :func:`token_count`): an object that does not (no total, a total of other
+    counts, a count missing or negative) is read as ccusage reads it, its input as already
+    without the cached tokens (29 variants of a real session probed)."""
     if not isinstance(tokens, dict):
         return {}
-    inp, out, cached, thoughts, tool = (exact_int(tokens.get(key), 0) for key in
-                                        ("input", "output", "cached", "thoughts", "tool"))
-    return dict(input_tokens=max(inp - cached, 0) + tool, output_tokens=out + thoughts,
-                cache_read_tokens=cached, reasoning_tokens=thoughts, usage_scope="call")
+    inp, out, cached, thoughts, tool, total = (
+        token_count(tokens.get(key))
+        for key in ("input", "output", "cached", "thoughts", "tool", "total"))
+    adds_up = total == inp + out + thoughts + tool
+    return dict(input_tokens=(max(inp - cached, 0) if adds_up else inp) + tool,
+                output_tokens=out + thoughts, cache_read_tokens=cached,
+                reasoning_tokens=thoughts, usage_scope="call")
 
 
 # ---------------------------------------------------------------------------------------
