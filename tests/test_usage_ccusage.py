@@ -718,19 +718,9 @@ def test_claude_on_bedrock_is_priced_at_aws_prices_long_context_included_as_in_c
         [Decimal(c) for c in ("0.022050", "0.024255", "0.022050", "8.877000", "8.070000")]
 
 
-def test_codex_token_counts_are_counted_as_ccusage_counts_them(tmp_path, ccusage):
-    # one rollout a day: a repeated total, a last_token_usage that is not the total's
-    # increase, an event without a total, cached input over the input
-    def usage(inp: int, cached: int, out: int) -> dict:
-        return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
-                "reasoning_output_tokens": 0, "total_tokens": inp + out}
-
-    cases = [[{"total_token_usage": usage(100, 0, 10), "last_token_usage": usage(100, 0, 10)}] * 2,
-             [{"total_token_usage": usage(100, 0, 10), "last_token_usage": usage(100, 0, 10)},
-              {"total_token_usage": usage(300, 0, 30), "last_token_usage": usage(50, 0, 5)}],
-             [{"last_token_usage": usage(100, 0, 10)}, {"last_token_usage": usage(200, 50, 20)}],
-             [{"total_token_usage": usage(100, 150, 10), "last_token_usage": usage(100, 150, 10)}]]
-    archive = tmp_path / "archive"
+def _codex_archive(root: Path, cases: list[list[dict]]) -> Path:
+    """One rollout a day from 2025-09-01 (gpt-5), each with the token_count infos of a case."""
+    archive = root / "archive"
     for day, infos in enumerate(cases, start=1):
         sid = f"0198d000-0000-7000-8000-{day:012d}"
         at = f"2025-09-{day:02d}T10:00:"
@@ -744,9 +734,72 @@ def test_codex_token_counts_are_counted_as_ccusage_counts_them(tmp_path, ccusage
         rollout.write_text("".join(json.dumps({"timestamp": f"{at}{n:02d}.000Z", "type": kind,
                                                "payload": payload}, separators=(",", ":")) + "\n"
                                    for n, (kind, payload) in enumerate(lines)), encoding="utf-8")
-    lake = _lake(tmp_path, archive)
-    theirs = {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
-              for row in _ccusage_json(ccusage, archive, "daily", agent="codex")["daily"]}
-    ours = {row["date"]: (row["input_tokens"], row["cache_read_tokens"], row["output_tokens"])
+    return archive
+
+
+def _codex_days(lake: Lake) -> dict[str, tuple[int, int, int]]:
+    return {row["date"]: (row["input_tokens"], row["cache_read_tokens"], row["output_tokens"])
             for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
-    assert ours == theirs
+
+
+def _ccusage_codex_days(binary: Path, archive: Path) -> dict[str, tuple[int, int, int]]:
+    return {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
+            for row in _ccusage_json(binary, archive, "daily", agent="codex")["daily"]}
+
+
+def _codex_usage(inp=100, cached=0, out=10, reasoning=0) -> dict:
+    return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+            "reasoning_output_tokens": reasoning, "total_tokens": 110}
+
+
+def test_codex_token_counts_are_counted_as_ccusage_counts_them(tmp_path, ccusage):
+    # one rollout a day: a repeated total, a last_token_usage that is not the total's
+    # increase, an event without a total, cached input over the input
+    usage = _codex_usage
+    cases = [[{"total_token_usage": usage(100, 0, 10), "last_token_usage": usage(100, 0, 10)}] * 2,
+             [{"total_token_usage": usage(100, 0, 10), "last_token_usage": usage(100, 0, 10)},
+              {"total_token_usage": usage(300, 0, 30), "last_token_usage": usage(50, 0, 5)}],
+             [{"last_token_usage": usage(100, 0, 10)}, {"last_token_usage": usage(200, 50, 20)}],
+             [{"total_token_usage": usage(100, 150, 10), "last_token_usage": usage(100, 150, 10)}]]
+    archive = _codex_archive(tmp_path, cases)
+    assert _codex_days(_lake(tmp_path, archive)) == _ccusage_codex_days(ccusage, archive)
+
+
+# a Codex call (last_token_usage; the total as written) with one count made hostile, one a
+# day, and the (input, cache read, output) a day ccusage 20.0.24 reports for it: a count is a
+# JSON integer from 0 up or a string holding one, else 0 (probed on 28 variants)
+CODEX_COUNTS = [
+    ({"input_tokens": -5}, (0, 0, 10)),                  # 0: the cached input goes with it
+    ({"cached_input_tokens": -5}, (100, 0, 10)),
+    ({"output_tokens": -5}, (80, 20, 0)),
+    ({"output_tokens": 10.0}, (80, 20, 0)),              # a float, even integral: 0
+    ({"output_tokens": " +010"}, (80, 20, 10)),          # a string of an integer: read
+    ({"cached_input_tokens": "20"}, (80, 20, 10)),
+    ({"output_tokens": "1e1"}, (80, 20, 0)),
+    ({"input_tokens": 2 ** 64 + 5}, (0, 0, 10)),         # beyond 64 bits: 0
+    ({"output_tokens": True}, (80, 20, 0)),
+]
+
+
+def _codex_hostile_archive(root: Path) -> Path:
+    total = _codex_usage(100, 20, 10, 4)
+    cases = [[{"total_token_usage": total, "last_token_usage": {**total, **edit}}]
+             for edit, _expected in CODEX_COUNTS]
+    # a total written with a string count, then as a number: the same total, one call
+    cases.append([{"total_token_usage": {**total, "input_tokens": "100"}, "last_token_usage": total},
+                  {"total_token_usage": total, "last_token_usage": total}])
+    return _codex_archive(root, cases)
+
+
+def test_a_hostile_codex_count_is_read_as_ccusage_reads_it_and_costs_no_line(tmp_path):
+    lake = _lake(tmp_path, _codex_hostile_archive(tmp_path))
+    expected = [counts for _edit, counts in CODEX_COUNTS] + [(80, 20, 10)]
+    assert _codex_days(lake) == {f"2025-09-{day:02d}": counts
+                                 for day, counts in enumerate(expected, start=1)}
+    with lake.connect() as con:
+        assert con.execute("SELECT count(*) FROM quarantine").fetchone() == (0,)
+
+
+def test_hostile_codex_counts_give_ccusage_figures(tmp_path, ccusage):
+    archive = _codex_hostile_archive(tmp_path)
+    assert _codex_days(_lake(tmp_path, archive)) == _ccusage_codex_days(ccusage, archive)

@@ -75,6 +75,9 @@ reasoning`` (a part of output), so ``input + cache_read + output`` is the API to
 Claude Code. A total that goes DOWN (a restarted count) starts a new baseline: its delta is
 the new total itself. A usage row before any ``turn_context`` names a model (older rollouts
 name none) is recorded as ``gpt-5`` (:data:`MODEL_WHEN_UNRECORDED`), as ccusage prices it.
+A count is read as ccusage reads it (:func:`token_count`): a negative, fractional or
+non-numeric count is 0, a string holding an integer is that integer; such a count no longer
+quarantines its line (one of 2^63 to 2^64 still does).
 
 Forks: a forked or spawned rollout (``forked_from_id``, ``source.subagent.thread_spawn``)
 copies its parent's rollout after its own ``session_meta``, the parent's ``session_meta``
@@ -104,7 +107,7 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, dumps, exact_int, first_json_values, nested_value,
+    Emitter, Reader, RecordError, dumps, first_json_values, nested_value,
     responses_tool_input, responses_tool_result, str_or_none, tool_family,
 )
 
@@ -573,11 +576,11 @@ class CodexCliReader(Reader):
         ``last_token_usage`` when the event has one, else the total's increase (a total that
         went down: the total itself); cached input is at most the input."""
         total, call = info.get("total_token_usage"), info.get("last_token_usage")
-        previous = {k: exact_int((self.last_total or {}).get(k), 0) for k in TOTAL_KEYS}
+        previous = {k: token_count((self.last_total or {}).get(k)) for k in TOTAL_KEYS}
         delta = None if not isinstance(call, dict) else \
-            {k: exact_int(call.get(k), 0) for k in TOTAL_KEYS}
+            {k: token_count(call.get(k)) for k in TOTAL_KEYS}
         if isinstance(total, dict):
-            current = {k: exact_int(total.get(k), 0) for k in TOTAL_KEYS}
+            current = {k: token_count(total.get(k)) for k in TOTAL_KEYS}
             if self.last_total is not None and current == previous:
                 return
             if delta is None:
@@ -602,6 +605,24 @@ class CodexCliReader(Reader):
                     output_tokens=delta["output_tokens"], cache_read_tokens=cached,
                     reasoning_tokens=delta["reasoning_output_tokens"], usage_scope="call",
                     **common)
+
+
+# an unsigned integer: its significant digits (more than 20 are beyond 64 bits)
+_DIGITS = re.compile(r"\+?0*([0-9]{1,20})")
+
+
+def token_count(value: Any) -> int:
+    """A count of a ``token_count`` event as ccusage 20.0.24 reads it (probed): a JSON
+    integer from 0 up, or a string holding one (``" 10"``, ``"+10"``, ``"010"``: 10); anything
+    else is 0 (a negative count, one written ``10.0`` or ``10.7``, ``"1e1"``, ``"-5"``, a
+    boolean, null, a count beyond 64 bits). A count from 2^63 to 2^64 is kept as it is, for
+    the row check to quarantine: no table holds it."""
+    if isinstance(value, str):
+        digits = _DIGITS.fullmatch(value.strip())
+        value = int(digits.group(1)) if digits else 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 64:
+        return 0
+    return value
 
 
 class CodexCliJsonReader(CodexCliReader):
