@@ -144,3 +144,45 @@ def test_a_derived_table_appearing_while_the_file_is_attached_is_read_by_the_vie
     assert built == [1]
     lake.write_duckdb_file()
     assert lake.duckdb_file_current()
+
+
+def test_a_first_run_binds_the_views_once_and_extends_its_file_as_stages_add_tables(
+        tmp_path, monkeypatch):
+    # ingest writes ctxlake.duckdb; each stage that adds a derived table has the run's own
+    # process extend that file (not bind every view in memory, nor write it whole again)
+    from pipeline.stages.nightly import run_nightly
+
+    built = []
+    original = lake_module.Lake.create_views
+    monkeypatch.setattr(lake_module.Lake, "create_views",
+                        lambda self, con: (built.append(1), original(self, con))[1])
+    lake = lake_module.Lake(tmp_path / "lake")
+    summary = run_nightly([copy_real(tmp_path, SAMPLE)], lake=lake, workers=1, tz="UTC")
+    assert summary.status == "ok" and summary.warnings == []
+    assert built == [1] and lake.duckdb_file_current()
+    derived = lake._derived_names()
+    assert {"plans", "session_flags", "usage_call_rows"} <= set(derived)
+    lake_module._VIEWS.pop(str(lake.root)).con.close()
+    with lake.connect() as con:
+        extended = _every_view(con)
+    # the same answers as a file written whole over the same tables
+    lake_module._VIEWS.pop(str(lake.root)).con.close()
+    lake.write_duckdb_file()
+    with lake.connect() as con:
+        assert _every_view(con) == extended
+    assert built == [1, 1]
+
+
+def test_a_file_whose_stamp_lacks_its_tables_is_written_whole_not_extended(tmp_path):
+    lake, _ = ingest_paths(tmp_path, copy_real(tmp_path, SAMPLE))
+    stamp = lake.root / lake_module.VIEWS_STAMP
+    fingerprint, version, _names = stamp.read_text().split("\n")
+    lake.write_derived("policy_eval", "all", pa.table({"session_id": ["s1"]}))
+    stamp.write_text(f"{fingerprint}\n{version}")     # a stamp of an older version
+    assert not lake.extend_duckdb_file()
+    stamp.write_text(f"{fingerprint}\n{version}\n[\"policy_eval\"]")   # another fingerprint
+    assert not lake.extend_duckdb_file()
+    stamp.write_text(f"{fingerprint}\n{version}\n[]")
+    assert lake.extend_duckdb_file() and lake.duckdb_file_current()
+    with lake.connect() as con:
+        assert con.execute("SELECT count(*) FROM policy_eval").fetchone() == (1,)
