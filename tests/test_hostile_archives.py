@@ -147,7 +147,13 @@ def test_lines_with_fields_of_the_wrong_json_type_cost_one_line_each(tmp_path):
         [("s-bad", 1)]
 
 
-@pytest.mark.parametrize("first", [b"\x00" * 64, b'{"type":"user","n":NaN}', b"\xff\xfe not json"])
+# the last: a lone surrogate (read by the standard library's parser) nested past Python's
+# recursion limit
+BOMB = b'{"type":"user","t":"\\ud800","x":' + b"[" * 5000 + b"]" * 5000 + b"}"
+
+
+@pytest.mark.parametrize("first", [b"\x00" * 64, b'{"type":"user","n":NaN}', b"\xff\xfe not json",
+                                   BOMB])
 def test_a_damaged_first_line_costs_that_line_and_the_file_is_still_read(tmp_path, first):
     archive = archive_with(tmp_path, {"claude/bad.jsonl": first + b"\n" + claude(uuid="u2").encode()
                                       + b"\n" + claude(uuid="u3").encode() + b"\n"})
@@ -328,11 +334,12 @@ def test_nesting_deeper_than_the_limit_says_so_and_the_limit_itself_is_read(tmp_
     # the line object is level 1, toolUseResult level 2: 254 levels in all is the limit
     ok = claude(uuid="ok", toolUseResult=nested(253))
     deep = claude(uuid="deep", toolUseResult=nested(254))
-    archive = archive_with(tmp_path, {"claude/deep.jsonl": ok + "\n" + deep + "\n"})
+    archive = archive_with(tmp_path, {"claude/deep.jsonl": ok + "\n" + deep + "\n"
+                                      + BOMB.decode() + "\n"})
     lake, summary = night(tmp_path, archive)
     good_is_intact(lake)
-    assert reasons(lake) == [("deep.jsonl", 2, "JSON nested too deeply (over 254 levels, the "
-                                               "nesting limit): refused as a recursion bomb")]
+    reason = "JSON nested too deeply (over 254 levels, the nesting limit): refused as a recursion bomb"
+    assert reasons(lake) == [("deep.jsonl", 2, reason), ("deep.jsonl", 3, reason)]
 
 
 # ---------------------------------------------------------------------------------------

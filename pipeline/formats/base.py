@@ -330,6 +330,8 @@ def loads_json(data: bytes | str) -> Any:
         value = json.loads(text, parse_constant=constant)
     except (UnicodeDecodeError, ValueError):
         raise refused from None
+    except RecursionError:   # nested deeper than Python parses: a recursion bomb, as orjson says
+        raise orjson.JSONDecodeError("recursion limit exceeded", text, 0) from None
     return _without_lone_surrogates(value)
 
 
