@@ -538,11 +538,21 @@ def test_claude_calls_are_dated_as_ccusage_dates_them(tmp_path, ccusage):
 def _gemini_times_archive(root: Path) -> Path:
     """The real Gemini session started on 2025-12-01, its second reply timed a day later
     and its third with a time that cannot be read (its thoughts keep theirs)."""
-    session = json.loads((REAL / "gemini" / "gemini_session.json").read_text(encoding="utf-8"))
+    session, replies = _gemini_real_session()
     session["startTime"] = "2025-12-01T10:00:00.000Z"
-    replies = [m for m in session["messages"] if m.get("type") == "gemini" and m.get("tokens")]
     replies[1]["timestamp"] = "2025-12-10T19:51:50.106Z"
     replies[2]["timestamp"] = "not a time"
+    return _gemini_archive(root, session)
+
+
+def _gemini_real_session() -> tuple[dict, list[dict]]:
+    """The real Gemini session and its replies that carry tokens."""
+    session = json.loads((REAL / "gemini" / "gemini_session.json").read_text(encoding="utf-8"))
+    return session, [m for m in session["messages"] if m.get("type") == "gemini" and m.get("tokens")]
+
+
+def _gemini_archive(root: Path, session: dict) -> Path:
+    """An archive whose ~/.gemini holds ``session`` (as Gemini CLI names its file)."""
     archive = root / "archive"
     chats = archive / "gemini" / "tmp" / "0123abcd" / "chats"
     chats.mkdir(parents=True)
@@ -588,8 +598,7 @@ GEMINI_TOKENS = [
 
 
 def _gemini_tokens_archive(root: Path) -> Path:
-    session = json.loads((REAL / "gemini" / "gemini_session.json").read_text(encoding="utf-8"))
-    replies = [m for m in session["messages"] if m.get("type") == "gemini" and m.get("tokens")]
+    session, replies = _gemini_real_session()
     assert len(replies) == len(GEMINI_TOKENS)
     for day, (reply, (edit, _expected)) in enumerate(zip(replies, GEMINI_TOKENS), start=1):
         reply["timestamp"] = f"2025-12-{day:02d}T10:00:00.000Z"
@@ -598,12 +607,7 @@ def _gemini_tokens_archive(root: Path) -> Path:
                 del reply["tokens"][key]
             else:
                 reply["tokens"][key] = value
-    archive = root / "archive"
-    chats = archive / "gemini" / "tmp" / "0123abcd" / "chats"
-    chats.mkdir(parents=True)
-    (chats / "session-2025-12-09T19-51-f0a689a6.json").write_text(json.dumps(session, indent=2),
-                                                                   encoding="utf-8")
-    return archive
+    return _gemini_archive(root, session)
 
 
 def _gemini_days(lake: Lake) -> dict[str, tuple[int, int, int]]:
