@@ -146,22 +146,24 @@ def test_a_derived_table_appearing_while_the_file_is_attached_is_read_by_the_vie
     assert lake.duckdb_file_current()
 
 
-def test_a_first_run_binds_the_views_once_and_extends_its_file_as_stages_add_tables(
+def test_a_first_run_extends_the_file_ingest_wrote_rather_than_writing_it_whole_again(
         tmp_path, monkeypatch):
-    # ingest writes ctxlake.duckdb; each stage that adds a derived table has the run's own
-    # process extend that file (not bind every view in memory, nor write it whole again)
+    # ingest writes ctxlake.duckdb (the views bound once), the stages bind them once more in
+    # memory and add each new derived table there; the end of the run extends the file with
+    # those tables (it wrote the file whole a second time, binding every view a third time)
     from pipeline.stages.nightly import run_nightly
 
-    built = []
-    original = lake_module.Lake.create_views
+    built, written = [], []
+    original, write = lake_module.Lake.create_views, lake_module.Lake.write_duckdb_file
     monkeypatch.setattr(lake_module.Lake, "create_views",
                         lambda self, con: (built.append(1), original(self, con))[1])
+    monkeypatch.setattr(lake_module.Lake, "write_duckdb_file",
+                        lambda self: (written.append(1), write(self))[1])
     lake = lake_module.Lake(tmp_path / "lake")
     summary = run_nightly([copy_real(tmp_path, SAMPLE)], lake=lake, workers=1, tz="UTC")
     assert summary.status == "ok" and summary.warnings == []
-    assert built == [1] and lake.duckdb_file_current()
-    derived = lake._derived_names()
-    assert {"plans", "session_flags", "usage_call_rows"} <= set(derived)
+    assert (built, written) == ([1, 1], [1]) and lake.duckdb_file_current()
+    assert {"plans", "session_flags", "usage_call_rows"} <= set(lake._derived_names())
     lake_module._VIEWS.pop(str(lake.root)).con.close()
     with lake.connect() as con:
         extended = _every_view(con)
@@ -170,7 +172,7 @@ def test_a_first_run_binds_the_views_once_and_extends_its_file_as_stages_add_tab
     lake.write_duckdb_file()
     with lake.connect() as con:
         assert _every_view(con) == extended
-    assert built == [1, 1]
+    assert built == [1, 1, 1]
 
 
 def test_a_file_whose_stamp_lacks_its_tables_is_written_whole_not_extended(tmp_path):

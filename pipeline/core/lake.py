@@ -98,8 +98,6 @@ PERSISTED_CATALOG = "ctxlake_views"
 VIEWS_STAMP = ".ctxlake.duckdb.views"
 # lakes whose lock this process holds (path -> depth): the lock is re-entrant in-process
 _HELD: dict[str, int] = {}
-# the process that took each of them (a forked side lane or worker inherits _HELD, not this)
-_HOLDER: dict[str, int] = {}
 # the open lock files behind _HELD (a forked worker lets go of its copies)
 _HANDLES: dict[str, object] = {}
 # the lock file's last words when its holder finished without an exception (a killed or
@@ -852,7 +850,6 @@ class Lake:
             handle.write(f"pid {os.getpid()}")
             handle.flush()
             _HELD[key] = 1
-            _HOLDER[key] = os.getpid()
             _HANDLES[key] = handle
             finished = False
             hooked = []
@@ -864,7 +861,6 @@ class Lake:
                 finished = True
             finally:
                 _HELD.pop(key, None)
-                _HOLDER.pop(key, None)
                 _HANDLES.pop(key, None)
                 try:
                     for hook in reversed(hooked):
@@ -1063,8 +1059,6 @@ class Lake:
             _VIEWS[str(self.root)] = cached = cached._replace(key=key)
         if cached is None or cached.key != key:
             base = self._attach_persisted_views(key)
-            if base is None and self._writes_views() and self.extend_duckdb_file(key[1]):
-                base = self._attach_persisted_views(key)
             attached = base is not None
             if base is None:
                 base = new_connection()
@@ -1249,23 +1243,18 @@ class Lake:
         return stamp[0] == self._views_fingerprint(derived) \
             and (self.root / "ctxlake.duckdb").exists()
 
-    def _writes_views(self) -> bool:
-        """Whether this process may rewrite ``ctxlake.duckdb``: it took the lake's lock (a
-        reading command never writes the lake, and a forked side lane or worker, which
-        inherits the lock, leaves the file to the run's own process)."""
-        key = os.path.realpath(self.root)
-        return bool(_HELD.get(key)) and _HOLDER.get(key) == os.getpid()
-
     def extend_duckdb_file(self, derived: tuple[str, ...] | None = None) -> bool:
         """Bring ``ctxlake.duckdb`` up to the derived tables present (``derived``: those,
         already listed) when it holds the views of some of them, for this lake, these SQL
         files and this DuckDB: a copy of it gets a view over each new table's files, replacing
         its typed placeholder, and replaces it (the stamp goes first and comes back last).
         The views above find a table by name at each query, so they are not bound again:
-        ~30 ms, where :meth:`write_duckdb_file` binds them all (~0.35 s), which a first run
-        paid three times (ingest, the stages, the end). False, with the file as it was, when
-        it cannot be extended so: another stamp, a table it has that is gone, a new table's
-        columns other than its placeholder's."""
+        ~50 ms, where :meth:`write_duckdb_file` binds them all (~0.35 s): the end of a first
+        run, whose stages added every derived table to the file ingest wrote, extends it.
+        (A run's own stages keep extending their views in memory, ~5 ms a table: extending
+        the file at each stage and attaching it again cost more.) False, with the file as
+        it was, when it cannot be extended so: another stamp, a table it has that is gone, a
+        new table's columns other than its placeholder's."""
         import duckdb
 
         names = self._derived_names() if derived is None else derived
