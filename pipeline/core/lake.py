@@ -1159,8 +1159,14 @@ class Lake:
         otherwise or a new table's columns differ from its placeholder's."""
         if old[0] != new[0] or not set(old[1]) <= set(new[1]):
             return False
+        return self._replace_placeholders(con, set(new[1]) - set(old[1]))
+
+    def _replace_placeholders(self, con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> bool:
+        """In ``con``, the view of each derived table of ``names`` over its files, in place of
+        its typed placeholder; False as soon as one's columns differ from its placeholder's
+        (the views above, bound on the placeholder, are then made again)."""
         columns = sqlfiles.load("select_view_columns")
-        for name in sorted(set(new[1]) - set(old[1])):
+        for name in sorted(names):
             before = con.execute(columns, {"name": name}).fetchall()
             self._create_derived_view(con, name)
             if before and con.execute(columns, {"name": name}).fetchall() != before:
@@ -1243,9 +1249,9 @@ class Lake:
         return stamp[0] == self._views_fingerprint(derived) \
             and (self.root / "ctxlake.duckdb").exists()
 
-    def extend_duckdb_file(self, derived: tuple[str, ...] | None = None) -> bool:
-        """Bring ``ctxlake.duckdb`` up to the derived tables present (``derived``: those,
-        already listed) when it holds the views of some of them, for this lake, these SQL
+    def extend_duckdb_file(self) -> bool:
+        """Bring ``ctxlake.duckdb`` up to the derived tables present when it holds the views
+        of some of them, for this lake, these SQL
         files and this DuckDB: a copy of it gets a view over each new table's files, replacing
         its typed placeholder, and replaces it (the stamp goes first and comes back last).
         The views above find a table by name at each query, so they are not bound again:
@@ -1257,7 +1263,7 @@ class Lake:
         new table's columns other than its placeholder's."""
         import duckdb
 
-        names = self._derived_names() if derived is None else derived
+        names = self._derived_names()
         stamp = self._views_stamp()
         target = self.root / "ctxlake.duckdb"
         if stamp is None or stamp[2] is None or stamp[1] != duckdb.__version__ \
@@ -1265,15 +1271,11 @@ class Lake:
                 or "?" in os.path.realpath(self.root) or not target.exists():
             return False
         tmp = self.root / ".ctxlake.duckdb.tmp"
-        columns = sqlfiles.load("select_view_columns")
         try:
             shutil.copyfile(target, tmp)
             with new_connection(str(tmp)) as con:
-                for name in sorted(set(names) - set(stamp[2])):
-                    before = con.execute(columns, {"name": name}).fetchall()
-                    self._create_derived_view(con, name)
-                    if before and con.execute(columns, {"name": name}).fetchall() != before:
-                        return False
+                if not self._replace_placeholders(con, set(names) - set(stamp[2])):
+                    return False
             os.chmod(tmp, FILE_MODE)
             with contextlib.suppress(FileNotFoundError):
                 (self.root / VIEWS_STAMP).unlink()
@@ -1297,11 +1299,16 @@ class Lake:
         import duckdb   # only now: a night with nothing new never imports it
 
         try:
-            if not self.extend_duckdb_file():
-                self.write_duckdb_file()
+            self.update_duckdb_file()
         except (OSError, duckdb.Error) as error:
             return f"ctxlake.duckdb not refreshed: {error}"
         return None
+
+    def update_duckdb_file(self) -> None:
+        """``ctxlake.duckdb`` made current (the caller found it is not): extended when only
+        derived tables were added since it was written (:meth:`extend_duckdb_file`), else written whole."""
+        if not self.extend_duckdb_file():
+            self.write_duckdb_file()
 
     def write_duckdb_file(self) -> Path:
         """Persist the views into ``ctxlake.duckdb`` for external DuckDB clients and for the

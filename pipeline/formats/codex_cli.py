@@ -75,7 +75,7 @@ reasoning`` (a part of output), so ``input + cache_read + output`` is the API to
 Claude Code. A total that goes DOWN (a restarted count) starts a new baseline: its delta is
 the new total itself. A usage row before any ``turn_context`` names a model (older rollouts
 name none) is recorded as ``gpt-5`` (:data:`MODEL_WHEN_UNRECORDED`), as ccusage prices it.
-A count is read as ccusage reads it (:func:`token_count`): a negative, fractional or
+A count is read as ccusage reads it (:func:`_count`): a negative, fractional or
 non-numeric count is 0, a string holding an integer is that integer; such a count no longer
 quarantines its line (one of 2^63 to 2^64 still does).
 
@@ -576,11 +576,11 @@ class CodexCliReader(Reader):
         ``last_token_usage`` when the event has one, else the total's increase (a total that
         went down: the total itself); cached input is at most the input."""
         total, call = info.get("total_token_usage"), info.get("last_token_usage")
-        previous = {k: token_count((self.last_total or {}).get(k)) for k in TOTAL_KEYS}
+        previous = {k: _count((self.last_total or {}).get(k)) for k in TOTAL_KEYS}
         delta = None if not isinstance(call, dict) else \
-            {k: token_count(call.get(k)) for k in TOTAL_KEYS}
+            {k: _count(call.get(k)) for k in TOTAL_KEYS}
         if isinstance(total, dict):
-            current = {k: token_count(total.get(k)) for k in TOTAL_KEYS}
+            current = {k: _count(total.get(k)) for k in TOTAL_KEYS}
             if self.last_total is not None and current == previous:
                 return
             if delta is None:
@@ -611,7 +611,7 @@ class CodexCliReader(Reader):
 _DIGITS = re.compile(r"\+?0*([0-9]{1,20})")
 
 
-def token_count(value: Any) -> int:
+def _count(value: Any) -> int:
     """A count of a ``token_count`` event as ccusage 20.0.24 reads it (probed): a JSON
     integer from 0 up, or a string holding one (``" 10"``, ``"+10"``, ``"010"``: 10); anything
     else is 0 (a negative count, one written ``10.0`` or ``10.7``, ``"1e1"``, ``"-5"``, a

@@ -186,7 +186,7 @@ def is_slash_command(text: str) -> bool:
     return text.startswith("/") and not text.startswith(("//", "/*"))
 
 
-def token_count(value: Any) -> int:
+def _count(value: Any) -> int:
     """A count of a ``tokens`` object as ccusage 20.0.24 reads it (probed): a JSON number
     cut to an integer towards zero, a negative one 0 (``38.7`` is 38, ``-5`` is 0); anything
     else (missing, null, a string, a boolean) 0. A count beyond 64 bits is kept as it is, for
@@ -203,13 +203,13 @@ def token_count(value: Any) -> int:
 def usage_columns(tokens: Any) -> dict:
     """The usage columns of a reply's ``tokens``. The cached tokens are taken out of the
     input only when the object adds up (``total = input + output + thoughts + tool``, each
-    count read by :func:`token_count`): an object that does not (no total, a total of other
+    count read by :func:`_count`): an object that does not (no total, a total of other
     counts, a count missing or negative) is read as ccusage reads it, its input as already
     without the cached tokens (29 variants of a real session probed)."""
     if not isinstance(tokens, dict):
         return {}
     inp, out, cached, thoughts, tool, total = (
-        token_count(tokens.get(key))
+        _count(tokens.get(key))
         for key in ("input", "output", "cached", "thoughts", "tool", "total"))
     adds_up = total == inp + out + thoughts + tool
     return dict(input_tokens=(max(inp - cached, 0) if adds_up else inp) + tool,

@@ -1495,8 +1495,8 @@ def ingest(paths: list[str | Path] | None = None, *, lake: Lake, format: str | N
         try:
             # the persisted views depend on the SQL and the lake's layout, not on the rows:
             # written (when stale) while the workers read, off the run's critical path
-            if not lake.duckdb_file_current() and not lake.extend_duckdb_file():
-                lake.write_duckdb_file()
+            if not lake.duckdb_file_current():
+                lake.update_duckdb_file()
             for chunk_results in outputs:
                 for res in chunk_results:
                     results.append(res)
