@@ -301,6 +301,24 @@ def test_a_malformed_message_line_is_quarantined_and_the_rest_survives(tmp_path)
     assert rows(lake, "SELECT uuid FROM messages ORDER BY seq") == [("u1",), ("u2",)]
 
 
+def test_a_jsonl_reply_whose_count_no_table_holds_costs_that_reply_not_the_file(tmp_path):
+    # its line is read (a message record); the file's messages are emitted at its end, where
+    # the reply's row fails the row check: that reply alone is quarantined (line 0)
+    path = tmp_path / "chats" / "session-2026-01-02T10-00-5e55101d.jsonl"
+    _write(path, [_meta_line(), _msg("u1", "user", "ok"),
+                  _msg("g1", "gemini", "big", tokens=dict(TOKENS, output=2 ** 65)),
+                  _msg("g2", "gemini", "fine", tokens=TOKENS)])
+    lake, summary = ingest_paths(tmp_path, path)
+    assert (summary.lines, summary.records, summary.quarantined) == (4, 4, 0)
+    assert [p.where for p in summary.problems] == [str(path)]
+    assert rows(lake, "SELECT line_no, left(reason, 68), excerpt LIKE '{\"id\": \"g1\"%' "
+                      "FROM quarantine") == [
+        (0, "line 3: a value of the wrong type or range: usage output_tokens is 3", True)]
+    assert rows(lake, "SELECT uuid, output_tokens FROM messages ORDER BY seq") == [
+        ("u1", None), ("g2", 15)]
+    assert rows(lake, "SELECT lines, records, quarantined FROM sources") == [(4, 4, 1)]
+
+
 def test_function_parts_in_content_count_only_when_no_tool_call_entry_holds_them(tmp_path):
     path = tmp_path / "chats" / "session-2026-01-02T10-00-5e55101d.jsonl"
     synced = [

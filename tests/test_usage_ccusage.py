@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core import sqlfiles
 from pipeline.reports import prices
 from pipeline.demo.archive import write_demo_archive
 from pipeline.stages.ingest import ingest
@@ -627,6 +628,89 @@ def test_a_hostile_gemini_count_is_read_as_ccusage_reads_it_and_costs_no_session
 
 def test_hostile_gemini_counts_give_ccusage_figures(tmp_path, ccusage):
     archive = _gemini_tokens_archive(tmp_path)
+    theirs = {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
+              for row in _ccusage_json(ccusage, archive, "daily", agent="gemini",
+                                       home=tmp_path / "home")["daily"]}
+    assert _gemini_days(_lake(tmp_path, archive)) == theirs
+
+
+# the real Gemini session's seven replies, one a day from 2025-12-01, each made unreadable
+# in one way (None: as recorded; "GARBAGE": the message replaced by a string; "DROP": the key
+# left out), and the (input, cache read, output) a day ccusage 20.0.24 reports for it, None
+# where it counts nothing: it skips a message that is not an object or has no type, and counts
+# every other object of type gemini with a tokens object
+GEMINI_MESSAGES = [
+    (None, (6650, 6979, 52)),
+    ("GARBAGE", None),
+    ({"id": "DROP"}, (442, 5844, 53)),
+    ({"content": 5}, (566, 5836, 19)),
+    ({"toolCalls": {"a": 1}}, (14207, 7294, 50)),
+    ({"thoughts": "x"}, (741, 5809, 71)),
+    ({"type": "DROP"}, None),
+]
+
+
+def _gemini_messages_archive(root: Path) -> Path:
+    session, replies = _gemini_real_session()
+    assert len(replies) == len(GEMINI_MESSAGES)
+    for day, (reply, (edit, _expected)) in enumerate(zip(replies, GEMINI_MESSAGES), start=1):
+        reply["timestamp"] = f"2025-12-{day:02d}T10:00:00.000Z"
+        index = session["messages"].index(reply)
+        if edit == "GARBAGE":
+            session["messages"][index] = "garbage"
+        for key, value in (edit if isinstance(edit, dict) else {}).items():
+            if value == "DROP":
+                del reply[key]
+            else:
+                reply[key] = value
+    return _gemini_archive(root, session)
+
+
+_ROWS_BY_PATH = ("SELECT json_path, role, kind, text FROM messages "
+                 "WHERE subtype IS DISTINCT FROM 'usage_unreadable' ORDER BY json_path, seq")
+
+
+def test_an_unreadable_gemini_message_costs_that_message_and_its_usage_counts_as_in_ccusage(tmp_path):
+    lake = _lake(tmp_path, _gemini_messages_archive(tmp_path))
+    assert _gemini_days(lake) == {f"2025-12-{day:02d}": expected
+                                  for day, (_edit, expected) in enumerate(GEMINI_MESSAGES, start=1)
+                                  if expected is not None}
+    with lake.connect() as con:
+        # each bad message on its own (line 0: the file's one line is read), the rest of the
+        # session read; the accounting of the file holds
+        assert con.execute("SELECT line_no, severity, reason FROM quarantine "
+                           "ORDER BY reason").fetchall() == [
+            (0, "error", "messages[2] is a str, expected a message object"),
+            (0, "error", "messages[3] has no string 'id'"),
+            (0, "error", "messages[4] (d38b41c7-9101-43ff-aebb-94cafea7c547): content must be a "
+                         "string or a list of parts, found int"),
+            (0, "error", "messages[6] (0ee64212-920a-47e0-a366-5ace7d8df9d7): 'toolCalls' must be "
+                         "a list, found dict"),
+            (0, "error", "messages[7] (f81824ae-e215-42fb-898a-e324c8bac796): 'thoughts' must be "
+                         "a list, found str"),
+            (0, "error", "messages[8] (987ce5b4-fb0f-4d2d-bae7-2a1aa1bf99c0) has no string 'type'"),
+        ]
+        # the replies among them keep their usage (the one without an id under a stand-in)
+        assert con.execute("SELECT api_call_id, input_tokens FROM messages "
+                           "WHERE subtype = 'usage_unreadable' ORDER BY 1").fetchall() == [
+            ("0ee64212-920a-47e0-a366-5ace7d8df9d7", 14207),
+            ("d38b41c7-9101-43ff-aebb-94cafea7c547", 566),
+            ("f0a689a6-b0ac-407f-afcc-4fafa9e14e8a/messages/3", 442),
+            ("f81824ae-e215-42fb-898a-e324c8bac796", 741),
+        ]
+        assert con.execute(sqlfiles.load("checks/select_source_accounting_mismatches")).fetchall() == []
+        kept = con.execute(_ROWS_BY_PATH).fetchall()
+    # every other message of the session is read, as in the session left whole
+    session, _replies = _gemini_real_session()
+    whole = _lake(tmp_path / "whole", _gemini_archive(tmp_path / "whole", session))
+    with whole.connect() as con:
+        expected = [row for row in con.execute(_ROWS_BY_PATH).fetchall()
+                    if row[0].split("/")[2] not in {"2", "3", "4", "6", "7", "8"}]
+    assert kept == expected and len(expected) == 7
+
+
+def test_unreadable_gemini_messages_give_ccusage_figures(tmp_path, ccusage):
+    archive = _gemini_messages_archive(tmp_path)
     theirs = {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
               for row in _ccusage_json(ccusage, archive, "daily", agent="gemini",
                                        home=tmp_path / "home")["daily"]}

@@ -496,6 +496,8 @@ class Emitter:
         self._block = 0
         self._marks: tuple[int, ...] = (0,) * len(READER_TABLES)
         self._line_prov: dict = {}
+        # (reason, element) of each element of a document quarantined on its own
+        self.item_problems: list[tuple[str, Any]] = []
 
     # -- engine side -------------------------------------------------------------------
     def start_line(self, line_no: int, byte_offset: int, byte_len: int) -> None:
@@ -507,16 +509,37 @@ class Emitter:
 
     def check_line(self) -> str | None:
         """Why one of the current line's rows cannot be stored (:func:`check_row`), or None."""
-        for table, rows, mark in zip(READER_TABLES, self._reader_tables, self._marks):
-            for index in range(mark, len(rows)):
+        return self.check_since(self._marks)
+
+    def rollback_line(self) -> None:
+        self.rollback_to(self._marks)
+        self.item_problems.clear()
+
+    # -- one element of a document (reader side) --------------------------------------
+    def mark(self) -> tuple[int, ...]:
+        """Where the rows stand now, for :meth:`check_since` and :meth:`rollback_to`: a
+        document reader marks each element (a message of a session document) so that a bad
+        one costs that element only."""
+        return tuple(len(rows) for rows in self._reader_tables)
+
+    def check_since(self, mark: tuple[int, ...]) -> str | None:
+        """Why one of the rows emitted since ``mark`` cannot be stored, or None."""
+        for table, rows, start in zip(READER_TABLES, self._reader_tables, mark):
+            for index in range(start, len(rows)):
                 reason = check_row(table, rows[index])
                 if reason is not None:
                     return f"a value of the wrong type or range: {reason}"
         return None
 
-    def rollback_line(self) -> None:
-        for rows, mark in zip(self._reader_tables, self._marks):
-            del rows[mark:]
+    def rollback_to(self, mark: tuple[int, ...]) -> None:
+        for rows, start in zip(self._reader_tables, mark):
+            del rows[start:]
+
+    def quarantine_item(self, reason: str, element: Any) -> None:
+        """Quarantine one element of the document being read (its rows already rolled back
+        by the reader): ingest stores it as a quarantine row of its own (line 0: not a line
+        of the file, whose one line is read) with ``reason`` and the element's JSON."""
+        self.item_problems.append((reason, element))
 
     def take(self) -> dict[str, list[dict]]:
         rows, self.rows = self.rows, {name: [] for name in EMITTED_TABLES}

@@ -32,6 +32,13 @@ the value the row was read from: ``<msg>/content``, ``<msg>/thoughts/<j>``,
 string``) or the result list when it holds several parts; ``<msg>`` is ``/messages/<i>``
 (document), ``""`` (a message line) or ``/$set/messages/<i>`` (a message from a ``$set``).
 
+A message of a document that cannot be read (not an object, no string ``id`` or ``type``,
+``content``, ``toolCalls`` or ``thoughts`` of another type, a value no table holds) is
+quarantined on its own (a quarantine row at line 0 naming ``messages[<i>]``, its JSON as the
+excerpt): the rest of the session is read. A model reply among them whose ``tokens`` is an
+object keeps a usage-only row (subtype ``usage_unreadable``; its id, or
+``<sessionId>/messages/<i>`` when it has none), as ccusage counts it.
+
 Rows of one message (``MessageRecord{id, timestamp, type, content, displayContent?}``):
 
 - ``user`` -> role user, kind text, ``is_prompt`` when it has text. The CLI treats any input
@@ -540,20 +547,55 @@ class GeminiCliReader(_GeminiPayloads, Reader):
         if not isinstance(messages, list):
             raise RecordError("a Gemini CLI session needs a 'messages' list, found "
                               f"{type(messages).__name__}")
-        for index, msg in enumerate(messages):
-            validate_message(msg, f"messages[{index}]")
         session = session_columns(obj, self.ctx.parts)
         out.session(json_path="", **session)
         facts = SessionFacts(obj["sessionId"], recorded_dir(obj))
-        collect_recorded(messages, facts)
+        readable = []
         for index, msg in enumerate(messages):
-            for row in message_rows(msg, f"/messages/{index}", facts):
-                cols = out.message(**row.message)
-                if row.tool_call is not None:
-                    out.tool_call(seq=cols["seq"], block_no=cols["block_no"], **row.tool_call)
-                if row.tool_result is not None:
-                    out.tool_result(seq=cols["seq"], block_no=cols["block_no"], **row.tool_result)
+            try:
+                validate_message(msg, f"messages[{index}]")
+            except RecordError as exc:
+                self._quarantine_message(out, index, msg, exc.message, facts)
+            else:
+                readable.append((index, msg))
+        collect_recorded([msg for _index, msg in readable], facts)
+        for index, msg in readable:
+            mark = out.mark()
+            try:
+                for row in message_rows(msg, f"/messages/{index}", facts):
+                    cols = out.message(**row.message)
+                    if row.tool_call is not None:
+                        out.tool_call(seq=cols["seq"], block_no=cols["block_no"], **row.tool_call)
+                    if row.tool_result is not None:
+                        out.tool_result(seq=cols["seq"], block_no=cols["block_no"], **row.tool_result)
+                reason = out.check_since(mark)
+            except RecordError as exc:
+                reason = exc.message
+            if reason is not None:
+                out.rollback_to(mark)
+                self._quarantine_message(out, index, msg, f"messages[{index}]: {reason}", facts)
         return "conversation"
+
+    @staticmethod
+    def _quarantine_message(out: Emitter, index: int, msg: Any, reason: str,
+                            facts: SessionFacts) -> None:
+        """One message of the session that cannot be read: quarantined on its own (a bad
+        message costs that message, not the session). A model reply's ``tokens`` are still
+        counted, as ccusage 20.0.24 counts every object of type ``gemini`` with a ``tokens``
+        object (probed: a reply without an id, with content of another type, with a
+        ``toolCalls`` or ``thoughts`` that is not a list): a usage-only row (kind meta, subtype
+        ``usage_unreadable``), unless that row cannot be stored either."""
+        out.quarantine_item(reason, msg)
+        if not (isinstance(msg, dict) and msg.get("type") == "gemini"
+                and isinstance(msg.get("tokens"), dict)):
+            return
+        stand_in = dict(msg, id=msg["id"] if isinstance(msg.get("id"), str)
+                        else f"{facts.session_id}/messages/{index}")
+        mark = out.mark()
+        out.message(**dropped_usage_row(stand_in, f"/messages/{index}", facts.session_id,
+                                        "unreadable"))
+        if out.check_since(mark) is not None:
+            out.rollback_to(mark)
 
 
 # ---------------------------------------------------------------------------------------
@@ -650,15 +692,26 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
         blocks: dict[int, int] = {}
         for item in defined:
             prov = dict(line_no=item.line_no, byte_offset=item.byte_offset, byte_len=item.byte_len)
-            for row in message_rows(item.msg, item.json_path, facts):
-                block = blocks.get(item.line_no, 0)
-                blocks[item.line_no] = block + 1
-                seq = item.line_no * SEQ_STRIDE + block
-                out.message(seq=seq, block_no=block, **prov, **row.message)
-                if row.tool_call is not None:
-                    out.tool_call(seq=seq, block_no=block, **prov, **row.tool_call)
-                if row.tool_result is not None:
-                    out.tool_result(seq=seq, block_no=block, **prov, **row.tool_result)
+            mark, first_block = out.mark(), blocks.get(item.line_no, 0)
+            try:
+                for row in message_rows(item.msg, item.json_path, facts):
+                    block = blocks.get(item.line_no, 0)
+                    blocks[item.line_no] = block + 1
+                    seq = item.line_no * SEQ_STRIDE + block
+                    out.message(seq=seq, block_no=block, **prov, **row.message)
+                    if row.tool_call is not None:
+                        out.tool_call(seq=seq, block_no=block, **prov, **row.tool_call)
+                    if row.tool_result is not None:
+                        out.tool_result(seq=seq, block_no=block, **prov, **row.tool_result)
+                reason = out.check_since(mark)
+            except RecordError as exc:
+                reason = exc.message
+            if reason is not None:   # this message only (its line was read as a record)
+                out.rollback_to(mark)
+                blocks[item.line_no] = first_block
+                out.quarantine_item(f"line {item.line_no}"
+                                    + (f" ({item.json_path})" if item.json_path else "")
+                                    + f": {reason}", item.msg)
         # a model reply the user rewound (or a $set re-sync left out) is gone from the
         # conversation, but its API call was made and billed: one meta row keeps its usage
         # (ccusage counts these calls too), the transcript has no text of it

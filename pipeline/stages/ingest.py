@@ -837,6 +837,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
         quarantine: list[dict] = []
         problems: list[IngestProblem] = []
         run_lines = run_records = run_quarantined = held_back = 0
+        items_quarantined = 0     # elements of a document quarantined on their own (line 0)
         bytes_read = 0
 
         if reader_cls.layout == "document":
@@ -870,6 +871,9 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     records.append(source_id, generation, 1, 0, len(data), "", rtype,
                                    session, content)
                     run_records = 1
+                    # elements the reader quarantined on their own (a bad message of a
+                    # session document): a row each at line 0, the document's line read
+                    items_quarantined = _quarantine_items(ctx, out, quarantine)
                 else:
                     out.rollback_line()
                     quarantine.append(_quarantine_row(ctx, 1, 0, len(data), reason, content))
@@ -981,6 +985,8 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                 out.rollback_line()
                 quarantine.append(_quarantine_row(ctx, 0, 0, 0, f"could not finish the file: {reason}"))
                 state = {}
+            else:   # messages finish() left out on their own (Gemini JSONL)
+                items_quarantined = _quarantine_items(ctx, out, quarantine)
             # the hash up to the last complete line; the held-back tail then completes the
             # whole-file hash (raw is that tail when a line was held back)
             wm_digest = hasher.hexdigest()
@@ -998,12 +1004,28 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
             wm_digest = whole
         source = dict(base, sha256=whole, lines=line_no,
                       records=counts["records"] + run_records,
-                      quarantined=counts["quarantined"] + run_quarantined,
+                      quarantined=counts["quarantined"] + run_quarantined + items_quarantined,
                       held_back=held_back, watermark=watermark, watermark_sha256=wm_digest,
                       generation=generation, reader_state=orjson.dumps(state).decode())
         return FileResult(task.path, source, mode, lines=run_lines + held_back,
                           records=run_records, quarantined=run_quarantined,
                           held_back=held_back, bytes_read=bytes_read, problems=problems)
+
+
+def _quarantine_items(ctx: SourceContext, out: Emitter, quarantine: list[dict]) -> int:
+    """The elements the reader quarantined on their own (:meth:`Emitter.quarantine_item`: a
+    bad message of a session document, or of a Gemini JSONL file's final list) as
+    quarantine rows at line 0 (not a line: the file's lines were read), each with its reason
+    and its JSON as the excerpt (stdlib ``json``, ASCII: it writes what was read, integers
+    beyond 64 bits and lone surrogates included). Returns how many."""
+    import json
+
+    for why, element in out.item_problems:
+        quarantine.append(_quarantine_row(ctx, 0, 0, 0, why,
+                                          json.dumps(element, ensure_ascii=True).encode("ascii")))
+    count = len(out.item_problems)
+    out.item_problems.clear()
+    return count
 
 
 def _first_session(out: Emitter) -> str | None:
