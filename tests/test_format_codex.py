@@ -730,18 +730,27 @@ def test_the_typescript_clis_whole_json_rollout_is_read_as_one_document(tmp_path
         (1, "/items/3", "call_1", "shell", True), (1, "/items/5", "call_2", "local_shell", False)]
 
 
-def test_a_json_rollout_with_a_bad_message_content_is_quarantined_naming_the_item(tmp_path):
-    # the reason used to be the JSONL form's "message.content must be ...": no item named
+def test_a_json_rollout_item_with_a_bad_content_costs_that_item_naming_it(tmp_path):
+    # the reason used to be the JSONL form's "message.content must be ...": no item named;
+    # and the whole rollout was quarantined for it
+    whole = tmp_path / "whole" / ".codex" / "sessions" / TS_NAME
+    whole.parent.mkdir(parents=True)
+    whole.write_text(json.dumps(TS_DOC, indent=2), encoding="utf-8")
+    expected = rows(ingest_paths(tmp_path / "whole", whole)[0],
+                    "SELECT json_path, role, kind, text FROM messages ORDER BY seq")
     doc = json.loads(json.dumps(TS_DOC))
     doc["items"][6]["content"] = 7
     path = tmp_path / ".codex" / "sessions" / TS_NAME
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     lake, summary = ingest_paths(tmp_path, path)
-    assert (summary.records, summary.quarantined) == (0, 1)
+    assert (summary.records, summary.quarantined) == (1, 0)
     assert rows(lake, "SELECT line_no, reason FROM quarantine") == [
-        (1, "items[6].content must be a list of content items, found int")]
-    assert scalar(lake, "SELECT count(*) FROM messages") == 0
+        (0, "items[6].content must be a list of content items, found int")]
+    # every other item is read as in the rollout left whole
+    assert rows(lake, "SELECT json_path, role, kind, text FROM messages ORDER BY seq") == [
+        row for row in expected if not row[0].startswith("/items/6")]
+    assert len(expected) - scalar(lake, "SELECT count(*) FROM messages") == 1
 
 
 def test_sniffing_claims_a_json_rollout_by_its_session_object_and_not_other_json():

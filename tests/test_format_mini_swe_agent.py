@@ -277,12 +277,26 @@ def test_v2_text_mode_actions_are_answered_by_user_observations(tmp_path):
 @pytest.mark.parametrize("doc, reason", [
     ({"info": {}, "messages": "x"}, "needs a 'messages' list"),
     ("just a string", "must be an object or a list"),
-    ({"messages": [{"role": "user", "content": 5}]}, "content must be a string or a list"),
 ])
 def test_a_malformed_trajectory_is_quarantined(tmp_path, doc, reason):
     _, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj.json", doc))
     assert summary.quarantined == 1
     assert reason in summary.problems[0].reason
+
+
+@pytest.mark.parametrize("bad, reason", [
+    ({"role": "user", "content": 5}, "messages[1]: content must be a string or a list, found int"),
+    ("x", "messages[1] is a str, expected an object"),
+])
+def test_a_message_that_cannot_be_read_costs_that_message_not_the_trajectory(tmp_path, bad, reason):
+    doc = {"messages": [{"role": "system", "content": "you fix bugs"}, bad,
+                        {"role": "user", "content": "fix the bug"}]}
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj.json", doc))
+    assert (summary.lines, summary.records, summary.quarantined) == (1, 1, 0)
+    assert [(p.line_no, p.reason) for p in summary.problems] == [(0, reason)]
+    assert rows(lake, "SELECT line_no, reason FROM quarantine") == [(0, reason)]
+    assert rows(lake, "SELECT json_path, text FROM messages ORDER BY seq") == [
+        ("/messages/0", "you fix bugs"), ("/messages/2", "fix the bug")]
 
 
 def test_replays_of_one_instance_in_different_run_folders_are_different_sessions(tmp_path):

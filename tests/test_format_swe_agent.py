@@ -292,18 +292,32 @@ def test_step_by_step_demonstrations_never_become_tool_calls(tmp_path):
 @pytest.mark.parametrize("doc, reason", [
     ([1, 2], "must be a JSON object"),
     ({"trajectory": []}, "needs a 'history' list"),
-    ({"history": ["x"]}, "history[0] is a str"),
-    ({"info": {}, "history": [{"role": "assistant", "content": "", "tool_calls": "nope"}]},
-     "tool_calls must be a list"),
     ({"attempts": {"0": {}}}, "'attempts' must be a list"),
     ({"attempts": [{"trajectory": [], "info": {}}]}, "attempts[0]: a SWE-agent trajectory needs"),
-    ({"attempts": [{"history": [3]}]}, "attempts[0]: history[0] is a int"),
 ])
 def test_a_malformed_trajectory_is_quarantined_with_a_reason(tmp_path, doc, reason):
     lake, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj", doc))
     assert summary.quarantined == 1 and summary.records == 0
     assert reason in summary.problems[0].reason
     assert scalar(lake, "SELECT count(*) FROM messages") == 0
+
+
+ASK = {"role": "user", "content": "fix the bug"}
+
+
+@pytest.mark.parametrize("doc, reason", [
+    ({"history": [ASK, "x"]}, "history[1] is a str, expected an object"),
+    ({"info": {}, "history": [ASK, {"role": "assistant", "content": "", "tool_calls": "nope"}]},
+     "history[1]: history entry /history/1: tool_calls must be a list, found str"),
+    ({"attempts": [{"history": [ASK, 3]}]}, "attempts[0]: history[1] is a int, expected an object"),
+])
+def test_a_history_entry_that_cannot_be_read_costs_that_entry_not_the_trajectory(tmp_path, doc,
+                                                                                  reason):
+    lake, summary = ingest_paths(tmp_path, _write(tmp_path, "bad.traj", doc))
+    assert (summary.lines, summary.records, summary.quarantined) == (1, 1, 0)
+    assert [(p.line_no, p.reason) for p in summary.problems] == [(0, reason)]
+    assert rows(lake, "SELECT line_no, reason FROM quarantine") == [(0, reason)]
+    assert rows(lake, "SELECT role, text FROM messages") == [("user", "fix the bug")]
 
 
 def test_replays_of_one_instance_in_different_run_folders_are_different_sessions(tmp_path):

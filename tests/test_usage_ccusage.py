@@ -626,12 +626,16 @@ def test_a_hostile_gemini_count_is_read_as_ccusage_reads_it_and_costs_no_session
         assert con.execute("SELECT count(*) FROM quarantine").fetchone() == (0,)
 
 
-def test_hostile_gemini_counts_give_ccusage_figures(tmp_path, ccusage):
-    archive = _gemini_tokens_archive(tmp_path)
+def _assert_gemini_days_agree(binary: Path, root: Path, archive: Path) -> None:
+    """Our Gemini days (input, cache read, output without the thoughts) are ccusage's."""
     theirs = {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
-              for row in _ccusage_json(ccusage, archive, "daily", agent="gemini",
-                                       home=tmp_path / "home")["daily"]}
-    assert _gemini_days(_lake(tmp_path, archive)) == theirs
+              for row in _ccusage_json(binary, archive, "daily", agent="gemini",
+                                       home=root / "home")["daily"]}
+    assert _gemini_days(_lake(root, archive)) == theirs
+
+
+def test_hostile_gemini_counts_give_ccusage_figures(tmp_path, ccusage):
+    _assert_gemini_days_agree(ccusage, tmp_path, _gemini_tokens_archive(tmp_path))
 
 
 # the real Gemini session's seven replies, one a day from 2025-12-01, each made unreadable
@@ -710,11 +714,7 @@ def test_an_unreadable_gemini_message_costs_that_message_and_its_usage_counts_as
 
 
 def test_unreadable_gemini_messages_give_ccusage_figures(tmp_path, ccusage):
-    archive = _gemini_messages_archive(tmp_path)
-    theirs = {row["date"]: (row["inputTokens"], row["cacheReadTokens"], row["outputTokens"])
-              for row in _ccusage_json(ccusage, archive, "daily", agent="gemini",
-                                       home=tmp_path / "home")["daily"]}
-    assert _gemini_days(_lake(tmp_path, archive)) == theirs
+    _assert_gemini_days_agree(ccusage, tmp_path, _gemini_messages_archive(tmp_path))
 
 
 def test_a_claude_sonnet_4_call_over_200k_pays_the_long_context_price_as_in_ccusage(tmp_path):

@@ -14,7 +14,10 @@ and the quarantine; a reader only interprets objects:
 
 A reader raises :class:`RecordError` with a sentence a person understands when an object
 does not have the shape its format requires; the engine rolls back that line's rows and
-quarantines it. Readers never do I/O and keep every field they do not understand in
+quarantines it. A document's elements (a session's messages, a trajectory's history entries,
+a rollout's items) are read each through :meth:`Emitter.read_element`, so that a bad element
+costs that element: its rows are rolled back and it is quarantined on its own (a quarantine
+row at line 0 naming it), the rest of the document is read. Readers never do I/O and keep every field they do not understand in
 ``records.raw``.
 """
 
@@ -534,6 +537,23 @@ class Emitter:
     def rollback_to(self, mark: tuple[int, ...]) -> None:
         for rows, start in zip(self._reader_tables, mark):
             del rows[start:]
+
+    def read_element(self, label: str, element: Any, emit: Callable[[], Any]) -> bool:
+        """``emit()`` the rows of one element of a document (``label``: where it is, e.g.
+        ``messages[3]``); when it raises :class:`RecordError` or one of its rows cannot be
+        stored, its rows are rolled back and it is quarantined on its own, the reason
+        starting with ``label``. Returns whether it was read."""
+        mark = self.mark()
+        try:
+            emit()
+            reason = self.check_since(mark)
+        except RecordError as exc:
+            reason = exc.message
+        if reason is None:
+            return True
+        self.rollback_to(mark)
+        self.quarantine_item(reason if reason.startswith(label) else f"{label}: {reason}", element)
+        return False
 
     def quarantine_item(self, reason: str, element: Any) -> None:
         """Quarantine one element of the document being read (its rows already rolled back

@@ -201,18 +201,22 @@ def output_payload(output: Any) -> tuple[str, str, bool]:
 
 
 def check_response_items(items: list, where: str) -> None:
-    """Each of ``items`` a response item object, and a message's content a list or a string:
-    checked before anything is emitted, so that a bad item quarantines its line or document
-    whole, with a reason naming it (``<where>[i]``)."""
+    """Each of ``items`` a response item object (:func:`check_response_item`): checked
+    before anything is emitted, so that a bad item quarantines its line whole, with a reason
+    naming it (``<where>[i]``)."""
     for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise RecordError(f"{where}[{index}] must be a response item object, found "
-                              f"{type(item).__name__}")
-        content = item.get("content")
-        if item.get("type") == "message" and content is not None \
-                and not isinstance(content, (list, str)):
-            raise RecordError(f"{where}[{index}].content must be a list of content items, "
-                              f"found {type(content).__name__}")
+        check_response_item(item, f"{where}[{index}]")
+
+
+def check_response_item(item: Any, label: str) -> None:
+    """``item`` a response item object, and a message's content a list or a string."""
+    if not isinstance(item, dict):
+        raise RecordError(f"{label} must be a response item object, found {type(item).__name__}")
+    content = item.get("content")
+    if item.get("type") == "message" and content is not None \
+            and not isinstance(content, (list, str)):
+        raise RecordError(f"{label}.content must be a list of content items, "
+                          f"found {type(content).__name__}")
 
 
 def codex_tool_result(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
@@ -662,14 +666,15 @@ class CodexCliJsonReader(CodexCliReader):
         if not isinstance(items, list):
             raise RecordError(f"a Codex CLI JSON rollout needs an 'items' list, found "
                               f"{type(items).__name__}")
-        check_response_items(items, "items")
         self.begin({})
         if isinstance(session, dict):
             self.where = "/session"
             self._session_meta(session, str_or_none(session.get("timestamp")), out)
+        # an item that cannot be read costs that item, not the rollout
         for index, item in enumerate(items):
             self.where = f"/items/{index}"
-            self._item(item, None, out, self.where)
+            out.read_element(f"items[{index}]", item, lambda index=index, item=item: (
+                check_response_item(item, f"items[{index}]"), self._item(item, None, out, self.where)))
         if not items:
             self.where = None
             self._common(None, out)   # the session row of an empty rollout

@@ -550,42 +550,34 @@ class GeminiCliReader(_GeminiPayloads, Reader):
         session = session_columns(obj, self.ctx.parts)
         out.session(json_path="", **session)
         facts = SessionFacts(obj["sessionId"], recorded_dir(obj))
-        readable = []
+        valid = {index for index, msg in enumerate(messages)
+                 if out.read_element(f"messages[{index}]", msg, lambda index=index, msg=msg:
+                                     validate_message(msg, f"messages[{index}]"))}
+        collect_recorded([msg for index, msg in enumerate(messages) if index in valid], facts)
         for index, msg in enumerate(messages):
-            try:
-                validate_message(msg, f"messages[{index}]")
-            except RecordError as exc:
-                self._quarantine_message(out, index, msg, exc.message, facts)
-            else:
-                readable.append((index, msg))
-        collect_recorded([msg for _index, msg in readable], facts)
-        for index, msg in readable:
-            mark = out.mark()
-            try:
-                for row in message_rows(msg, f"/messages/{index}", facts):
-                    cols = out.message(**row.message)
-                    if row.tool_call is not None:
-                        out.tool_call(seq=cols["seq"], block_no=cols["block_no"], **row.tool_call)
-                    if row.tool_result is not None:
-                        out.tool_result(seq=cols["seq"], block_no=cols["block_no"], **row.tool_result)
-                reason = out.check_since(mark)
-            except RecordError as exc:
-                reason = exc.message
-            if reason is not None:
-                out.rollback_to(mark)
-                self._quarantine_message(out, index, msg, f"messages[{index}]: {reason}", facts)
+            if index not in valid or not out.read_element(
+                    f"messages[{index}]", msg,
+                    lambda index=index, msg=msg: self._message(out, msg, f"/messages/{index}", facts)):
+                self._unread_usage(out, index, msg, facts)
         return "conversation"
 
     @staticmethod
-    def _quarantine_message(out: Emitter, index: int, msg: Any, reason: str,
-                            facts: SessionFacts) -> None:
-        """One message of the session that cannot be read: quarantined on its own (a bad
-        message costs that message, not the session). A model reply's ``tokens`` are still
-        counted, as ccusage 20.0.24 counts every object of type ``gemini`` with a ``tokens``
-        object (probed: a reply without an id, with content of another type, with a
-        ``toolCalls`` or ``thoughts`` that is not a list): a usage-only row (kind meta, subtype
-        ``usage_unreadable``), unless that row cannot be stored either."""
-        out.quarantine_item(reason, msg)
+    def _message(out: Emitter, msg: dict, path: str, facts: SessionFacts) -> None:
+        for row in message_rows(msg, path, facts):
+            cols = out.message(**row.message)
+            if row.tool_call is not None:
+                out.tool_call(seq=cols["seq"], block_no=cols["block_no"], **row.tool_call)
+            if row.tool_result is not None:
+                out.tool_result(seq=cols["seq"], block_no=cols["block_no"], **row.tool_result)
+
+    @staticmethod
+    def _unread_usage(out: Emitter, index: int, msg: Any, facts: SessionFacts) -> None:
+        """A message of the session that could not be read (quarantined on its own: a bad
+        message costs that message, not the session) still has its ``tokens`` counted when
+        it is a model reply, as ccusage 20.0.24 counts every object of type ``gemini`` with a
+        ``tokens`` object (probed: a reply without an id, with content of another type, with
+        a ``toolCalls`` or ``thoughts`` that is not a list): a usage-only row (kind meta,
+        subtype ``usage_unreadable``), unless that row cannot be stored either."""
         if not (isinstance(msg, dict) and msg.get("type") == "gemini"
                 and isinstance(msg.get("tokens"), dict)):
             return
@@ -679,6 +671,21 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
             return "metadata"
         return "unknown"
 
+    @staticmethod
+    def _emit_defined(out: Emitter, item: "Defined", facts: SessionFacts,
+                      blocks: dict[int, int]) -> None:
+        """The rows of one surviving message, with the provenance of its defining line."""
+        prov = dict(line_no=item.line_no, byte_offset=item.byte_offset, byte_len=item.byte_len)
+        for row in message_rows(item.msg, item.json_path, facts):
+            block = blocks.get(item.line_no, 0)
+            blocks[item.line_no] = block + 1
+            seq = item.line_no * SEQ_STRIDE + block
+            out.message(seq=seq, block_no=block, **prov, **row.message)
+            if row.tool_call is not None:
+                out.tool_call(seq=seq, block_no=block, **prov, **row.tool_call)
+            if row.tool_result is not None:
+                out.tool_result(seq=seq, block_no=block, **prov, **row.tool_result)
+
     def finish(self, out: Emitter) -> dict:
         session_id = self.session_id or self.ctx.stem
         if self.meta_prov is not None:
@@ -691,27 +698,12 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
         collect_recorded([d.msg for d in defined], facts)
         blocks: dict[int, int] = {}
         for item in defined:
-            prov = dict(line_no=item.line_no, byte_offset=item.byte_offset, byte_len=item.byte_len)
-            mark, first_block = out.mark(), blocks.get(item.line_no, 0)
-            try:
-                for row in message_rows(item.msg, item.json_path, facts):
-                    block = blocks.get(item.line_no, 0)
-                    blocks[item.line_no] = block + 1
-                    seq = item.line_no * SEQ_STRIDE + block
-                    out.message(seq=seq, block_no=block, **prov, **row.message)
-                    if row.tool_call is not None:
-                        out.tool_call(seq=seq, block_no=block, **prov, **row.tool_call)
-                    if row.tool_result is not None:
-                        out.tool_result(seq=seq, block_no=block, **prov, **row.tool_result)
-                reason = out.check_since(mark)
-            except RecordError as exc:
-                reason = exc.message
-            if reason is not None:   # this message only (its line was read as a record)
-                out.rollback_to(mark)
+            # a message that cannot be stored costs that message (its line was read)
+            first_block = blocks.get(item.line_no, 0)
+            label = f"line {item.line_no}" + (f" ({item.json_path})" if item.json_path else "")
+            if not out.read_element(label, item.msg, lambda item=item: self._emit_defined(
+                    out, item, facts, blocks)):
                 blocks[item.line_no] = first_block
-                out.quarantine_item(f"line {item.line_no}"
-                                    + (f" ({item.json_path})" if item.json_path else "")
-                                    + f": {reason}", item.msg)
         # a model reply the user rewound (or a $set re-sync left out) is gone from the
         # conversation, but its API call was made and billed: one meta row keeps its usage
         # (ccusage counts these calls too), the transcript has no text of it

@@ -211,7 +211,9 @@ class MiniSweAgentReader(Reader):
         awaiting_v1 = False               # the awaited answer is a v1 observation
         format_error_next = False         # v1: the last reply had 0 or >= 2 action blocks
         submission = info.get("submission") if isinstance(info.get("submission"), str) else None
-        for index, message in enumerate(messages):
+
+        def read_message(index: int, message: Any) -> None:
+            nonlocal awaiting, awaiting_v1, format_error_next
             where = f"{prefix}/{index}"
             if not isinstance(message, dict):
                 raise RecordError(f"messages[{index}] is a {type(message).__name__}, "
@@ -286,6 +288,11 @@ class MiniSweAgentReader(Reader):
             else:
                 out.message(role=role if isinstance(role, str) and role in _ROLES else "system", kind="other",
                             subtype=str(role), text=text, **row)
+
+        # a message that cannot be read costs that message, not the trajectory
+        for index, message in enumerate(messages):
+            out.read_element(f"messages[{index}]", message,
+                             lambda index=index, message=message: read_message(index, message))
 
         if stats is not None:
             out.message(session_id=session_id, role="assistant", kind="other",

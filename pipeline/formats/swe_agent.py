@@ -378,7 +378,9 @@ class SweAgentReader(Reader):
         unmatched = 0                   # history actions found in no trajectory step
         awaiting: tuple[str, str] | None = None   # made-up call waiting for its observation
         names: dict[str, str | None] = {}
-        for index, entry in enumerate(history):
+
+        def read_entry(index: int, entry: Any) -> None:
+            nonlocal cursor, unmatched, awaiting
             where = f"{prefix}/history/{index}"
             if not isinstance(entry, dict):
                 raise RecordError(f"{label}history[{index}] is a {type(entry).__name__}, "
@@ -391,7 +393,7 @@ class SweAgentReader(Reader):
                 out.message(role=role if isinstance(role, str) and role in _ROLES else "user", kind="meta",
                             subtype="demonstration", text=text, is_demo=True, is_meta=True,
                             is_prompt=False, **row)
-                continue
+                return
             subtype = nonempty_str(entry.get("message_type"))
             if role == "system":
                 out.message(role="system", kind="text", subtype=subtype or "system_prompt",
@@ -427,6 +429,11 @@ class SweAgentReader(Reader):
                                 is_prompt=bool(text.strip()), **row)
             else:
                 out.message(role="system", kind="other", subtype=str(role), text=text, **row)
+
+        # an entry that cannot be read costs that entry, not the trajectory
+        for index, entry in enumerate(history):
+            out.read_element(f"{label}history[{index}]", entry,
+                             lambda index=index, entry=entry: read_entry(index, entry))
 
         # 1.0-era files: the final submit lives in the trajectory only (when history and
         # trajectory disagree on action texts, nothing can be told apart: read nothing)
