@@ -23,14 +23,17 @@ current_usage AS (
 ranked AS (
     -- usage dedup rule, mirrored in create_view_messages.sql (ranked): change both together;
     -- on these rows only (same partitions, so the same survivors): usage once per API call,
-    -- the row with the largest output_tokens (docs/formats.md)
+    -- its fullest row (docs/formats.md)
     SELECT
         *,
         api_call_id IS NULL
             OR input_tokens IS NULL
             OR row_number() OVER (
                 PARTITION BY session_id, api_call_id, input_tokens IS NULL
-                ORDER BY output_tokens DESC NULLS LAST, seq DESC
+                -- the fullest row (most tokens in all), the first of equals, as ccusage keeps
+                ORDER BY coalesce(input_tokens, 0) + coalesce(output_tokens, 0)
+                         + coalesce(cache_creation_tokens, 0) + coalesce(cache_read_tokens, 0) DESC,
+                         seq
             ) = 1 AS usage_kept
     FROM current_usage
 ),

@@ -1,17 +1,20 @@
--- messages: current message rows; recorded usage kept once per API call (largest output_tokens)
+-- messages: current message rows; recorded usage kept once per API call (its fullest row)
 CREATE OR REPLACE VIEW messages AS
 WITH current_rows AS (
     SELECT * FROM _messages_current
 ),
 ranked AS (
-    -- usage dedup rule, mirrored in create_view_usage_call_rows_live.sql (ranked): change both together
+    -- usage dedup rule, mirrored in create_macro_usage_call_rows_of.sql (ranked): change both together
     SELECT
         *,
         api_call_id IS NULL
             OR input_tokens IS NULL
             OR row_number() OVER (
                 PARTITION BY session_id, api_call_id, input_tokens IS NULL
-                ORDER BY output_tokens DESC NULLS LAST, seq DESC
+                -- the fullest row (most tokens in all), the first of equals, as ccusage keeps
+                ORDER BY coalesce(input_tokens, 0) + coalesce(output_tokens, 0)
+                         + coalesce(cache_creation_tokens, 0) + coalesce(cache_read_tokens, 0) DESC,
+                         seq
             ) = 1 AS usage_kept
     FROM current_rows
 ),

@@ -746,17 +746,24 @@ CLAUDE_USAGES = [
 ]
 
 
-def _claude_usages_archive(root: Path) -> Path:
+def _claude_daily_replies_archive(root: Path, name: str, month: str, edits: list) -> Path:
+    """A session of one user line then one reply a day from ``<month>-02`` (reply i: 2**i
+    input tokens, 1 output token), reply i edited in place by ``edits[i]``."""
     archive = root / "archive"
-    t = ClaudeTranscript("sess-usages", start="2026-10-01T09:00:00", cwd="/home/me/usages")
+    t = ClaudeTranscript(f"sess-{name}", start=f"{month}-01T09:00:00", cwd=f"/home/me/{name}")
     t.user("go")
-    for index in range(len(CLAUDE_USAGES)):
-        t.say("x", model="claude-sonnet-4-20250514", at=f"2026-10-{index + 2:02d}T10:00:00",
-              usage={"input_tokens": 1, "output_tokens": 1})
-    usages = iter(CLAUDE_USAGES)
-    _edit_replies(t.write(archive / "claude" / "projects" / "usages"),
-                  lambda obj: obj["message"].update(usage=next(usages)))
+    for index in range(len(edits)):
+        t.say("x", model="claude-sonnet-4-20250514", at=f"{month}-{index + 2:02d}T10:00:00",
+              usage={"input_tokens": 2 ** index, "output_tokens": 1})
+    remaining = iter(edits)
+    _edit_replies(t.write(archive / "claude" / "projects" / name), lambda obj: next(remaining)(obj))
     return archive
+
+
+def _claude_usages_archive(root: Path) -> Path:
+    return _claude_daily_replies_archive(
+        root, "usages", "2026-10",
+        [lambda obj, usage=usage: obj["message"].update(usage=usage) for usage in CLAUDE_USAGES])
 
 
 def test_a_claude_usage_ccusage_cannot_read_quarantines_its_line_with_why(tmp_path):
@@ -781,6 +788,121 @@ def test_a_claude_usage_ccusage_cannot_read_quarantines_its_line_with_why(tmp_pa
 def test_claude_usages_are_counted_as_ccusage_counts_them(tmp_path, ccusage):
     archive = _claude_usages_archive(tmp_path)
     _assert_input_days_agree(ccusage, archive, _lake(tmp_path, archive))
+
+
+# edits of a Claude Code reply line, one reply a day from 2026-09-02 with 2**i input tokens:
+# ccusage 20.0.24 counts the reply when the third member is True (probed field by field with a
+# number, null, "", {}, [], true, "x" and absent); the second: whether ctxlake quarantines it
+CLAUDE_LINE_EDITS = [
+    ("content a number", True, True, lambda obj: obj["message"].update(content=5)),
+    ("a content block a string", True, True, lambda obj: obj["message"].update(content=["oops"])),
+    ("uuid a number", True, True, lambda obj: obj.update(uuid=5)),
+    ("cwd an array", False, True, lambda obj: obj.update(cwd=[])),
+    ("type unknown", False, True, lambda obj: obj.update(type="x")),
+    ("type missing", False, True, lambda obj: obj.pop("type")),
+    ("role user", False, True, lambda obj: obj["message"].update(role="user")),
+    ("cache writes split 7 + 1", False, True,
+     lambda obj: obj["message"]["usage"].update(cache_creation_input_tokens=3, cache_creation={
+         "ephemeral_5m_input_tokens": 7, "ephemeral_1h_input_tokens": 1})),
+    ("sessionId empty", True, False, lambda obj: obj.update(sessionId="")),
+    ("version 1.0", True, False, lambda obj: obj.update(version="1.0")),
+    ("isSidechain a string", True, False, lambda obj: obj.update(isSidechain="no")),
+    ("cwd null", True, False, lambda obj: obj.update(cwd=None)),
+    ("costUSD null", True, False, lambda obj: obj.update(costUSD=None)),
+    ("requestId a number", True, False, lambda obj: obj.update(requestId=5)),
+    ("isApiErrorMessage null", True, False, lambda obj: obj.update(isApiErrorMessage=None)),
+    ("message.id null", True, False, lambda obj: obj["message"].update(id=None)),
+    ("model empty", True, False, lambda obj: obj["message"].update(model="")),
+    ("speed Fast", True, False, lambda obj: obj["message"]["usage"].update(speed="Fast")),
+    ("cache writes split a string", True, False,
+     lambda obj: obj["message"]["usage"].update(cache_creation="x")),
+]
+
+
+def _claude_line_edits_archive(root: Path) -> Path:
+    return _claude_daily_replies_archive(root, "edits", "2026-09",
+                                         [edit for *_, edit in CLAUDE_LINE_EDITS])
+
+
+def test_a_claude_reply_line_counts_its_usage_exactly_when_ccusage_does_quarantined_or_not(tmp_path):
+    lake = _lake(tmp_path, _claude_line_edits_archive(tmp_path))
+    days = {row["date"]: (row["input_tokens"], row["cache_write_tokens"])
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert days == {f"2026-09-{index + 2:02d}": (2 ** index, 8 if "split 7" in name else 0)
+                    for index, (name, _, counted, _) in enumerate(CLAUDE_LINE_EDITS) if counted}
+    with lake.connect() as con:
+        quarantined = dict(con.execute("SELECT line_no, reason FROM quarantine").fetchall())
+        usage_only = con.execute(
+            "SELECT line_no, role, kind, subtype, text, input_tokens FROM messages "
+            "WHERE subtype = 'usage_unreadable' ORDER BY line_no").fetchall()
+    # line 1 is the user's; reply i is line i + 2
+    assert sorted(quarantined) == [index + 2 for index, (_, q, _, _) in enumerate(CLAUDE_LINE_EDITS) if q]
+    assert quarantined[2] == "message.content must be a string or a list of blocks, found int"
+    assert quarantined[3] == "content block 0 is a str, expected an object"
+    refusals = {name: quarantined[index + 2] for index, (name, q, counted, _) in
+                enumerate(CLAUDE_LINE_EDITS) if q and not counted}
+    tail = ": ccusage reads no usage from such a line, so it is quarantined so that it stays out of the usage sums"
+    assert refusals == {
+        "sessionId empty": 'sessionId is a string (""), expected a non-empty string' + tail,
+        "version 1.0": 'version is a string ("1.0"), expected a version such as 2.0.61' + tail,
+        "isSidechain a string": 'isSidechain is a string ("no"), expected true, false or null' + tail,
+        "cwd null": "cwd is null (null), expected a value (ccusage refuses null there)" + tail,
+        "costUSD null": "costUSD is null (null), expected a number" + tail,
+        "requestId a number": "requestId is a number (5), expected a non-empty string" + tail,
+        "isApiErrorMessage null": "isApiErrorMessage is null (null), expected a value (ccusage refuses null there)" + tail,
+        "message.id null": "message.id is null (null), expected a non-empty string" + tail,
+        "model empty": 'message.model is a string (""), expected a non-empty string' + tail,
+        "speed Fast": 'message.usage.speed is a string ("Fast"), expected "standard" or "fast"' + tail,
+        "cache writes split a string": 'message.usage.cache_creation is a string ("x"), expected an object or null' + tail,
+    }
+    # a quarantined line ccusage counts keeps its usage as a usage-only row, and only that
+    assert usage_only == [(index + 2, "assistant", "meta", "usage_unreadable", "", 2 ** index)
+                          for index, (_, q, counted, _) in enumerate(CLAUDE_LINE_EDITS) if q and counted]
+
+
+def test_claude_reply_lines_ccusage_counts_or_refuses_give_ccusage_figures(tmp_path, ccusage):
+    archive = _claude_line_edits_archive(tmp_path)
+    lake = _lake(tmp_path, archive)
+    theirs = {row["date"]: (row["inputTokens"], row["outputTokens"], row["cacheCreationTokens"],
+                            row["cacheReadTokens"])
+              for row in _ccusage_json(ccusage, archive, "daily")["daily"]}
+    ours = {row["date"]: (row["input_tokens"], row["output_tokens"], row["cache_write_tokens"],
+                          row["cache_read_tokens"])
+            for row in usage_report(lake, period="day", tz="UTC").to_dict()["rows"]}
+    assert ours == theirs
+    assert len(theirs) == sum(1 for edit in CLAUDE_LINE_EDITS if edit[2])
+
+
+def _split_replies_archive(root: Path) -> Path:
+    """Two replies of two lines each (usage 100 in, 1 out, 50 cache reads on each line), the
+    second line of the first then less full in all (30 out, no cache reads), the second line of
+    the second fuller (30 out)."""
+    archive = root / "archive"
+    t = ClaudeTranscript("sess-split", start="2026-08-01T09:00:00", cwd="/home/me/split")
+    t.user("go")
+    for _ in range(2):
+        t.reply({"type": "text", "text": "a"}, {"type": "text", "text": "b"},
+                usage={"input_tokens": 100, "output_tokens": 1, "cache_read_input_tokens": 50})
+    second_lines = iter([None, {"output_tokens": 30, "cache_read_input_tokens": 0}, None,
+                         {"output_tokens": 30}])
+    _edit_replies(t.write(archive / "claude" / "projects" / "split"),
+                  lambda obj: obj["message"]["usage"].update(next(second_lines) or {}))
+    return archive
+
+
+def test_a_reply_written_as_several_lines_counts_its_fullest_line_as_ccusage_does(tmp_path):
+    lake = _lake(tmp_path, _split_replies_archive(tmp_path))
+    totals = usage_report(lake, period="day", tz="UTC").to_dict()["totals"]
+    # the first reply's first line (151 tokens against 130), the second's second (181 against 151)
+    assert (totals["input_tokens"], totals["output_tokens"], totals["cache_read_tokens"]) == (200, 31, 100)
+
+
+def test_replies_written_as_several_lines_give_ccusage_figures(tmp_path, ccusage):
+    archive = _split_replies_archive(tmp_path)
+    day = _ccusage_json(ccusage, archive, "daily")["daily"][0]
+    totals = usage_report(_lake(tmp_path, archive), period="day", tz="UTC").to_dict()["totals"]
+    assert (totals["input_tokens"], totals["output_tokens"], totals["cache_read_tokens"]) == \
+        (day["inputTokens"], day["outputTokens"], day["cacheReadTokens"])
 
 
 def test_claude_on_bedrock_is_priced_at_aws_prices_long_context_included_as_in_ccusage(tmp_path):

@@ -107,7 +107,8 @@ def json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _short(value: Any) -> str:
+def short_value(value: Any) -> str:
+    """A value as a reason quotes it: its JSON, cut at 60 characters."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e21:
         return f"{value:.3e}"
     try:
@@ -176,12 +177,12 @@ def odd_timestamp(raw: str) -> str | None:
             and raw[-1:] in _ISO_LAST:
         return None
     if raw.strip().lower() in _INFINITE:
-        return f"timestamp {_short(raw)} is infinite"
+        return f"timestamp {short_value(raw)} is infinite"
     if _BC.search(raw):
-        return f"timestamp {_short(raw)} is a BC date"
+        return f"timestamp {short_value(raw)} is a BC date"
     match = _YEAR.match(raw)
     if match and (match.group(1) == "-" or not 2 <= int(match.group(2)) <= 9998):
-        return f"timestamp {_short(raw)} has a year outside 0002-9998"
+        return f"timestamp {short_value(raw)} has a year outside 0002-9998"
     return None
 
 
@@ -197,7 +198,7 @@ def check_row(table: str, row: dict) -> str | None:
             continue
         types, kind, bounds = spec
         if type(value) not in types:
-            return (f"{key} is {json_type_name(value)} ({_short(value)}), expected "
+            return (f"{key} is {json_type_name(value)} ({short_value(value)}), expected "
                     f"{_EXPECTED[types[0]]}")
         if kind == _PLAIN:
             continue
@@ -208,15 +209,15 @@ def check_row(table: str, row: dict) -> str | None:
                         "quarantined so that no later stage meets it")
         elif kind == _TOKENS:
             if value < 0:
-                return (f"usage {key} is {_short(value)}: a token count cannot be negative (the line is "
+                return (f"usage {key} is {short_value(value)}: a token count cannot be negative (the line is "
                         "quarantined so that it stays out of the usage sums)")
             if value > MAX_TOKEN_COUNT:
-                return (f"usage {key} is {_short(value)}, over the largest count kept ({MAX_TOKEN_COUNT:,}"
+                return (f"usage {key} is {short_value(value)}, over the largest count kept ({MAX_TOKEN_COUNT:,}"
                         " = 2^53-1; a 64-bit count ends at 9,223,372,036,854,775,807): the line"
                         " is quarantined so that it stays out of the usage sums")
         elif kind == _COST:
             if not 0 <= value <= MAX_COST_USD:   # NaN fails both comparisons
-                return (f"recorded cost {_short(value)} USD is not a cost (negative, not finite or"
+                return (f"recorded cost {short_value(value)} USD is not a cost (negative, not finite or"
                         f" over {MAX_COST_USD:,.0f} USD): the line is quarantined so that it stays"
                         " out of the cost sums")
         elif not bounds[0] <= value <= bounds[1]:
@@ -363,7 +364,7 @@ def token_count(container: dict, key: str, where: str) -> int | None:
     value = container[key]
     count = None if type(value) is float and abs(value) < 2.0 ** 64 else exact_int(value)
     if count is None:
-        raise RecordError(f"{where}.{key} is {json_type_name(value)} ({_short(value)}), expected "
+        raise RecordError(f"{where}.{key} is {json_type_name(value)} ({short_value(value)}), expected "
                           "an integer token count: the line is quarantined so that it stays out "
                           "of the usage sums")
     return count
@@ -375,7 +376,7 @@ def usage_object(container: dict, key: str, where: str) -> dict | None:
     value = container.get(key)
     if value is None or isinstance(value, dict):
         return value
-    raise RecordError(f"{where}.{key} is {json_type_name(value)} ({_short(value)}), expected an "
+    raise RecordError(f"{where}.{key} is {json_type_name(value)} ({short_value(value)}), expected an "
                       "object: the line is quarantined so that it stays out of the usage sums")
 
 
@@ -795,6 +796,12 @@ class Reader:
         """Undo what the last ``line`` call changed in the reader's own state: the engine calls
         it when it quarantines that line (its rows are rolled back too), so that a quarantined
         line costs that line only (e.g. not the session it would have opened)."""
+
+    def unread_line(self, obj: dict, out: Emitter) -> None:
+        """Rows a quarantined line still gives, emitted after its rows and the reader's state
+        were rolled back (the line stays quarantined): none by default. Claude Code keeps the
+        usage ccusage counts from such a line (a usage-only row). The engine rolls these rows
+        back too, and calls :meth:`rollback`, when one cannot be stored."""
 
     # document layout
     def document(self, obj: Any, out: Emitter) -> str:

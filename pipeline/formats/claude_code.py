@@ -5,7 +5,7 @@ file-history-snapshot/... (unknown types are kept as ``kind = other``); one assi
 response is written as several lines (one per content block) sharing ``message.id`` and
 ``requestId`` with usage repeated and ``output_tokens`` final only on the last line: every row
 gets ``api_call_id = "<message.id>:<requestId>"`` and the ``messages`` view keeps usage once
-per call (largest ``output_tokens``). A line with a ``message.id`` but no ``requestId`` (older
+per call (its fullest line: most tokens in all, the first of equals, as ccusage keeps). A line with a ``message.id`` but no ``requestId`` (older
 versions, some resumed copies) is keyed ``"<message.id>@<timestamp>"``: the same message
 written again at the same time is one call, as ccusage counts it. Lines without a string
 ``message.id`` are never deduplicated.
@@ -42,7 +42,8 @@ from typing import Any
 from pipeline.formats.base import (
     CALL_TYPES, COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input,
     anthropic_tool_result, call_timestamp, content_text, dumps, first_json_values,
-    first_line_members, server_tool_input, server_tool_result, token_count, usage_object,
+    first_line_members, json_type_name, server_tool_input, server_tool_result, short_value,
+    token_count, usage_object,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 from pipeline.reports.prices import FAST_SUFFIX, NOT_A_MODEL
@@ -82,8 +83,9 @@ REQUIRED_COUNTS = ("input_tokens", "output_tokens")
 def _usage_columns(usage: dict) -> dict:
     """The usage columns of a Claude usage object. A usage ccusage reads nothing from raises
     :class:`RecordError` (the line is quarantined, with why), so that the sums agree with its:
-    ``input_tokens`` or ``output_tokens`` missing or null, or a count :func:`token_count`
-    refuses (of the cache-write split too; probed on ccusage 20.0.24)."""
+    ``input_tokens`` or ``output_tokens`` missing or null, a count :func:`token_count`
+    refuses (of the cache-write split too), a split that is not an object or null (probed on
+    ccusage 20.0.24)."""
     for key in REQUIRED_COUNTS:
         if usage.get(key) is None:
             raise RecordError(f"message.usage.{key} is {'null' if key in usage else 'missing'}: "
@@ -97,11 +99,89 @@ def _usage_columns(usage: dict) -> dict:
         cache_write_1h_tokens=None, usage_scope="call")
     split = usage.get("cache_creation")
     if isinstance(split, dict):
-        token_count(split, "ephemeral_5m_input_tokens", "message.usage.cache_creation")
-        # the 1-hour TTL part of the cache writes (priced at the 1-hour rate)
-        columns["cache_write_1h_tokens"] = token_count(split, "ephemeral_1h_input_tokens",
-                                                       "message.usage.cache_creation")
+        # the cache writes by TTL: their sum is the call's writes, as ccusage counts them
+        # (not cache_creation_input_tokens, which Claude Code writes equal to it), the 1-hour
+        # part priced at the 1-hour rate
+        minutes_5 = token_count(split, "ephemeral_5m_input_tokens", "message.usage.cache_creation")
+        hour_1 = token_count(split, "ephemeral_1h_input_tokens", "message.usage.cache_creation")
+        columns["cache_creation_tokens"] = (minutes_5 or 0) + (hour_1 or 0)
+        columns["cache_write_1h_tokens"] = hour_1
+    elif split is not None:
+        raise RecordError(f"message.usage.cache_creation is {json_type_name(split)} "
+                          f"({short_value(split)}), expected an object or null: ccusage reads no "
+                          "usage from such a line, so it is quarantined so that it stays out of "
+                          "the usage sums")
     return columns
+
+
+# a version as ccusage 20.0.24 reads it: three dotted numbers first ("2.0.61", "1.0.0-beta.1")
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
+SPEEDS = ("standard", "fast")
+
+
+def _ccusage_refusal(obj: dict, message: dict, usage: dict) -> str | None:
+    """Why ccusage 20.0.24 reads no usage from a line whose usage object it could read: a
+    field its schema checks holds a value it refuses (probed field by field, each with a
+    number, null, "", {}, [], true, "x" and absent), or None. A time it cannot read is not a
+    refusal here: the call is a "(no date)" row (:func:`call_timestamp`)."""
+    def refused(where: str, value: Any, expected: str) -> str:
+        return f"{where} is {json_type_name(value)} ({short_value(value)}), expected {expected}"
+
+    for where, container, key in (("sessionId", obj, "sessionId"), ("requestId", obj, "requestId"),
+                                  ("message.id", message, "id"), ("message.model", message, "model")):
+        if key in container and not (isinstance(container[key], str) and container[key]):
+            return refused(where, container[key], "a non-empty string")
+    if "version" in obj and not (isinstance(obj["version"], str) and _VERSION.match(obj["version"])):
+        return refused("version", obj["version"], "a version such as 2.0.61")
+    if obj.get("isSidechain", False) is not None and not isinstance(obj.get("isSidechain", False), bool):
+        return refused("isSidechain", obj["isSidechain"], "true, false or null")
+    cost = obj.get("costUSD", 0)
+    if not isinstance(cost, (int, float)) or isinstance(cost, bool):
+        return refused("costUSD", cost, "a number")
+    for key in ("cwd", "isApiErrorMessage"):
+        if key in obj and obj[key] is None:
+            return refused(key, None, "a value (ccusage refuses null there)")
+    if "speed" in usage and usage["speed"] not in SPEEDS:
+        return refused("message.usage.speed", usage["speed"], '"standard" or "fast"')
+    return None
+
+
+def call_columns(obj: dict, message: dict) -> dict:
+    """The columns of the API call a line records: ``model``, ``api_call_id`` (see the module
+    docstring), the usage counts and ``cost_usd_recorded``. A usage ccusage reads nothing from
+    (:func:`_usage_columns`, :func:`_ccusage_refusal`) raises :class:`RecordError`: the line is
+    quarantined, with why, so that it stays out of the usage sums as it stays out of ccusage's."""
+    columns: dict[str, Any] = {}
+    usage = usage_object(message, "usage", "message")
+    if usage:
+        refusal = _ccusage_refusal(obj, message, usage)
+        if refusal is not None:
+            raise RecordError(f"{refusal}: ccusage reads no usage from such a line, so it is "
+                              "quarantined so that it stays out of the usage sums")
+    mid, rid = message.get("id"), obj.get("requestId")
+    model = message.get("model")
+    if usage and usage.get("speed") == "fast" and isinstance(model, str) and model \
+            and not model.endswith(FAST_SUFFIX) and not NOT_A_MODEL.match(model):
+        # fast mode is priced apart (pipeline.reports.prices): named as ccusage names it
+        model += FAST_SUFFIX
+    columns["model"] = model
+    stamp = obj.get("timestamp")
+    if mid and rid and isinstance(mid, str) and isinstance(rid, str):
+        columns["api_call_id"] = f"{mid}:{rid}"
+    elif mid and rid is None and isinstance(mid, str) and isinstance(stamp, str) and stamp:
+        columns["api_call_id"] = f"{mid}@{stamp}"
+    if usage:
+        columns.update(_usage_columns(usage))
+    cost = obj.get("costUSD")
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        # older Claude Code versions record the cost they computed for the call
+        columns["cost_usd_recorded"] = float(cost)
+    return columns
+
+
+def _carries_usage(obj: dict) -> bool:
+    message = obj.get("message")
+    return isinstance(message, dict) and isinstance(message.get("usage"), dict)
 
 
 class ClaudeCodeReader(Reader):
@@ -222,10 +302,10 @@ class ClaudeCodeReader(Reader):
             return True
         return False
 
-    def line(self, obj: dict, out: Emitter) -> str:
+    def _open_session(self, obj: dict, rtype: str, out: Emitter) -> dict:
+        """The line's session (its session_info row when due) and the columns every row of
+        the line shares."""
         self._undo = (self.session_id, None, None)
-        rtype = obj.get("type")
-        rtype = rtype if isinstance(rtype, str) else "unknown"
         session_id, parent = self._session_of(obj)
         if self._session_row_due(session_id, rtype, isinstance(obj.get("cwd"), str)):
             out.session(
@@ -234,17 +314,25 @@ class ClaudeCodeReader(Reader):
                 agent_id=obj.get("agentId"), cli_version=obj.get("version"),
                 timestamp_raw=call_timestamp(obj.get("timestamp"), keep_other=True),
             )
-        common = dict(
+        return dict(
             session_id=session_id, uuid=obj.get("uuid"), parent_uuid=obj.get("parentUuid"),
             timestamp_raw=call_timestamp(obj.get("timestamp")),
             is_sidechain=obj.get("isSidechain") is True, is_meta=obj.get("isMeta") is True,
         )
+
+    def line(self, obj: dict, out: Emitter) -> str:
+        rtype = obj.get("type")
+        rtype = rtype if isinstance(rtype, str) else "unknown"
+        common = self._open_session(obj, rtype, out)
+        # ccusage counts a line's message.usage whatever its type: so does the line's row
+        call = call_columns(obj, obj["message"]) \
+            if rtype not in ("user", "assistant") and _carries_usage(obj) else {}
         if rtype in ("user", "assistant"):
             self._message(obj, rtype, common, out)
         elif rtype == "summary":
             out.message(role="system", kind="summary", subtype="summary",
                         text=obj.get("summary") if isinstance(obj.get("summary"), str) else "",
-                        **common)
+                        **common, **call)
         elif rtype == "system":
             subtype = obj.get("subtype") if isinstance(obj.get("subtype"), str) else None
             meta = obj.get("compactMetadata") or obj.get("microcompactMetadata")
@@ -252,12 +340,33 @@ class ClaudeCodeReader(Reader):
             if meta is not None and not text:
                 text = dumps(meta)
             out.message(role="system", kind="boundary" if subtype in BOUNDARY_SUBTYPES else "meta",
-                        subtype=subtype, text=text, **common)
+                        subtype=subtype, text=text, **common, **call)
         elif rtype in BOOKKEEPING:
-            pass
+            if call:
+                out.message(role="system", kind="meta", subtype=rtype, text="", **common, **call)
         else:
-            out.message(role="system", kind="other", subtype=rtype, text="", **common)
+            out.message(role="system", kind="other", subtype=rtype, text="", **common, **call)
         return rtype
+
+    def unread_line(self, obj: dict, out: Emitter) -> None:
+        """A quarantined line whose usage ccusage 20.0.24 still counts (probed: content that
+        is not a string or a list of objects, a uuid, parentUuid or cwd that is not a string,
+        more content blocks than a line holds): its usage as a usage-only row (role assistant,
+        kind meta, subtype ``usage_unreadable``, no text), its session opened as the line
+        would have, from the line's string facts. Nothing when ccusage counts nothing."""
+        if not _carries_usage(obj):
+            return
+        try:
+            call = call_columns(obj, obj["message"])
+        except RecordError:
+            return
+        facts = {key: obj[key] for key in ("sessionId", "agentId", "isSidechain", "timestamp")
+                 if key in obj}
+        facts.update({key: obj[key] for key in ("cwd", "gitBranch", "version", "uuid", "parentUuid")
+                      if isinstance(obj.get(key), str)})
+        common = dict(self._open_session(facts, "assistant", out), is_meta=True)
+        out.message(role="assistant", kind="meta", subtype="usage_unreadable", text="",
+                    is_prompt=False, json_path="/message/usage", **common, **call)
 
     def _message(self, obj: dict, rtype: str, common: dict, out: Emitter) -> None:
         message = obj.get("message")
@@ -270,26 +379,12 @@ class ClaudeCodeReader(Reader):
             raise RecordError("message.content must be a string or a list of blocks, found "
                               f"{type(content).__name__}")
         usage_cols: dict[str, Any] = {}
-        if role == "assistant":
-            usage = usage_object(message, "usage", "message")
-            mid, rid = message.get("id"), obj.get("requestId")
-            model = message.get("model")
-            if usage and usage.get("speed") == "fast" and isinstance(model, str) and model \
-                    and not model.endswith(FAST_SUFFIX) and not NOT_A_MODEL.match(model):
-                # fast mode is priced apart (pipeline.reports.prices): named as ccusage names it
-                model += FAST_SUFFIX
-            common["model"] = model
-            stamp = obj.get("timestamp")
-            if mid and rid and isinstance(mid, str) and isinstance(rid, str):
-                common["api_call_id"] = f"{mid}:{rid}"
-            elif mid and rid is None and isinstance(mid, str) and isinstance(stamp, str) and stamp:
-                common["api_call_id"] = f"{mid}@{stamp}"
-            if usage:
-                usage_cols = _usage_columns(usage)
-            cost = obj.get("costUSD")
-            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-                # older Claude Code versions record the cost they computed for the call
-                usage_cols["cost_usd_recorded"] = float(cost)
+        if role == "assistant" or message.get("usage") is not None:
+            # ccusage counts a usage whatever the line's role (a user line with one too)
+            usage_cols = call_columns(obj, message)
+            common["model"] = usage_cols.pop("model")
+            if "api_call_id" in usage_cols:
+                common["api_call_id"] = usage_cols.pop("api_call_id")
         special = None
         if obj.get("isCompactSummary"):
             special = "summary"

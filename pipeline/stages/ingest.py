@@ -951,6 +951,7 @@ def read_file(task: FileTask, writer: PartWriter, run_id: str, max_line_bytes: i
                     if reason is not None:
                         out.rollback_line()
                         reader.rollback()
+                        _unread_line(reader, obj, out)
                     else:
                         records.append(source_id, generation, line_no, offset, line_len, None,
                                        rtype, session, content)
@@ -1026,6 +1027,20 @@ def _quarantine_items(ctx: SourceContext, out: Emitter, quarantine: list[dict]) 
     count = len(out.item_problems)
     out.item_problems.clear()
     return count
+
+
+def _unread_line(reader, obj: dict, out: Emitter) -> None:
+    """The rows a quarantined line still gives (:meth:`Reader.unread_line`), all or none: a
+    reader bug or a row that cannot be stored rolls them back (the line is quarantined
+    either way)."""
+    try:
+        reader.unread_line(obj, out)
+        reason = out.check_line()
+    except Exception:  # noqa: BLE001 - the line is already quarantined with its reason
+        reason = "unreadable"
+    if reason is not None:
+        out.rollback_line()
+        reader.rollback()
 
 
 def _first_session(out: Emitter) -> str | None:
