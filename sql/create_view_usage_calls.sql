@@ -14,13 +14,16 @@ session_rows AS (
 ),
 usage_rows AS (
     -- one call once across the lake (Claude Code copies earlier calls into a resumed or
-    -- forked session's file, same message.id:requestId): kept in the session that recorded
-    -- it first (its own time, then the session's first call, then the file path, as ccusage
-    -- orders files); session rows and transcripts stay whole, only usage is deduplicated
+    -- forked session's file, same message.id:requestId): its fullest row, as within a
+    -- session (a response whose lines name two sessions), then, copies being equal, the
+    -- session that recorded it first (its own time, then the session's first call, then the
+    -- file path, as ccusage orders files); session rows and transcripts stay whole, only
+    -- usage is deduplicated
     SELECT * FROM session_rows
     QUALIFY call_key IS NULL OR row_number() OVER (
         PARTITION BY call_key
-        ORDER BY recorded_at NULLS LAST, session_first_at NULLS LAST, source_path, session_id, seq
+        ORDER BY input_tokens + output_tokens + cache_write_tokens + cache_read_tokens DESC,
+                 recorded_at NULLS LAST, session_first_at NULLS LAST, source_path, session_id, seq
     ) = 1
 ),
 prices AS (

@@ -874,27 +874,37 @@ def test_claude_reply_lines_ccusage_counts_or_refuses_give_ccusage_figures(tmp_p
 
 
 def _split_replies_archive(root: Path) -> Path:
-    """Two replies of two lines each (usage 100 in, 1 out, 50 cache reads on each line), the
+    """Three replies of two lines each (usage 100 in, 1 out, 50 cache reads on each line), the
     second line of the first then less full in all (30 out, no cache reads), the second line of
-    the second fuller (30 out)."""
+    the second fuller (30 out), the second line of the third fuller and in a sub-agent's
+    session (an ``agentId``)."""
     archive = root / "archive"
     t = ClaudeTranscript("sess-split", start="2026-08-01T09:00:00", cwd="/home/me/split")
     t.user("go")
-    for _ in range(2):
+    for _ in range(3):
         t.reply({"type": "text", "text": "a"}, {"type": "text", "text": "b"},
                 usage={"input_tokens": 100, "output_tokens": 1, "cache_read_input_tokens": 50})
-    second_lines = iter([None, {"output_tokens": 30, "cache_read_input_tokens": 0}, None,
-                         {"output_tokens": 30}])
+    fuller = {"output_tokens": 30}
+    edits = iter([{}, {"output_tokens": 30, "cache_read_input_tokens": 0}, {}, fuller, {}, fuller])
     _edit_replies(t.write(archive / "claude" / "projects" / "split"),
-                  lambda obj: obj["message"]["usage"].update(next(second_lines) or {}))
+                  lambda obj: obj["message"]["usage"].update(next(edits)))
+    path_lines = archive / "claude" / "projects" / "split" / "sess-split.jsonl"
+    lines = [json.loads(line) for line in path_lines.read_text(encoding="utf-8").splitlines()]
+    lines[-1]["agentId"] = "a1"
+    path_lines.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines),
+                          encoding="utf-8")
     return archive
 
 
 def test_a_reply_written_as_several_lines_counts_its_fullest_line_as_ccusage_does(tmp_path):
     lake = _lake(tmp_path, _split_replies_archive(tmp_path))
     totals = usage_report(lake, period="day", tz="UTC").to_dict()["totals"]
-    # the first reply's first line (151 tokens against 130), the second's second (181 against 151)
-    assert (totals["input_tokens"], totals["output_tokens"], totals["cache_read_tokens"]) == (200, 31, 100)
+    # the first reply's first line (151 tokens against 130), the second's second (181 against
+    # 151), the third's second, in the sub-agent's session
+    assert (totals["input_tokens"], totals["output_tokens"], totals["cache_read_tokens"]) == (300, 61, 150)
+    sessions = {row["session_id"]: row["output_tokens"]
+                for row in usage_report(lake, period="session", tz="UTC").to_dict()["rows"]}
+    assert sessions == {"sess-split": 31, "sess-split/agent-a1": 30}
 
 
 def test_replies_written_as_several_lines_give_ccusage_figures(tmp_path, ccusage):
