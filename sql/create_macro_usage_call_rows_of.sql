@@ -99,11 +99,11 @@ sub_agent_types AS (
 dated AS (
     -- a row without its own time (run-level totals) is dated at the session's last timed
     -- usage; a call whose own time the reader could not take (docs/formats.md), as ccusage
-    -- dates it: a Claude Code call not at all (a "(no date)" row), a Gemini call at its
-    -- session's start
+    -- dates it: a Claude Code call or a Codex token_count not at all (a "(no date)" row), a
+    -- Gemini call at its session's start
     SELECT usage_rows.*,
            CASE WHEN usage_rows.recorded_at IS NOT NULL THEN usage_rows.recorded_at
-                WHEN f.format = 'claude_code' THEN NULL
+                WHEN f.format IN ('claude_code', 'codex_cli') THEN NULL
                 WHEN f.format = 'gemini_cli' THEN f.started_at
                 ELSE last_seen.last_at
            END AS "timestamp"

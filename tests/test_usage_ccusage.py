@@ -1023,3 +1023,51 @@ def test_a_hostile_codex_count_is_read_as_ccusage_reads_it_and_costs_no_line(tmp
 def test_hostile_codex_counts_give_ccusage_figures(tmp_path, ccusage):
     archive = _codex_hostile_archive(tmp_path)
     assert _codex_days(_lake(tmp_path, archive)) == _ccusage_codex_days(ccusage, archive)
+
+
+# the real Codex rollout, each copy a session of its own, N days later (ccusage counts one
+# token_count event once across files: its time and counts), with one line made hostile; its
+# last token_count event (line 55) is a call of 171 new input, 3,968 cached, 38 output tokens
+REAL_CODEX_ID = "019b04ae-b1c6-7c72-a134-a4c2de66058c"
+CODEX_LINE_EDITS = {
+    "last call without a time": (55, lambda obj: obj.pop("timestamp")),
+    "session_meta without a payload": (1, lambda obj: obj.update(payload=None)),
+    "a count an object": (55, lambda obj: obj["payload"]["info"]["last_token_usage"].update(total_tokens={})),
+}
+
+
+def _codex_line_edits_archive(root: Path) -> Path:
+    archive = root / "archive"
+    folder = archive / "codex" / "sessions" / "2025" / "12" / "09"
+    folder.mkdir(parents=True)
+    text = (REAL / "codex" / "codex_session.jsonl").read_text(encoding="utf-8")
+    for number, (line_no, edit) in enumerate(CODEX_LINE_EDITS.values(), start=1):
+        session_id = REAL_CODEX_ID[:-12] + f"{number:012d}"
+        copy = text.replace(REAL_CODEX_ID, session_id).replace('"2025-12-09T', f'"2025-12-{9 + number}T')
+        lines = [json.loads(line) for line in copy.splitlines()]
+        edit(lines[line_no - 1])
+        (folder / f"rollout-2025-12-09T19-55-16-{session_id}.jsonl").write_text(
+            "".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines), encoding="utf-8")
+    return archive
+
+
+def test_hostile_codex_lines_cost_their_line_and_leave_the_usage_ccusage_counts(tmp_path):
+    lake = _lake(tmp_path, _codex_line_edits_archive(tmp_path))
+    # dated: the whole rollout once, without its last call twice; the call without a time is
+    # a "(no date)" row, as ccusage leaves it out; the call with an object for a count is out
+    assert _codex_days(lake) == {"2025-12-10": (3657, 18944, 370), None: (171, 3968, 38),
+                                 "2025-12-11": (3828, 22912, 408), "2025-12-12": (3657, 18944, 370)}
+    with lake.connect() as con:
+        quarantined = con.execute("SELECT line_no, reason FROM quarantine ORDER BY path").fetchall()
+    assert quarantined == [
+        (1, "a 'session_meta' line needs a 'payload' object, found null"),
+        (55, "payload.info.last_token_usage.total_tokens is an object ({}), expected a count: ccusage "
+             "reads no usage from such an event, so the line is quarantined so that it stays out of "
+             "the usage sums"),
+    ]
+
+
+def test_hostile_codex_lines_give_ccusage_figures(tmp_path, ccusage):
+    archive = _codex_line_edits_archive(tmp_path)
+    ours = {day: counts for day, counts in _codex_days(_lake(tmp_path, archive)).items() if day}
+    assert ours == _ccusage_codex_days(ccusage, archive)

@@ -107,8 +107,8 @@ from typing import Any
 import orjson
 
 from pipeline.formats.base import (
-    Emitter, Reader, RecordError, dumps, first_json_values, nested_value,
-    responses_tool_input, responses_tool_result, str_or_none, tool_family,
+    Emitter, Reader, RecordError, dumps, first_json_values, json_type_name, nested_value,
+    responses_tool_input, responses_tool_result, short_value, str_or_none, tool_family,
 )
 
 FORMAT = "codex_cli"
@@ -239,6 +239,11 @@ def codex_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
     return None
 
 
+def _rollout_line(value: dict) -> bool:
+    """Whether a JSON line's ``type`` is one of a current rollout's line types."""
+    return isinstance(value.get("type"), str) and value["type"] in LINE_TYPES
+
+
 class CodexCliReader(Reader):
     name = "codex_cli"
     layout = "jsonl"
@@ -260,11 +265,16 @@ class CodexCliReader(Reader):
             return 0
         name = path.rsplit("/", 1)[-1]
         rollout = name.startswith("rollout-")
-        values = first_json_values(head, 2)
+        values = first_json_values(head, 3)
         if values and isinstance(values[0], dict):
             first = values[0]
-            if isinstance(first.get("type"), str) and first["type"] in LINE_TYPES \
-                    and isinstance(first.get("payload"), dict):
+            if _rollout_line(first) and isinstance(first.get("payload"), dict):
+                return 95
+            # a first line whose payload is damaged (null, a number: quarantined on its own),
+            # the next ones rollout lines: ccusage reads the rest of the file, so does ctxlake
+            if _rollout_line(first) and "payload" in first and len(values) > 1 and all(
+                    isinstance(value, dict) and _rollout_line(value)
+                    and isinstance(value.get("payload"), dict) for value in values[1:]):
                 return 95
             if isinstance(first.get("id"), str) and "timestamp" in first and "type" not in first \
                     and not {"messages", "role", "sessionId", "payload"} & first.keys():
@@ -307,7 +317,7 @@ class CodexCliReader(Reader):
             payload = obj.get("payload")
             if not isinstance(payload, dict):
                 raise RecordError(f"a '{ltype}' line needs a 'payload' object, found "
-                                  f"{type(payload).__name__}")
+                                  f"{json_type_name(payload)}")
             ts = str_or_none(obj.get("timestamp"))
             if ltype == "session_meta":
                 self._session_meta(payload, ts, out)
@@ -580,6 +590,17 @@ class CodexCliReader(Reader):
         ``last_token_usage`` when the event has one, else the total's increase (a total that
         went down: the total itself); cached input is at most the input."""
         total, call = info.get("total_token_usage"), info.get("last_token_usage")
+        for where, counts in (("total_token_usage", total), ("last_token_usage", call)):
+            for key in (*TOTAL_KEYS, "total_tokens"):
+                value = counts.get(key) if isinstance(counts, dict) else None
+                if isinstance(value, (dict, list)):
+                    # ccusage 20.0.24 reads no usage from such an event (probed on each count
+                    # of both objects): out of the usage sums too, with why
+                    raise RecordError(
+                        f"payload.info.{where}.{key} is {json_type_name(value)} "
+                        f"({short_value(value)}), expected a count: ccusage reads no usage "
+                        "from such an event, so the line is quarantined so that it stays out "
+                        "of the usage sums")
         previous = {k: _count((self.last_total or {}).get(k)) for k in TOTAL_KEYS}
         delta = None if not isinstance(call, dict) else \
             {k: _count(call.get(k)) for k in TOTAL_KEYS}
