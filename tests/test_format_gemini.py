@@ -306,8 +306,8 @@ def test_a_jsonl_reply_whose_count_no_table_holds_costs_that_reply_not_the_file(
     # the reply's row fails the row check: that reply alone is quarantined (line 0)
     path = tmp_path / "chats" / "session-2026-01-02T10-00-5e55101d.jsonl"
     _write(path, [_meta_line(), _msg("u1", "user", "ok"),
-                  _msg("g1", "gemini", "big", tokens=dict(TOKENS, output=2 ** 65)),
-                  _msg("g2", "gemini", "fine", tokens=TOKENS)])
+                  _msg("g1", "gemini", "big", tokens=dict(TOKENS, output=2 ** 65), model="m"),
+                  _msg("g2", "gemini", "fine", tokens=TOKENS, model="m")])
     lake, summary = ingest_paths(tmp_path, path)
     assert (summary.lines, summary.records, summary.quarantined) == (4, 4, 0)
     assert [p.where for p in summary.problems] == [str(path)]

@@ -717,6 +717,34 @@ def test_unreadable_gemini_messages_give_ccusage_figures(tmp_path, ccusage):
     _assert_gemini_days_agree(ccusage, tmp_path, _gemini_messages_archive(tmp_path))
 
 
+def _gemini_damaged_facts_archive(root: Path) -> Path:
+    """The real Gemini session without its sessionId, its last reply's model null (a reply of
+    935 new input, 5,751 cached and 17 output tokens besides thoughts)."""
+    session, replies = _gemini_real_session()
+    del session["sessionId"]
+    replies[-1]["model"] = None
+    return _gemini_archive(root, session)
+
+
+def test_a_gemini_session_without_its_id_is_read_and_a_reply_without_a_model_costs_that_reply(tmp_path):
+    lake = _lake(tmp_path, _gemini_damaged_facts_archive(tmp_path))
+    assert _gemini_days(lake) == {"2025-12-09": (23896 - 935, 43377 - 5751, 300 - 17)}
+    with lake.connect() as con:
+        # the file's name stands for the session id, as in ccusage
+        assert con.execute("SELECT DISTINCT session_id FROM messages").fetchall() == [
+            ("session-2025-12-09T19-51-f0a689a6",)]
+        assert con.execute("SELECT line_no, reason FROM quarantine").fetchall() == [
+            (0, "messages[8] (987ce5b4-fb0f-4d2d-bae7-2a1aa1bf99c0): model is null, expected a "
+                "model name: ccusage reads no usage from such a reply, so it is quarantined so "
+                "that it stays out of the usage sums")]
+        assert con.execute("SELECT count(*) FROM messages WHERE subtype = 'usage_unreadable'"
+                           ).fetchone() == (0,)
+
+
+def test_a_gemini_session_without_its_id_gives_ccusage_figures(tmp_path, ccusage):
+    _assert_gemini_days_agree(ccusage, tmp_path, _gemini_damaged_facts_archive(tmp_path))
+
+
 def test_a_claude_sonnet_4_call_over_200k_pays_the_long_context_price_as_in_ccusage(tmp_path):
     # the genai-prices snapshot has no long-context tier for Sonnet 4; ccusage charges it as
     # Sonnet 4.5 ($6 per MTok of input above 200k)

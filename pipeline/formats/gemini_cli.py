@@ -88,7 +88,7 @@ from typing import Any
 
 from pipeline.formats.base import (
     SEQ_STRIDE, Emitter, Reader, RecordError, call_timestamp, dumps, first_json_values,
-    str_or_none, tool_family,
+    json_type_name, str_or_none, tool_family,
 )
 
 FORMAT = "gemini_cli"
@@ -245,6 +245,10 @@ class SessionFacts:
     recorded_results: set[str] = field(default_factory=set)
 
 
+def _named_model(msg: dict) -> bool:
+    return isinstance(msg.get("model"), str) and bool(msg["model"])
+
+
 def validate_message(msg: Any, where: str) -> None:
     if not isinstance(msg, dict):
         raise RecordError(f"{where} is a {type(msg).__name__}, expected a message object")
@@ -256,6 +260,12 @@ def validate_message(msg: Any, where: str) -> None:
     if content is not None and not isinstance(content, (str, list, dict)):
         raise RecordError(f"{where} ({msg['id']}): content must be a string or a list of parts, "
                           f"found {type(content).__name__}")
+    if msg["type"] == "gemini" and isinstance(msg.get("tokens"), dict) and not _named_model(msg):
+        # ccusage 20.0.24 reads no usage from such a reply (probed: a number, null, "", an
+        # object, an array, true, absent): out of the usage sums too, with why
+        raise RecordError(f"{where} ({msg['id']}): model is {json_type_name(msg.get('model'))}, "
+                          "expected a model name: ccusage reads no usage from such a reply, so it "
+                          "is quarantined so that it stays out of the usage sums")
     for key in ("toolCalls", "thoughts"):
         value = msg.get(key)
         if value is not None and not isinstance(value, list):
@@ -533,20 +543,24 @@ class GeminiCliReader(_GeminiPayloads, Reader):
     def sniff(cls, path: str, head: bytes) -> int:
         if not path.endswith(".json") or path.endswith(".traj.json"):
             return 0
-        if b'"projectHash"' not in head or b'"sessionId"' not in head:
-            return 0
+        has_id, has_hash = b'"sessionId"' in head, b'"projectHash"' in head
         name = path.rsplit("/", 1)[-1]
-        return 95 if name.startswith("session-") or "/.gemini/" in path else 80
+        in_place = name.startswith("session-") or "/.gemini/" in path
+        if has_id and has_hash:
+            return 95 if in_place else 80
+        # one of the two lost (ccusage still reads the session): where Gemini CLI writes one
+        return 90 if (has_id or has_hash) and in_place and b'"messages"' in head else 0
 
     def document(self, obj: Any, out: Emitter) -> str:
         if not isinstance(obj, dict):
             raise RecordError(f"a Gemini CLI session file holds an object, found {type(obj).__name__}")
-        if not isinstance(obj.get("sessionId"), str):
-            raise RecordError("a Gemini CLI session needs a string 'sessionId'")
         messages = obj.get("messages")
         if not isinstance(messages, list):
             raise RecordError("a Gemini CLI session needs a 'messages' list, found "
                               f"{type(messages).__name__}")
+        if not (isinstance(obj.get("sessionId"), str) and obj["sessionId"]):
+            # the file's name stands for a missing or damaged sessionId, as in ccusage
+            obj = dict(obj, sessionId=self.ctx.stem)
         session = session_columns(obj, self.ctx.parts)
         out.session(json_path="", **session)
         facts = SessionFacts(obj["sessionId"], recorded_dir(obj))
@@ -579,7 +593,7 @@ class GeminiCliReader(_GeminiPayloads, Reader):
         a ``toolCalls`` or ``thoughts`` that is not a list): a usage-only row (kind meta,
         subtype ``usage_unreadable``), unless that row cannot be stored either."""
         if not (isinstance(msg, dict) and msg.get("type") == "gemini"
-                and isinstance(msg.get("tokens"), dict)):
+                and isinstance(msg.get("tokens"), dict) and _named_model(msg)):
             return
         stand_in = dict(msg, id=msg["id"] if isinstance(msg.get("id"), str)
                         else f"{facts.session_id}/messages/{index}")
