@@ -1061,6 +1061,7 @@ CODEX_LINE_EDITS = {
     "last call without a time": (55, lambda obj: obj.pop("timestamp")),
     "session_meta without a payload": (1, lambda obj: obj.update(payload=None)),
     "a count an object": (55, lambda obj: obj["payload"]["info"]["last_token_usage"].update(total_tokens={})),
+    "session_meta without its payload member": (1, lambda obj: obj.pop("payload")),
 }
 
 
@@ -1084,7 +1085,8 @@ def test_hostile_codex_lines_cost_their_line_and_leave_the_usage_ccusage_counts(
     # dated: the whole rollout once, without its last call twice; the call without a time is
     # a "(no date)" row, as ccusage leaves it out; the call with an object for a count is out
     assert _codex_days(lake) == {"2025-12-10": (3657, 18944, 370), None: (171, 3968, 38),
-                                 "2025-12-11": (3828, 22912, 408), "2025-12-12": (3657, 18944, 370)}
+                                 "2025-12-11": (3828, 22912, 408), "2025-12-12": (3657, 18944, 370),
+                                 "2025-12-13": (3828, 22912, 408)}
     with lake.connect() as con:
         quarantined = con.execute("SELECT line_no, reason FROM quarantine ORDER BY path").fetchall()
     assert quarantined == [
@@ -1092,6 +1094,7 @@ def test_hostile_codex_lines_cost_their_line_and_leave_the_usage_ccusage_counts(
         (55, "payload.info.last_token_usage.total_tokens is an object ({}), expected a count: ccusage "
              "reads no usage from such an event, so the line is quarantined so that it stays out of "
              "the usage sums"),
+        (1, "a 'session_meta' line needs a 'payload' object, found none"),
     ]
 
 

@@ -270,9 +270,9 @@ class CodexCliReader(Reader):
             first = values[0]
             if _rollout_line(first) and isinstance(first.get("payload"), dict):
                 return 95
-            # a first line whose payload is damaged (null, a number: quarantined on its own),
-            # the next ones rollout lines: ccusage reads the rest of the file, so does ctxlake
-            if _rollout_line(first) and "payload" in first and len(values) > 1 and all(
+            # a first line whose payload is damaged or missing (quarantined on its own), the
+            # next ones rollout lines: ccusage reads the rest of the file, so does ctxlake
+            if _rollout_line(first) and len(values) > 1 and all(
                     isinstance(value, dict) and _rollout_line(value)
                     and isinstance(value.get("payload"), dict) for value in values[1:]):
                 return 95
@@ -317,7 +317,7 @@ class CodexCliReader(Reader):
             payload = obj.get("payload")
             if not isinstance(payload, dict):
                 raise RecordError(f"a '{ltype}' line needs a 'payload' object, found "
-                                  f"{json_type_name(payload)}")
+                                  f"{json_type_name(payload) if 'payload' in obj else 'none'}")
             ts = str_or_none(obj.get("timestamp"))
             if ltype == "session_meta":
                 self._session_meta(payload, ts, out)
