@@ -1102,3 +1102,43 @@ def test_hostile_codex_lines_give_ccusage_figures(tmp_path, ccusage):
     archive = _codex_line_edits_archive(tmp_path)
     ours = {day: counts for day, counts in _codex_days(_lake(tmp_path, archive)).items() if day}
     assert ours == _ccusage_codex_days(ccusage, archive)
+
+
+def _gemini_jsonl_damaged_archive(root: Path) -> Path:
+    """The real Gemini session written as Gemini CLI's JSONL (a metadata line, then a line a
+    message), its sessionId null, one reply without its id (line 10), one with thoughts that
+    are not a list (line 9), one with a null model (line 8)."""
+    session, _replies = _gemini_real_session()
+    messages = session.pop("messages")
+    session["sessionId"] = None
+    del messages[8]["id"]
+    messages[7]["thoughts"] = "x"
+    messages[6]["model"] = None
+    archive = root / "archive"
+    chats = archive / "gemini" / "tmp" / "0123abcd" / "chats"
+    chats.mkdir(parents=True)
+    (chats / "session-2025-12-09T19-51-f0a689a6.jsonl").write_text(
+        "".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in [session, *messages]),
+        encoding="utf-8")
+    return archive
+
+
+def test_damaged_gemini_jsonl_records_cost_their_line_and_keep_the_usage_ccusage_counts(tmp_path):
+    lake = _lake(tmp_path, _gemini_jsonl_damaged_archive(tmp_path))
+    # every reply counted, as in the session left whole
+    assert _gemini_days(lake) == {"2025-12-09": (23896, 43377, 300)}
+    with lake.connect() as con:
+        assert con.execute("SELECT line_no, reason FROM quarantine ORDER BY line_no").fetchall() == [
+            (9, "message record (f81824ae-e215-42fb-898a-e324c8bac796): 'thoughts' must be a list, "
+                "found str"),
+            (10, "message record has no string 'id'")]
+        assert con.execute("SELECT api_call_id, input_tokens FROM messages "
+                           "WHERE subtype = 'usage_unreadable' ORDER BY 1").fetchall() == [
+            ("f81824ae-e215-42fb-898a-e324c8bac796", 741),
+            ("session-2025-12-09T19-51-f0a689a6/line/10", 935)]
+        assert con.execute("SELECT DISTINCT session_id FROM messages").fetchall() == [
+            ("session-2025-12-09T19-51-f0a689a6",)]
+
+
+def test_damaged_gemini_jsonl_records_give_ccusage_figures(tmp_path, ccusage):
+    _assert_gemini_days_agree(ccusage, tmp_path, _gemini_jsonl_damaged_archive(tmp_path))

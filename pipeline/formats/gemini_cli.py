@@ -249,7 +249,10 @@ def _named_model(msg: dict) -> bool:
     return isinstance(msg.get("model"), str) and bool(msg["model"])
 
 
-def validate_message(msg: Any, where: str) -> None:
+def validate_message(msg: Any, where: str, *, model_named: bool = False) -> None:
+    """Raise :class:`RecordError` for a message no row can be made of. ``model_named``: a
+    reply with ``tokens`` must name its model too (a session document's: ccusage 20.0.24
+    reads no usage from one without, where it reads a JSONL record's whatever its model)."""
     if not isinstance(msg, dict):
         raise RecordError(f"{where} is a {type(msg).__name__}, expected a message object")
     if not isinstance(msg.get("id"), str):
@@ -260,7 +263,8 @@ def validate_message(msg: Any, where: str) -> None:
     if content is not None and not isinstance(content, (str, list, dict)):
         raise RecordError(f"{where} ({msg['id']}): content must be a string or a list of parts, "
                           f"found {type(content).__name__}")
-    if msg["type"] == "gemini" and isinstance(msg.get("tokens"), dict) and not _named_model(msg):
+    if model_named and msg["type"] == "gemini" and isinstance(msg.get("tokens"), dict) \
+            and not _named_model(msg):
         # ccusage 20.0.24 reads no usage from such a reply (probed: a number, null, "", an
         # object, an array, true, absent): out of the usage sums too, with why
         raise RecordError(f"{where} ({msg['id']}): model is {json_type_name(msg.get('model'))}, "
@@ -448,8 +452,10 @@ def session_columns(meta: dict, ctx_parts: tuple[str, ...]) -> dict:
 
 
 def _looks_like_metadata(obj: Any) -> bool:
-    return isinstance(obj, dict) and isinstance(obj.get("sessionId"), str) \
-        and isinstance(obj.get("projectHash"), str)
+    """A JSONL session's first record: its facts (``sessionId``, ``projectHash``), no message
+    member. Either fact may be damaged or missing: ccusage still reads the session."""
+    return isinstance(obj, dict) and ("sessionId" in obj or "projectHash" in obj) \
+        and not {"id", "type", "payload", "$set", "$rewindTo"} & obj.keys()
 
 
 # ---------------------------------------------------------------------------------------
@@ -566,7 +572,8 @@ class GeminiCliReader(_GeminiPayloads, Reader):
         facts = SessionFacts(obj["sessionId"], recorded_dir(obj))
         valid = {index for index, msg in enumerate(messages)
                  if out.read_element(f"messages[{index}]", msg, lambda index=index, msg=msg:
-                                     validate_message(msg, f"messages[{index}]"))}
+                                     validate_message(msg, f"messages[{index}]",
+                                                      model_named=True))}
         collect_recorded([msg for index, msg in enumerate(messages) if index in valid], facts)
         for index, msg in enumerate(messages):
             if index not in valid or not out.read_element(
@@ -643,6 +650,7 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
         self.meta_prov: tuple[int, int, int] | None = None
         self.messages: dict[str, Defined] = {}
         self.dropped: dict[str, tuple[Defined, str]] = {}   # id -> (last definition, why)
+        self.unreadable: list[Defined] = []     # quarantined replies whose usage counts
         self.session_id: str | None = None
 
     def _drop(self, ids, why: str) -> None:
@@ -681,9 +689,23 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
             self.meta.update(obj)
             if self.meta_prov is None:
                 self.meta_prov = prov
-            self.session_id = self.meta["sessionId"]
+            if isinstance(self.meta.get("sessionId"), str) and self.meta["sessionId"]:
+                self.session_id = self.meta["sessionId"]
+            else:   # the file's name stands for it (finish), as in ccusage
+                self.meta.pop("sessionId", None)
             return "metadata"
+        if "id" in obj or "type" in obj:
+            # a message record without a string id: quarantined (unread_line keeps its usage)
+            validate_message(obj, "message record")
         return "unknown"
+
+    def unread_line(self, obj: dict, out: Emitter) -> None:
+        """A quarantined message record that is a model reply with ``tokens`` (no string id,
+        content or thoughts of another type): ccusage 20.0.24 counts it (probed), so it is
+        kept as a usage-only row at the end of the file (subtype ``usage_unreadable``; id
+        ``<sessionId>/line/<n>`` when it has none)."""
+        if obj.get("type") == "gemini" and isinstance(obj.get("tokens"), dict):
+            self.unreadable.append(Defined(obj, out.line_no, out.byte_offset, out.byte_len, ""))
 
     @staticmethod
     def _emit_defined(out: Emitter, item: "Defined", facts: SessionFacts,
@@ -730,4 +752,12 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
             out.message(seq=item.line_no * SEQ_STRIDE + block, block_no=block, line_no=item.line_no,
                         byte_offset=item.byte_offset, byte_len=item.byte_len,
                         **dropped_usage_row(item.msg, item.json_path, session_id, why))
+        for item in self.unreadable:
+            stand_in = dict(item.msg, id=item.msg["id"] if isinstance(item.msg.get("id"), str)
+                            else f"{session_id}/line/{item.line_no}")
+            label = f"line {item.line_no}"
+            out.read_element(label, item.msg, lambda item=item, stand_in=stand_in: out.message(
+                seq=item.line_no * SEQ_STRIDE, block_no=0, line_no=item.line_no,
+                byte_offset=item.byte_offset, byte_len=item.byte_len,
+                **dropped_usage_row(stand_in, "", session_id, "unreadable")))
         return {}
