@@ -16,9 +16,9 @@ in_range AS (
             -- default), named by their first day, as ccusage names them
             WHEN 'week' THEN strftime(local_day - CAST((isodow(local_day) - CAST($week_start AS INTEGER) + 7) % 7 AS INTEGER), '%Y-%m-%d')
             WHEN 'month' THEN strftime(local_day, '%Y-%m')
-            -- a Claude Code call whose time cannot be read is "(no date)" here too, as
-            -- ccusage leaves it out of its session
-            ELSE CASE WHEN bucket IS NOT NULL OR format IS DISTINCT FROM 'claude_code' THEN session_id END
+            -- a Claude Code call or Codex token_count whose time cannot be read is "(no
+            -- date)" here too, as ccusage leaves it out of its session
+            ELSE CASE WHEN bucket IS NOT NULL OR format NOT IN ('claude_code', 'codex_cli') THEN session_id END
         END AS period,
         CASE CAST($group AS VARCHAR)
             WHEN 'agent' THEN agent

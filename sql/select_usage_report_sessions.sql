@@ -11,7 +11,7 @@ in_range AS (
             WHEN 'day' THEN strftime(local_day, '%Y-%m-%d')
             WHEN 'week' THEN strftime(local_day - CAST((isodow(local_day) - CAST($week_start AS INTEGER) + 7) % 7 AS INTEGER), '%Y-%m-%d')
             WHEN 'month' THEN strftime(local_day, '%Y-%m')
-            ELSE CASE WHEN bucket IS NOT NULL OR format IS DISTINCT FROM 'claude_code' THEN session_id END
+            ELSE CASE WHEN bucket IS NOT NULL OR format NOT IN ('claude_code', 'codex_cli') THEN session_id END
         END AS period
     FROM calls
     WHERE (CAST($since AS DATE) IS NULL OR local_day >= CAST($since AS DATE))

@@ -1087,6 +1087,13 @@ def test_hostile_codex_lines_cost_their_line_and_leave_the_usage_ccusage_counts(
     assert _codex_days(lake) == {"2025-12-10": (3657, 18944, 370), None: (171, 3968, 38),
                                  "2025-12-11": (3828, 22912, 408), "2025-12-12": (3657, 18944, 370),
                                  "2025-12-13": (3828, 22912, 408)}
+    # in the session report too, as ccusage leaves it out of its session
+    sessions = {row["session_id"]: row["input_tokens"]
+                for row in usage_report(lake, period="session", tz="UTC").to_dict()["rows"]}
+    assert sessions == {REAL_CODEX_ID[:-12] + "000000000001": 3657, None: 171,
+                        REAL_CODEX_ID[:-12] + "000000000002": 3828,
+                        REAL_CODEX_ID[:-12] + "000000000003": 3657,
+                        REAL_CODEX_ID[:-12] + "000000000004": 3828}
     with lake.connect() as con:
         quarantined = con.execute("SELECT line_no, reason FROM quarantine ORDER BY path").fetchall()
     assert quarantined == [

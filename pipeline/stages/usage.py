@@ -81,6 +81,10 @@ GROUPS = ("model", "agent", "project", "format")
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 COUNTED = ("api_calls", *TOKEN_KINDS, "cache_write_1h_tokens", "reasoning_tokens", "total_tokens")
 MICRO = Decimal("0.000001")
+# the formats whose call without a readable time is a "(no date)" row in every report, the
+# session report too (sql/create_macro_usage_call_rows_of.sql dates the others' calls; the
+# session reports' SQL names them too)
+UNDATED_FORMATS = ("claude_code", "codex_cli")
 MISMATCH = Decimal("0.05")            # recorded vs computed cost: flagged above 5%
 CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session call rows
 CALL_ROWS_ORDER = ["session_id", "source_id", "seq"]
@@ -537,8 +541,9 @@ def _summary_periods(summary: Summary, params: dict):
         if since is not None and day < since or until is not None and day > until:
             continue
         if period == "session":
-            # a Claude Code call whose time cannot be read: "(no date)", as in the SQL
-            yield row, row[1][0] if row[0] is not None or row[5] != "claude_code" else None
+            # a Claude Code call or Codex token_count whose time cannot be read: "(no date)",
+            # as in the SQL
+            yield row, row[1][0] if row[0] is not None or row[5] not in UNDATED_FORMATS else None
             continue
         name = names.get(day, names)
         if name is names:
