@@ -107,6 +107,18 @@ def json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
+def unexpected(where: str, value: Any, expected: str) -> str:
+    """A reason's first clause: where a value is, what it is, what was expected."""
+    return f"{where} is {json_type_name(value)} ({short_value(value)}), expected {expected}"
+
+
+def refused_by_ccusage(unit: str, subject: str = "it") -> str:
+    """A reason's tail for a value ccusage 20.0.24 reads no usage from (``unit``: a line, an
+    event, a reply; ``subject``: what is quarantined)."""
+    return (f"ccusage reads no usage from such {unit}, so {subject} is quarantined so that it "
+            "stays out of the usage sums")
+
+
 def short_value(value: Any) -> str:
     """A value as a reason quotes it: its JSON, cut at 60 characters."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e21:
@@ -198,8 +210,7 @@ def check_row(table: str, row: dict) -> str | None:
             continue
         types, kind, bounds = spec
         if type(value) not in types:
-            return (f"{key} is {json_type_name(value)} ({short_value(value)}), expected "
-                    f"{_EXPECTED[types[0]]}")
+            return unexpected(key, value, _EXPECTED[types[0]])
         if kind == _PLAIN:
             continue
         if kind == _TIMESTAMP:
@@ -364,9 +375,8 @@ def token_count(container: dict, key: str, where: str) -> int | None:
     value = container[key]
     count = None if type(value) is float and abs(value) < 2.0 ** 64 else exact_int(value)
     if count is None:
-        raise RecordError(f"{where}.{key} is {json_type_name(value)} ({short_value(value)}), expected "
-                          "an integer token count: the line is quarantined so that it stays out "
-                          "of the usage sums")
+        raise RecordError(unexpected(f"{where}.{key}", value, "an integer token count") +
+                          ": the line is quarantined so that it stays out of the usage sums")
     return count
 
 
@@ -376,8 +386,8 @@ def usage_object(container: dict, key: str, where: str) -> dict | None:
     value = container.get(key)
     if value is None or isinstance(value, dict):
         return value
-    raise RecordError(f"{where}.{key} is {json_type_name(value)} ({short_value(value)}), expected an "
-                      "object: the line is quarantined so that it stays out of the usage sums")
+    raise RecordError(unexpected(f"{where}.{key}", value, "an object") +
+                      ": the line is quarantined so that it stays out of the usage sums")
 
 
 def content_text(content: Any) -> str:

@@ -5,10 +5,10 @@ file-history-snapshot/... (unknown types are kept as ``kind = other``); one assi
 response is written as several lines (one per content block) sharing ``message.id`` and
 ``requestId`` with usage repeated and ``output_tokens`` final only on the last line: every row
 gets ``api_call_id = "<message.id>:<requestId>"`` and the ``messages`` view keeps usage once
-per call (its fullest line: most tokens in all, the first of equals, as ccusage keeps). A line with a ``message.id`` but no ``requestId`` (older
-versions, some resumed copies) is keyed ``"<message.id>@<timestamp>"``: the same message
-written again at the same time is one call, as ccusage counts it. Lines without a string
-``message.id`` are never deduplicated.
+per call (its fullest line: most tokens in all, the first of equals, as ccusage keeps). A
+line with a ``message.id`` but no ``requestId`` (older versions, some resumed copies) is
+keyed ``"<message.id>@<timestamp>"``: the same message written again at the same time is
+one call, as ccusage counts it. Lines without a string ``message.id`` are never deduplicated.
 ``usage.cache_creation.ephemeral_1h_input_tokens`` (the 1-hour part of the cache writes) is
 ``cache_write_1h_tokens``; a line's ``costUSD`` (written by older versions) is
 ``cost_usd_recorded``.
@@ -42,8 +42,8 @@ from typing import Any
 from pipeline.formats.base import (
     CALL_TYPES, COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input,
     anthropic_tool_result, call_timestamp, content_text, dumps, first_json_values,
-    first_line_members, json_type_name, server_tool_input, server_tool_result, short_value,
-    token_count, usage_object,
+    first_line_members, refused_by_ccusage, server_tool_input, server_tool_result, token_count,
+    unexpected, usage_object,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 from pipeline.reports.prices import FAST_SUFFIX, NOT_A_MODEL
@@ -107,10 +107,8 @@ def _usage_columns(usage: dict) -> dict:
         columns["cache_creation_tokens"] = (minutes_5 or 0) + (hour_1 or 0)
         columns["cache_write_1h_tokens"] = hour_1
     elif split is not None:
-        raise RecordError(f"message.usage.cache_creation is {json_type_name(split)} "
-                          f"({short_value(split)}), expected an object or null: ccusage reads no "
-                          "usage from such a line, so it is quarantined so that it stays out of "
-                          "the usage sums")
+        raise RecordError(unexpected("message.usage.cache_creation", split, "an object or null")
+                          + ": " + refused_by_ccusage("a line"))
     return columns
 
 
@@ -124,25 +122,23 @@ def _ccusage_refusal(obj: dict, message: dict, usage: dict) -> str | None:
     field its schema checks holds a value it refuses (probed field by field, each with a
     number, null, "", {}, [], true, "x" and absent), or None. A time it cannot read is not a
     refusal here: the call is a "(no date)" row (:func:`call_timestamp`)."""
-    def refused(where: str, value: Any, expected: str) -> str:
-        return f"{where} is {json_type_name(value)} ({short_value(value)}), expected {expected}"
-
     for where, container, key in (("sessionId", obj, "sessionId"), ("requestId", obj, "requestId"),
                                   ("message.id", message, "id"), ("message.model", message, "model")):
         if key in container and not (isinstance(container[key], str) and container[key]):
-            return refused(where, container[key], "a non-empty string")
+            return unexpected(where, container[key], "a non-empty string")
     if "version" in obj and not (isinstance(obj["version"], str) and _VERSION.match(obj["version"])):
-        return refused("version", obj["version"], "a version such as 2.0.61")
-    if obj.get("isSidechain", False) is not None and not isinstance(obj.get("isSidechain", False), bool):
-        return refused("isSidechain", obj["isSidechain"], "true, false or null")
+        return unexpected("version", obj["version"], "a version such as 2.0.61")
+    sidechain = obj.get("isSidechain")
+    if sidechain is not None and not isinstance(sidechain, bool):
+        return unexpected("isSidechain", sidechain, "true, false or null")
     cost = obj.get("costUSD", 0)
     if not isinstance(cost, (int, float)) or isinstance(cost, bool):
-        return refused("costUSD", cost, "a number")
+        return unexpected("costUSD", cost, "a number")
     for key in ("cwd", "isApiErrorMessage"):
         if key in obj and obj[key] is None:
-            return refused(key, None, "a value (ccusage refuses null there)")
+            return unexpected(key, None, "a value (ccusage refuses null there)")
     if "speed" in usage and usage["speed"] not in SPEEDS:
-        return refused("message.usage.speed", usage["speed"], '"standard" or "fast"')
+        return unexpected("message.usage.speed", usage["speed"], '"standard" or "fast"')
     return None
 
 
@@ -156,8 +152,7 @@ def call_columns(obj: dict, message: dict) -> dict:
     if usage:
         refusal = _ccusage_refusal(obj, message, usage)
         if refusal is not None:
-            raise RecordError(f"{refusal}: ccusage reads no usage from such a line, so it is "
-                              "quarantined so that it stays out of the usage sums")
+            raise RecordError(f"{refusal}: {refused_by_ccusage('a line')}")
     mid, rid = message.get("id"), obj.get("requestId")
     model = message.get("model")
     if usage and usage.get("speed") == "fast" and isinstance(model, str) and model \

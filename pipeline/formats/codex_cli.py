@@ -108,7 +108,8 @@ import orjson
 
 from pipeline.formats.base import (
     Emitter, Reader, RecordError, dumps, first_json_values, json_type_name, nested_value,
-    responses_tool_input, responses_tool_result, short_value, str_or_none, tool_family,
+    refused_by_ccusage, responses_tool_input, responses_tool_result, str_or_none, tool_family,
+    unexpected,
 )
 
 FORMAT = "codex_cli"
@@ -268,13 +269,13 @@ class CodexCliReader(Reader):
         values = first_json_values(head, 3)
         if values and isinstance(values[0], dict):
             first = values[0]
-            if _rollout_line(first) and isinstance(first.get("payload"), dict):
-                return 95
-            # a first line whose payload is damaged or missing (quarantined on its own), the
-            # next ones rollout lines: ccusage reads the rest of the file, so does ctxlake
-            if _rollout_line(first) and len(values) > 1 and all(
-                    isinstance(value, dict) and _rollout_line(value)
-                    and isinstance(value.get("payload"), dict) for value in values[1:]):
+            # a rollout line; or one whose payload is damaged or missing (quarantined on its
+            # own) before rollout lines: ccusage reads the rest of the file, so does ctxlake
+            if _rollout_line(first) and (
+                    isinstance(first.get("payload"), dict)
+                    or len(values) > 1 and all(isinstance(value, dict) and _rollout_line(value)
+                                               and isinstance(value.get("payload"), dict)
+                                               for value in values[1:])):
                 return 95
             if isinstance(first.get("id"), str) and "timestamp" in first and "type" not in first \
                     and not {"messages", "role", "sessionId", "payload"} & first.keys():
@@ -596,11 +597,8 @@ class CodexCliReader(Reader):
                 if isinstance(value, (dict, list)):
                     # ccusage 20.0.24 reads no usage from such an event (probed on each count
                     # of both objects): out of the usage sums too, with why
-                    raise RecordError(
-                        f"payload.info.{where}.{key} is {json_type_name(value)} "
-                        f"({short_value(value)}), expected a count: ccusage reads no usage "
-                        "from such an event, so the line is quarantined so that it stays out "
-                        "of the usage sums")
+                    raise RecordError(unexpected(f"payload.info.{where}.{key}", value, "a count")
+                                      + ": " + refused_by_ccusage("an event", "the line"))
         previous = {k: _count((self.last_total or {}).get(k)) for k in TOTAL_KEYS}
         delta = None if not isinstance(call, dict) else \
             {k: _count(call.get(k)) for k in TOTAL_KEYS}

@@ -88,7 +88,7 @@ from typing import Any
 
 from pipeline.formats.base import (
     SEQ_STRIDE, Emitter, Reader, RecordError, call_timestamp, dumps, first_json_values,
-    json_type_name, str_or_none, tool_family,
+    json_type_name, refused_by_ccusage, str_or_none, tool_family,
 )
 
 FORMAT = "gemini_cli"
@@ -249,6 +249,18 @@ def _named_model(msg: dict) -> bool:
     return isinstance(msg.get("model"), str) and bool(msg["model"])
 
 
+def _counted_reply(msg: Any) -> bool:
+    """A model reply with a ``tokens`` object: what ccusage 20.0.24 counts, read or not."""
+    return isinstance(msg, dict) and msg.get("type") == "gemini" and isinstance(msg.get("tokens"), dict)
+
+
+def unread_usage_row(msg: dict, stand_in_id: str, path: str, session_id: str) -> dict:
+    """The usage-only row of a reply that could not be read (subtype ``usage_unreadable``),
+    under ``stand_in_id`` when it has no string id."""
+    return dropped_usage_row(dict(msg, id=msg["id"] if isinstance(msg.get("id"), str) else stand_in_id),
+                             path, session_id, "unreadable")
+
+
 def validate_message(msg: Any, where: str, *, model_named: bool = False) -> None:
     """Raise :class:`RecordError` for a message no row can be made of. ``model_named``: a
     reply with ``tokens`` must name its model too (a session document's: ccusage 20.0.24
@@ -268,8 +280,7 @@ def validate_message(msg: Any, where: str, *, model_named: bool = False) -> None
         # ccusage 20.0.24 reads no usage from such a reply (probed: a number, null, "", an
         # object, an array, true, absent): out of the usage sums too, with why
         raise RecordError(f"{where} ({msg['id']}): model is {json_type_name(msg.get('model'))}, "
-                          "expected a model name: ccusage reads no usage from such a reply, so it "
-                          "is quarantined so that it stays out of the usage sums")
+                          f"expected a model name: {refused_by_ccusage('a reply')}")
     for key in ("toolCalls", "thoughts"):
         value = msg.get(key)
         if value is not None and not isinstance(value, list):
@@ -599,14 +610,11 @@ class GeminiCliReader(_GeminiPayloads, Reader):
         ``tokens`` object (probed: a reply without an id, with content of another type, with
         a ``toolCalls`` or ``thoughts`` that is not a list): a usage-only row (kind meta,
         subtype ``usage_unreadable``), unless that row cannot be stored either."""
-        if not (isinstance(msg, dict) and msg.get("type") == "gemini"
-                and isinstance(msg.get("tokens"), dict) and _named_model(msg)):
+        if not (_counted_reply(msg) and _named_model(msg)):
             return
-        stand_in = dict(msg, id=msg["id"] if isinstance(msg.get("id"), str)
-                        else f"{facts.session_id}/messages/{index}")
         mark = out.mark()
-        out.message(**dropped_usage_row(stand_in, f"/messages/{index}", facts.session_id,
-                                        "unreadable"))
+        out.message(**unread_usage_row(msg, f"{facts.session_id}/messages/{index}",
+                                       f"/messages/{index}", facts.session_id))
         if out.check_since(mark) is not None:
             out.rollback_to(mark)
 
@@ -704,7 +712,7 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
         content or thoughts of another type): ccusage 20.0.24 counts it (probed), so it is
         kept as a usage-only row at the end of the file (subtype ``usage_unreadable``; id
         ``<sessionId>/line/<n>`` when it has none)."""
-        if obj.get("type") == "gemini" and isinstance(obj.get("tokens"), dict):
+        if _counted_reply(obj):
             self.unreadable.append(Defined(obj, out.line_no, out.byte_offset, out.byte_len, ""))
 
     @staticmethod
@@ -753,11 +761,8 @@ class GeminiCliJsonlReader(_GeminiPayloads, Reader):
                         byte_offset=item.byte_offset, byte_len=item.byte_len,
                         **dropped_usage_row(item.msg, item.json_path, session_id, why))
         for item in self.unreadable:
-            stand_in = dict(item.msg, id=item.msg["id"] if isinstance(item.msg.get("id"), str)
-                            else f"{session_id}/line/{item.line_no}")
-            label = f"line {item.line_no}"
-            out.read_element(label, item.msg, lambda item=item, stand_in=stand_in: out.message(
+            out.read_element(f"line {item.line_no}", item.msg, lambda item=item: out.message(
                 seq=item.line_no * SEQ_STRIDE, block_no=0, line_no=item.line_no,
                 byte_offset=item.byte_offset, byte_len=item.byte_len,
-                **dropped_usage_row(stand_in, "", session_id, "unreadable")))
+                **unread_usage_row(item.msg, f"{session_id}/line/{item.line_no}", "", session_id)))
         return {}

@@ -16,7 +16,8 @@ per-session call rows ``usage_call_rows``:
   ``requestId``) into a resumed or forked session's file; Gemini CLI keeps a message's UUID
   in its copies. ``usage_calls`` keeps one row per such call key: its fullest row (most
   tokens in all, as ccusage keeps), copies being equal the one of the session that recorded
-  it first (the call's own time, then the session's first call, then the file path). Session rows and transcripts stay whole; only usage is deduplicated. Codex
+  it first (the call's own time, then the session's first call, then the file path).
+  Session rows and transcripts stay whole; only usage is deduplicated. Codex
   ``token_count`` events carry no call id (their usage is a delta of running totals inside
   one rollout file), so nothing identifies a copied Codex call: they are not deduplicated.
 - **Cost** per call from ``model_prices`` (:mod:`pipeline.reports.prices`, the genai-prices snapshot,
