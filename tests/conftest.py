@@ -16,7 +16,12 @@ def pytest_configure(config) -> None:
     """No test reads or writes the real per-user folders: for the whole session HOME,
     XDG_DATA_HOME and XDG_CONFIG_HOME point into a temporary folder (the same for every test,
     so a module-scoped lake and the tests using it see the same home), and CTXLAKE_HOME /
-    CTXLAKE_CONFIG are unset (a test sets them when it means to)."""
+    CTXLAKE_CONFIG are unset (a test sets them when it means to).
+
+    Lakes here are thrown away: CTXLAKE_FSYNC=0 makes no fsync or syncfs (a syncfs flushes
+    every dirty page of /tmp, the other worker's too). The kill tests kill processes, not the
+    machine, and a killed process loses nothing the page cache holds, so they test the same
+    commit order; tests/test_store.py sets it back to test the flushes themselves."""
     home = Path(tempfile.mkdtemp(prefix="ctxlake-test-home-"))
     config._ctxlake_home = home
     os.environ["HOME"] = str(home)
@@ -24,6 +29,7 @@ def pytest_configure(config) -> None:
     os.environ["XDG_CONFIG_HOME"] = str(home / ".config")
     os.environ.pop("CTXLAKE_HOME", None)
     os.environ.pop("CTXLAKE_CONFIG", None)
+    os.environ["CTXLAKE_FSYNC"] = "0"
 
 
 def pytest_unconfigure(config) -> None:

@@ -341,8 +341,9 @@ def test_a_merge_killed_midway_is_finished_by_the_next_night(tmp_path, monkeypat
     """A merge night killed before its commit (its parts written) or right after it (before
     the old parts go): the next night ends with the merged lake, its old parts gone, and the
     tables (but the generation) and outputs of a lake that never merged."""
-    import multiprocessing
     import signal
+
+    from tests.helpers.processes import start_child
 
     import pipeline.stages.ingest as ingest_module
     from pipeline.stages.ingest import PartCompaction
@@ -360,9 +361,7 @@ def test_a_merge_killed_midway_is_finished_by_the_next_night(tmp_path, monkeypat
         run_nightly([archive], lake=lake, workers=1, tz="UTC")
     piled = sorted(merged.part_set_bytes())
     assert len(piled) == 2
-    child = multiprocessing.get_context("spawn").Process(
-        target=_merging_night, args=(str(merged.root), str(archive), crash_at))
-    child.start()
+    child = start_child(_merging_night, str(merged.root), str(archive), crash_at)
     child.join(120)
     assert child.exitcode == -signal.SIGKILL
     monkeypatch.setattr(ingest_module, "PART_COMPACTION", PartCompaction(max_small=1))

@@ -25,6 +25,7 @@ from pipeline.stages.ingest import ingest
 from pipeline.core.lake import Lake, detach_forked_worker
 from pipeline.stages.nightly import run_nightly
 from tests.helpers.lake import REAL, copy_real, rows, scalar
+from tests.helpers.processes import start_child, warm
 
 SAMPLES = ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",
            "codex/codex_session.jsonl", "mini_swe_agent/pvlib__pvlib-python-1606.traj.json")
@@ -103,12 +104,7 @@ def _child(lake_root: str, archive: str, crash_at: str | None, workers: int = 1,
 
 
 def _start(lake_root: Path, archive: Path, crash_at: str | None = None, **options):
-    # spawned, not forked: the parent ran DuckDB and the tokenizers' thread pools, which a
-    # forked child cannot use
-    child = multiprocessing.get_context("spawn").Process(
-        target=_child, args=(str(lake_root), str(archive), crash_at), kwargs=options)
-    child.start()
-    return child
+    return start_child(_child, str(lake_root), str(archive), crash_at, **options)
 
 
 @pytest.fixture(scope="module")
@@ -274,6 +270,7 @@ def test_a_first_run_does_calibrate_and_usage_beside_the_others_only_on_a_small_
 
 
 def test_twelve_runs_killed_at_random_moments_are_each_finished_by_one_plain_run(setup):
+    warm()                             # the children's server up: a child's time alone
     started = time.perf_counter()      # a whole child run, as the trials start them
     timing = _start(setup["base"] / "timing", setup["archive"])
     timing.join(120)
@@ -284,7 +281,10 @@ def test_twelve_runs_killed_at_random_moments_are_each_finished_by_one_plain_run
         lake_root = setup["base"] / f"random-{trial}"
         child = _start(lake_root, setup["archive"])
         time.sleep(rng.uniform(0.05, 0.9 * duration))
-        os.kill(child.pid, signal.SIGKILL)
+        try:
+            os.kill(child.pid, signal.SIGKILL)
+        except ProcessLookupError:      # it had already finished (and was reaped)
+            pass
         child.join(60)
         killed += child.exitcode == -signal.SIGKILL
         _night(lake_root, setup["archive"])

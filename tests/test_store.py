@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.core import store as store_module
 from pipeline.core.errors import StoreError
+from pipeline.core.lake import atomic_write_bytes
 from pipeline.core.store import PayloadStore
 
 
@@ -178,6 +179,7 @@ def _count_durability(monkeypatch) -> dict:
 
     monkeypatch.setattr(store_module.os, "fsync", fsync)
     monkeypatch.setattr(store_module, "sync_filesystems", syncfs)
+    monkeypatch.setenv("CTXLAKE_FSYNC", "1")      # the suite runs without (tests/conftest.py)
     return calls
 
 
@@ -203,3 +205,18 @@ def test_many_files_are_made_durable_by_one_flush_of_the_filesystem(tmp_path, mo
     assert calls == {"fsync": [], "syncfs": 1}
     store_module.sync_files([], [tmp_path])        # nothing written: nothing to flush
     assert calls == {"fsync": [], "syncfs": 1}
+
+
+def test_with_fsync_off_nothing_is_flushed_and_the_files_are_still_published(tmp_path, monkeypatch):
+    calls = _count_durability(monkeypatch)
+    monkeypatch.setenv("CTXLAKE_FSYNC", "0")
+    with PayloadStore.for_lake(tmp_path) as store:           # fsync_each: off by the switch
+        digest = store.put(b"throwaway")
+    store_module.sync_files([str(store.payload_path(digest))], [tmp_path])
+    store_module.sync_files([str(tmp_path / f"f{i}") for i in range(store_module.FEW_FILES + 1)],
+                            [tmp_path])
+    atomic_write_bytes(tmp_path / "note.txt", b"kept")
+    assert calls == {"fsync": [], "syncfs": 0}
+    with PayloadStore.for_lake(tmp_path) as store:
+        assert store.get(digest) == b"throwaway"
+    assert (tmp_path / "note.txt").read_bytes() == b"kept"

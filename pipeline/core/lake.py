@@ -43,6 +43,7 @@ from pipeline.core.errors import (CorruptPartError, LakeAccessError, LakeDamaged
                                    LakeNotFoundError, UnsafePathError, UsageError)
 from pipeline.core.locations import default_lake, is_url, user_data_dir  # noqa: F401 (re-exported)
 from pipeline.core.schema import PART_TABLES, RUNS, SOURCES, staged_schema
+from pipeline.core.store import fsync as flush_to_disk
 
 MACROS = ["create_macro_cjk_count", "create_macro_utf16_length", "create_macro_est_tokens_from",
           "create_macro_est_tokens", "create_macro_safe_timestamp", "create_macro_part_rows_current",
@@ -327,7 +328,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE, fsync:
             handle.write(data)
             handle.flush()
             if fsync:
-                os.fsync(handle.fileno())
+                flush_to_disk(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

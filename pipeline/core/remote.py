@@ -69,7 +69,7 @@ from pipeline.core.crash import crash_point
 from pipeline.core.errors import LakeLockedError, RemoteError, UnsafePathError, UsageError
 from pipeline.core.locations import URL, is_url, user_cache_dir
 from pipeline.core.ledger import CHECKED_SUFFIX
-from pipeline.core.store import file_sha256
+from pipeline.core.store import file_sha256, fsync
 from pipeline.core.lake import (FILE_MODE, LOCK_HOOKS, TEMP_NAME, Lake, atomic_write_bytes,
                                 private_dirs, refuse_symlinks)
 
@@ -422,7 +422,7 @@ class Mirror:
                         size += len(chunk)
                         out.write(chunk)
                 out.flush()
-                os.fsync(out.fileno())
+                fsync(out.fileno())
             if digest.hexdigest() != entry["sha256"] or size != entry["size"]:
                 raise UsageError(f"{self.location.url}: the object of {rel} does not hold the "
                                  "bytes its commit names (sha256 or size differs)",

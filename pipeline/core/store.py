@@ -98,6 +98,21 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+def durable_writes() -> bool:
+    """Whether writes are flushed to disk before they are published (the default). With
+    ``CTXLAKE_FSYNC=0`` in the environment, no fsync or syncfs is made: for a throwaway
+    lake (a test suite, a CI job, a bench of CPU cost), where a crash of the machine, not
+    only of the process, may then lose the last writes. A killed process loses nothing
+    either way (what it wrote is in the page cache); the commit order is the same."""
+    return os.environ.get("CTXLAKE_FSYNC", "1") != "0"
+
+
+def fsync(fd: int) -> None:
+    """``os.fsync(fd)`` unless writes are not made durable (:func:`durable_writes`)."""
+    if durable_writes():
+        os.fsync(fd)
+
+
 def _syncfs():
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -115,6 +130,8 @@ def sync_filesystems(paths: list[Path]) -> None:
     One flush per batch replaces an fsync per file: the guarantee "data on disk before the
     rename that publishes it" is the same, at a fraction of the cost for thousands of files.
     """
+    if not durable_writes():
+        return
     devices: dict[int, Path] = {}
     for path in paths:
         probe = Path(path)
@@ -145,6 +162,8 @@ def sync_files(files: list[Path], roots: list[Path]) -> None:
     """Make ``files``, written without their own fsync, durable: each and its folder when
     they are few (:data:`FEW_FILES`), else the filesystems holding ``roots`` at once
     (:func:`sync_filesystems`). Nothing to do when nothing was written."""
+    if not durable_writes():
+        return
     if len(files) > FEW_FILES:
         sync_filesystems(roots)
         return
@@ -158,7 +177,7 @@ def sync_files(files: list[Path], roots: list[Path]) -> None:
                 folders.add(target)
             fd = os.open(target, flags)
             try:
-                os.fsync(fd)
+                fsync(fd)
             finally:
                 os.close(fd)
 
@@ -380,7 +399,7 @@ class PayloadStore:
                 crash_point()
                 _write_all(fd, memoryview(data)[half:])
                 if self.fsync_each:
-                    os.fsync(fd)
+                    fsync(fd)
             finally:
                 os.close(fd)
             try:
@@ -403,7 +422,7 @@ class PayloadStore:
                 return False
             crash_point()
             if self.fsync_each:
-                os.fsync(dir_fd)
+                fsync(dir_fd)
         except OSError as exc:
             raise StoreError(f"cannot write store file: {exc.strerror or exc}",
                              path=str(shown)) from None
