@@ -322,7 +322,8 @@ def test_small_parts_that_pile_up_are_merged_and_the_lake_reads_as_one_that_neve
 
 
 def _merging_night(lake_root: str, archive: str, crash_at: str) -> None:
-    """A night that merges every small part set, killed at ``crash_at`` (a spawned child)."""
+    """A night that merges every small part set, killed at ``crash_at`` (a child process:
+    tests/helpers/processes.py)."""
     import os
 
     import pipeline.stages.ingest as ingest_module
@@ -343,10 +344,9 @@ def test_a_merge_killed_midway_is_finished_by_the_next_night(tmp_path, monkeypat
     tables (but the generation) and outputs of a lake that never merged."""
     import signal
 
-    from tests.helpers.processes import start_child
-
     import pipeline.stages.ingest as ingest_module
     from pipeline.stages.ingest import PartCompaction
+    from tests.helpers.processes import start_child
 
     archive = copy_real(tmp_path, "claude_code/claude_session.jsonl", "codex/codex_session.jsonl")
     session = archive / "claude_code" / "claude_session.jsonl"
