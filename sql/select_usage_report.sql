@@ -1,4 +1,4 @@
--- Usage and cost per period ($period: day | week | month | session, days in time zone $tz), group ($group: model | agent | project | format) and model, with distinct sessions per level, for `ctxlake report`
+-- Usage and cost per period ($period: day | week | month | session, days in time zone $tz), group ($group: model | agent | project | format) and model, with distinct sessions per level, for `ctxlake report` ($undated_formats: the formats whose call without a time is a "(no date)" row, session reports too)
 WITH calls AS (
     -- calls, or their stored 15-minute sums (usage_report_rows): every zone's days are whole buckets
     SELECT
@@ -18,7 +18,7 @@ in_range AS (
             WHEN 'month' THEN strftime(local_day, '%Y-%m')
             -- a Claude Code call or Codex token_count whose time cannot be read is "(no
             -- date)" here too, as ccusage leaves it out of its session
-            ELSE CASE WHEN bucket IS NOT NULL OR format NOT IN ('claude_code', 'codex_cli') THEN session_id END
+            ELSE CASE WHEN bucket IS NOT NULL OR NOT list_contains(CAST($undated_formats AS VARCHAR[]), format) THEN session_id END
         END AS period,
         CASE CAST($group AS VARCHAR)
             WHEN 'agent' THEN agent

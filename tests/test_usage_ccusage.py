@@ -111,8 +111,7 @@ def _long_context_session(archive: Path) -> None:
     t.say("c", usage={"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 199_000})
     path = t.write(archive / "claude" / "projects" / "long")
     # compact JSON, as Claude Code writes it (ccusage skips lines written with ", " and ": ")
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines), encoding="utf-8")
+    _write_compact(path, _read_lines(path))
 
 
 def _lake(root: Path, archive: Path) -> Lake:
@@ -290,8 +289,7 @@ def _fast_mode_and_unnamed_codex_model(archive: Path) -> None:
             "input_tokens": inp, "output_tokens": 1_000, "cache_creation_input_tokens": 1_000,
             "cache_read_input_tokens": 1_000, "speed": "fast"})
     path = t.write(archive / "claude" / "projects" / "fast")
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines), encoding="utf-8")
+    _write_compact(path, _read_lines(path))
     sid = "0198d000-0000-7000-8000-000000000001"
     rollout = archive / "codex" / "sessions" / "2025" / "08" / "09" / f"rollout-2025-08-09T10-00-00-{sid}.jsonl"
     rollout.parent.mkdir(parents=True)
@@ -491,15 +489,24 @@ def _claude_times_archive(root: Path) -> Path:
     return archive
 
 
+def _read_lines(path: Path) -> list:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _write_compact(path: Path, objects) -> None:
+    """``objects`` as JSON lines without spaces, as Claude Code, Codex and Gemini CLI write
+    them (ccusage reads no line with a space after a colon)."""
+    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in objects),
+                    encoding="utf-8")
+
+
 def _edit_replies(path: Path, edit) -> None:
-    """``edit`` each assistant line of a transcript, in order, and write it back compact, as
-    Claude Code writes its lines (ccusage reads no line with a space after a colon)."""
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """``edit`` each assistant line of a transcript, in order, and write it back compact."""
+    lines = _read_lines(path)
     for obj in lines:
         if obj.get("type") == "assistant":
             edit(obj)
-    path.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines),
-                    encoding="utf-8")
+    _write_compact(path, lines)
 
 
 def _input_days(lake: Lake) -> dict:
@@ -916,11 +923,10 @@ def _split_replies_archive(root: Path) -> Path:
     edits = iter([{}, {"output_tokens": 30, "cache_read_input_tokens": 0}, {}, fuller, {}, fuller])
     _edit_replies(t.write(archive / "claude" / "projects" / "split"),
                   lambda obj: obj["message"]["usage"].update(next(edits)))
-    path_lines = archive / "claude" / "projects" / "split" / "sess-split.jsonl"
-    lines = [json.loads(line) for line in path_lines.read_text(encoding="utf-8").splitlines()]
+    path = archive / "claude" / "projects" / "split" / "sess-split.jsonl"
+    lines = _read_lines(path)
     lines[-1]["agentId"] = "a1"
-    path_lines.write_text("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines),
-                          encoding="utf-8")
+    _write_compact(path, lines)
     return archive
 
 
@@ -1075,8 +1081,7 @@ def _codex_line_edits_archive(root: Path) -> Path:
         copy = text.replace(REAL_CODEX_ID, session_id).replace('"2025-12-09T', f'"2025-12-{9 + number}T')
         lines = [json.loads(line) for line in copy.splitlines()]
         edit(lines[line_no - 1])
-        (folder / f"rollout-2025-12-09T19-55-16-{session_id}.jsonl").write_text(
-            "".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in lines), encoding="utf-8")
+        _write_compact(folder / f"rollout-2025-12-09T19-55-16-{session_id}.jsonl", lines)
     return archive
 
 
@@ -1124,9 +1129,7 @@ def _gemini_jsonl_damaged_archive(root: Path) -> Path:
     archive = root / "archive"
     chats = archive / "gemini" / "tmp" / "0123abcd" / "chats"
     chats.mkdir(parents=True)
-    (chats / "session-2025-12-09T19-51-f0a689a6.jsonl").write_text(
-        "".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in [session, *messages]),
-        encoding="utf-8")
+    _write_compact(chats / "session-2025-12-09T19-51-f0a689a6.jsonl", [session, *messages])
     return archive
 
 

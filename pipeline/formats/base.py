@@ -90,6 +90,12 @@ COLUMN_SPECS = {table: _column_specs(table) for table in ("messages", "tool_call
                                                          "session_info")}
 
 
+def is_json_number(value: Any) -> bool:
+    """Whether a parsed JSON value is a number (a boolean is not, though Python's ``bool`` is
+    an ``int``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def json_type_name(value: Any) -> str:
     """The JSON type of a parsed value, as a person reads it."""
     if value is None:
@@ -121,7 +127,7 @@ def refused_by_ccusage(unit: str, subject: str = "it") -> str:
 
 def short_value(value: Any) -> str:
     """A value as a reason quotes it: its JSON, cut at 60 characters."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e21:
+    if is_json_number(value) and abs(value) >= 1e21:
         return f"{value:.3e}"
     try:
         text = orjson.dumps(value).decode()

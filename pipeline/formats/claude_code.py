@@ -42,8 +42,8 @@ from typing import Any
 from pipeline.formats.base import (
     CALL_TYPES, COMMAND_WRAPPER, Emitter, Reader, RecordError, anthropic_tool_input,
     anthropic_tool_result, call_timestamp, content_text, dumps, first_json_values,
-    first_line_members, refused_by_ccusage, server_tool_input, server_tool_result, token_count,
-    unexpected, usage_object,
+    first_line_members, is_json_number, refused_by_ccusage, server_tool_input,
+    server_tool_result, token_count, unexpected, usage_object,
 )
 from pipeline.formats.openai_chat import emit_tool_call, emit_tool_result
 from pipeline.reports.prices import FAST_SUFFIX, NOT_A_MODEL
@@ -131,9 +131,8 @@ def _ccusage_refusal(obj: dict, message: dict, usage: dict) -> str | None:
     sidechain = obj.get("isSidechain")
     if sidechain is not None and not isinstance(sidechain, bool):
         return unexpected("isSidechain", sidechain, "true, false or null")
-    cost = obj.get("costUSD", 0)
-    if not isinstance(cost, (int, float)) or isinstance(cost, bool):
-        return unexpected("costUSD", cost, "a number")
+    if not is_json_number(obj.get("costUSD", 0)):
+        return unexpected("costUSD", obj["costUSD"], "a number")
     for key in ("cwd", "isApiErrorMessage"):
         if key in obj and obj[key] is None:
             return unexpected(key, None, "a value (ccusage refuses null there)")
@@ -167,10 +166,9 @@ def call_columns(obj: dict, message: dict) -> dict:
         columns["api_call_id"] = f"{mid}@{stamp}"
     if usage:
         columns.update(_usage_columns(usage))
-    cost = obj.get("costUSD")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+    if is_json_number(obj.get("costUSD")):
         # older Claude Code versions record the cost they computed for the call
-        columns["cost_usd_recorded"] = float(cost)
+        columns["cost_usd_recorded"] = float(obj["costUSD"])
     return columns
 
 

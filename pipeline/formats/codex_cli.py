@@ -240,9 +240,11 @@ def codex_tool_input(here: tuple, d: dict, call_id: str) -> list[tuple] | None:
     return None
 
 
-def _rollout_line(value: dict) -> bool:
-    """Whether a JSON line's ``type`` is one of a current rollout's line types."""
-    return isinstance(value.get("type"), str) and value["type"] in LINE_TYPES
+def _rollout_line(value: Any, *, whole: bool = True) -> bool:
+    """Whether a JSON value is a current rollout's line: an object whose ``type`` is one of
+    its line types, with a ``payload`` object (``whole=False``: whatever its payload)."""
+    return isinstance(value, dict) and isinstance(value.get("type"), str) \
+        and value["type"] in LINE_TYPES and (not whole or isinstance(value.get("payload"), dict))
 
 
 class CodexCliReader(Reader):
@@ -271,11 +273,8 @@ class CodexCliReader(Reader):
             first = values[0]
             # a rollout line; or one whose payload is damaged or missing (quarantined on its
             # own) before rollout lines: ccusage reads the rest of the file, so does ctxlake
-            if _rollout_line(first) and (
-                    isinstance(first.get("payload"), dict)
-                    or len(values) > 1 and all(isinstance(value, dict) and _rollout_line(value)
-                                               and isinstance(value.get("payload"), dict)
-                                               for value in values[1:])):
+            if _rollout_line(first) or _rollout_line(first, whole=False) and len(values) > 1 \
+                    and all(_rollout_line(value) for value in values[1:]):
                 return 95
             if isinstance(first.get("id"), str) and "timestamp" in first and "type" not in first \
                     and not {"messages", "role", "sessionId", "payload"} & first.keys():

@@ -275,8 +275,7 @@ def validate_message(msg: Any, where: str, *, model_named: bool = False) -> None
     if content is not None and not isinstance(content, (str, list, dict)):
         raise RecordError(f"{where} ({msg['id']}): content must be a string or a list of parts, "
                           f"found {type(content).__name__}")
-    if model_named and msg["type"] == "gemini" and isinstance(msg.get("tokens"), dict) \
-            and not _named_model(msg):
+    if model_named and _counted_reply(msg) and not _named_model(msg):
         # ccusage 20.0.24 reads no usage from such a reply (probed: a number, null, "", an
         # object, an array, true, absent): out of the usage sums too, with why
         raise RecordError(f"{where} ({msg['id']}): model is {json_type_name(msg.get('model'))}, "

@@ -83,8 +83,8 @@ TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_rea
 COUNTED = ("api_calls", *TOKEN_KINDS, "cache_write_1h_tokens", "reasoning_tokens", "total_tokens")
 MICRO = Decimal("0.000001")
 # the formats whose call without a readable time is a "(no date)" row in every report, the
-# session report too (sql/create_macro_usage_call_rows_of.sql dates the others' calls; the
-# session reports' SQL names them too)
+# session report too (sql/create_macro_usage_call_rows_of.sql dates the others' calls): bound
+# as $undated_formats by usage_report, read by the JSON fast path (_summary_periods)
 UNDATED_FORMATS = ("claude_code", "codex_cli")
 MISMATCH = Decimal("0.05")            # recorded vs computed cost: flagged above 5%
 CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session call rows
@@ -973,6 +973,7 @@ def usage_report(lake, *, period: str, tz: str | None = None, since: str | date 
                          price_source=_price_label(overrides), order=order, limit=limit,
                          source="stored", start_of_week=start_of_week,
                          sessions_of=lambda periods: _summary_sessions(summary, summary_params, periods))
+    params["undated_formats"] = list(UNDATED_FORMATS)     # the SQL reports bind them
     con, source = usage_connection(lake, overrides=overrides, need="rows")
     with con:
         records = _report_records(con, params)

@@ -9,6 +9,7 @@ from that clean state instead: the same isolation, without the imports.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 
 # what a nightly run imports before its first crash point (the server imports, runs nothing)
@@ -21,21 +22,17 @@ _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOAD)
 
 
-_ready: list[bool] = []
-
-
 def _nothing() -> None:
     pass
 
 
+@functools.cache
 def warm() -> None:
     """Start the server and let it import everything (a child that runs and is joined), once
     per process: before timing a child, so that the time is a child's alone."""
-    if not _ready:
-        first = _context.Process(target=_nothing)
-        first.start()
-        first.join()
-        _ready.append(True)
+    first = _context.Process(target=_nothing)
+    first.start()
+    first.join()
 
 
 def start_child(target, *args, **kwargs) -> multiprocessing.Process:
