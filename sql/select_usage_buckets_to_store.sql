@@ -1,4 +1,4 @@
--- usage_report_rows summed per 15-minute UTC bucket, session, model and group keys, to store as derived/usage_buckets (every time zone's days are whole buckets)
+-- usage_report_rows summed per 15-minute UTC bucket, session, model and group keys, to store as derived/usage_buckets (every time zone's days are whole buckets), in usage.BUCKETS_ORDER
 WITH rows AS (
     SELECT * FROM usage_report_rows
 ),
@@ -28,4 +28,4 @@ final AS (
     GROUP BY ALL
 )
 SELECT * FROM final
-ORDER BY bucket NULLS LAST, session_id, model NULLS LAST, agent, project NULLS LAST, format
+ORDER BY bucket NULLS LAST, session_id, model NULLS LAST, agent, project NULLS LAST, format, parent_session_id

@@ -411,7 +411,7 @@ def test_the_priced_calls_and_buckets_do_not_depend_on_the_order_of_the_call_row
 
     def priced(table):
         with duckdb.connect() as con:
-            return price_call_rows(con, table, lake.root)
+            return price_call_rows(con, table, lake.root)[:2]
 
     expected = priced(stored.sort_by([(name, "ascending") for name in CALL_ROWS_ORDER]))
     assert expected[0].num_rows > 100 and expected[1].num_rows > 10
@@ -420,3 +420,65 @@ def test_the_priced_calls_and_buckets_do_not_depend_on_the_order_of_the_call_row
         random.Random(seed).shuffle(order)
         got = priced(stored.take(pa.array(order)))
         assert got[0].equals(expected[0]) and got[1].equals(expected[1])
+
+
+def test_a_night_reprices_only_the_calls_its_sessions_share_and_stores_what_pricing_all_gives(tmp_path):
+    """A night's usage stage keeps the stored priced calls outside its sessions and their
+    call keys: a copy of a session (a resumed session: the same calls under another id), then
+    the original gone, the copy's calls grown (it wins them), the copy gone, an unrelated
+    session changed; each time what pricing every row gives, and only the sessions that
+    hold a changed key are redone. Stored rows that do not match are priced whole."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from pipeline.core.lake import rows_of_sessions
+    from pipeline.stages.usage import CALL_ROWS, PricedReuse, price_call_rows, refresh_usage
+
+    lake, _ = ingest_paths(tmp_path, REAL)
+    refresh_usage(lake)
+    rows = pa.concat_tables([pq.read_table(p) for p in sorted((lake.derived_dir / CALL_ROWS).glob("*.parquet"))])
+    counts = rows.filter(pc.is_valid(rows.column("call_key"))).group_by("session_id").aggregate([("seq", "count")])
+    original = counts.sort_by([("seq_count", "descending"), ("session_id", "ascending")])["session_id"][0].as_py()
+    other = sorted(set(rows.column("session_id").to_pylist()) - {original})[0]
+
+    def replaced(table, session, column, values):
+        mine = rows_of_sessions(table, {session})
+        return pa.concat_tables([rows_of_sessions(table, {session}, keep=False),
+                                 mine.set_column(mine.schema.get_field_index(column), column, values(mine))])
+
+    def priced(table, reuse=None):
+        with duckdb.connect() as con:
+            return price_call_rows(con, table, lake.root, reuse=reuse)
+
+    def night(before, after, changed):
+        """Price ``after`` from ``before``'s stored priced calls, as a night changing
+        ``changed`` does; compare with pricing every row."""
+        keys = pa.concat_tables([rows_of_sessions(before, changed), rows_of_sessions(after, changed)])
+        reuse = PricedReuse(*priced(before)[:2], frozenset(changed),
+                            pc.unique(keys.column("call_key").drop_null()))
+        got, expected = priced(after, reuse), priced(after)
+        assert expected[2] is None and got[1].equals(expected[1])
+        assert got[0].equals(rows_of_sessions(expected[0], got[2]))
+        return got[2]
+
+    copy = replaced(rows_of_sessions(rows, {original}), original, "session_id",
+                    lambda mine: pa.array(["copy"] * mine.num_rows))
+    copy = copy.set_column(copy.schema.get_field_index("source_id"), "source_id",
+                           pa.array(["copy-source"] * copy.num_rows))
+    both = pa.concat_tables([rows, copy])
+    grown = replaced(both, "copy", "output_tokens", lambda mine: pc.add(mine.column("output_tokens"), 1000))
+    assert night(rows, both, {"copy"}) == {"copy", original}
+    assert night(both, rows_of_sessions(both, {original}, keep=False), {original}) == {"copy", original}
+    assert night(both, grown, {"copy"}) == {"copy", original}
+    assert night(both, rows, {"copy"}) == {"copy", original}
+    assert night(both, replaced(both, other, "input_tokens", lambda mine: pc.add(mine.column("input_tokens"), 7)),
+                 {other}) == {other}
+    # stored priced calls that miss a call of an unchanged session: priced whole
+    stored, buckets, _ = priced(rows)
+    missing = stored.filter(pc.not_equal(stored.column("session_id"), other))["session_id"][0].as_py()
+    stale = PricedReuse(rows_of_sessions(stored, {missing}, keep=False), buckets, frozenset({other}),
+                        pa.array([], pa.string()))
+    got, expected = priced(rows, stale), priced(rows)
+    assert got[2] is None and got[0].equals(expected[0]) and got[1].equals(expected[1])

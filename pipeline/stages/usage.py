@@ -74,6 +74,7 @@ from pipeline.core.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
     from pipeline.core.lake import Lake
 
@@ -92,6 +93,9 @@ CALL_ROWS_ORDER = ["session_id", "source_id", "seq"]
 CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources they cover
 PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
 BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
+# the order of sql/select_usage_buckets_to_store.sql (nulls last; change both together): a
+# night merges its sessions' sums with the stored ones in it
+BUCKETS_ORDER = ["bucket", "session_id", "model", "agent", "project", "format", "parent_session_id"]
 SUMMARY = Path("usage_summary")       # derived/usage_summary/{buckets,days}.json: the same sums
 SUMMARY_LAYOUT = 3                    # as JSON, for the reports' pure-Python path
 # the SHA-256 of the sources.parquet they cover (beside the covered sources: run state, not
@@ -193,13 +197,17 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
     so a session's rows depend on its own files only: the caller passes the sessions whose
     files changed (every one of them: the coverage is recorded for all sources); the other
     sessions' stored rows are kept as they are (never recomputed from the messages). The
-    dedup, prices and 15-minute sums are then computed whole from the rows in memory (a few
-    tens of thousands of rows: no pass over the lake).
+    dedup and prices are then computed again for the calls those sessions can change (see
+    :func:`price_call_rows`'s ``reuse``), the others' priced rows kept as stored; the
+    15-minute sums are computed whole from the priced rows in memory (a few tens of
+    thousands of rows: no pass over the lake).
     """
     lake.require()
     wanted = None if sessions is None else sorted(set(sessions))
     import duckdb
     import pyarrow as pa
+
+    from pipeline.core.lake import rows_of_sessions
 
     with lake.lock():
         commit = _commit_stamp(lake.root)   # the lake state these tables cover (under the lock)
@@ -227,43 +235,108 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
         if partial:
             import pyarrow.compute as pc
 
-            from pipeline.core.lake import rows_of_sessions
-
             stored = lake.read_derived(CALL_ROWS, "all", fresh.schema)
             # rows of sources gone from the lake go, and their sessions' buckets are rewritten
             in_lake = pc.is_in(stored.column("source_id"), present)
-            stale = set(stored.filter(pc.invert(in_lake)).column("session_id").to_pylist()) - set(wanted)
-            kept = stored.filter(in_lake)
+            gone = stored.column("session_id").filter(pc.invert(in_lake))
+            stale = set(gone.to_pylist()) - set(wanted)
+            kept = stored.filter(in_lake) if len(gone) else stored
             fresh = pa.concat_tables([fresh, rows_of_sessions(kept, stale)], promote_options="permissive")
             rewrite = set(wanted) | stale
+            # the calls these sessions had and have: only those can change owner or price
+            keys = pa.concat_tables([rows_of_sessions(stored, rewrite), fresh],
+                                    promote_options="permissive").column("call_key")
+            reuse = PricedReuse(*_stored_priced(lake), frozenset(rewrite), pc.unique(keys.drop_null()))
             lake.write_session_rows(CALL_ROWS, "all", fresh, sorted(rewrite), sort_by=CALL_ROWS_ORDER)
             table = pa.concat_tables([rows_of_sessions(kept, rewrite, keep=False), fresh],
                                      promote_options="permissive")
         else:
             lake.write_session_rows(CALL_ROWS, "all", fresh, None, sort_by=CALL_ROWS_ORDER)
             table = fresh
+            reuse = None
         # not sorted (~70 ms for 35k rows): price_call_rows does not depend on their order
         path = lake.derived_dir / CALL_ROWS
         lake.write_derived(CALL_SOURCES, "all", covered)
         # dedup, price and sum the rows just computed, in memory (no second pass over the lake)
         with duckdb.connect() as con:
-            priced, buckets = price_call_rows(con, table, lake.root)
-            lake.write_derived(PRICED_CALLS, "all", priced)
+            priced, buckets, redone = price_call_rows(con, table, lake.root, reuse=reuse)
+            # the sums first: a run killed before the priced calls are all written leaves
+            # stored calls that the next night's check finds short (then priced whole)
             lake.write_derived(BUCKETS, "all", buckets)
+            # per session bucket, as the call rows: a night rewrites the buckets it changed
+            lake.write_session_rows(PRICED_CALLS, "all", priced,
+                                    None if redone is None else sorted(redone),
+                                    sort_by=CALL_ROWS_ORDER)
             con.register(BUCKETS, buckets)
             write_summary(lake.root, con, commit)
     return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
 
 
-def price_call_rows(con, table: "pa.Table", root: Path) -> tuple["pa.Table", "pa.Table"]:
+@dataclass(frozen=True)
+class PricedReuse:
+    """What a night's :func:`price_call_rows` may keep of the stored priced calls and their
+    sums: ``stored`` and ``buckets`` (``derived/usage_calls_priced`` and
+    ``derived/usage_buckets`` as the last refresh wrote them, None when missing or
+    unreadable), the sessions whose call rows this refresh replaces (``changed``) and the
+    call keys those sessions had or have now (``keys``)."""
+
+    stored: "pa.Table | None"
+    buckets: "pa.Table | None"
+    changed: frozenset[str]
+    keys: "pa.Array"
+
+
+def _stored_priced(lake: "Lake") -> tuple["pa.Table | None", "pa.Table | None"]:
+    """``derived/usage_calls_priced`` and ``derived/usage_buckets`` as stored (each None when
+    missing or unreadable: then every call is priced)."""
+    import pyarrow as pa
+
+    from pipeline.core.errors import CorruptPartError
+    from pipeline.core.lake import read_derived_part
+
+    def read(name: str) -> "pa.Table | None":
+        try:
+            parts = [read_derived_part(path) for path in
+                     sorted((lake.derived_dir / name).glob("*.parquet"))]
+            return pa.concat_tables(parts, promote_options="permissive") if parts else None
+        except (CorruptPartError, OSError, pa.ArrowException):
+            return None
+
+    return read(PRICED_CALLS), read(BUCKETS)
+
+
+def price_call_rows(con, table: "pa.Table", root: Path, *, reuse: PricedReuse | None = None
+                    ) -> tuple["pa.Table", "pa.Table", "set[str] | None"]:
     """In ``con`` (a plain in-memory connection): the calls of ``table`` (usage call rows of
-    every session, in any order) once across the lake with their cost, and their 15-minute
-    sums: what ``refresh_usage`` stores as ``usage_calls_priced`` and ``usage_buckets``. The
+    every session, in any order) once across the lake with their cost, their 15-minute
+    sums (what ``refresh_usage`` stores as ``usage_calls_priced`` and ``usage_buckets``) and
+    the sessions whose priced calls may differ from the stored ones (None: all). The
     order of ``table`` does not matter (every window orders by a total key and every query
-    ends in an ORDER BY), so a night passes its stored rows as read, unsorted."""
+    ends in an ORDER BY), so a night passes its stored rows as read, unsorted.
+
+    ``reuse`` (a night that replaced the rows of ``reuse.changed`` sessions): the dedup and
+    prices are computed again only for the rows of those sessions and for every row sharing
+    a call key with them (``reuse.keys``), over the rows of every session holding one (its
+    whole rows: a session's first call and recorded cost are its own); the other stored
+    priced rows stand: a call's owner depends on its key's rows only, and its cost on its
+    own row and its session's. The priced calls returned are then those of the sessions
+    that may have gained or lost a call (the third value), the sums every session's (the
+    stored sums of the others, which are per session). The stored rows are used only when
+    their price source is this one and their count is the one ``table`` gives; else every
+    row is priced (the same bytes, only slower: ``tests/test_usage.py`` compares both)."""
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")
-    con.register(CALL_ROWS, table)
+    outside = _reusable_priced(table, reuse)
+    if outside is not None:
+        import pyarrow.compute as pc
+
+        from pipeline.core.lake import rows_of_sessions
+
+        sharing = table.column("session_id").filter(
+            pc.fill_null(pc.is_in(table.column("call_key"), reuse.keys), False))
+        con.register(CALL_ROWS, rows_of_sessions(table, reuse.changed | set(sharing.to_pylist())))
+    else:
+        con.register(CALL_ROWS, table)
     con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
     _base_prices(con, root)
     _custom_prices(con, None)
@@ -273,12 +346,67 @@ def price_call_rows(con, table: "pa.Table", root: Path) -> tuple["pa.Table", "pa
     _ensure_prices(con, models, None)
     priced = con.sql(sqlfiles.load("select_usage_calls_to_store"),
                      params={"price_source": price_source()}).to_arrow_table()
+    redone = None
+    if outside is not None:
+        import pyarrow as pa
+
+        # of the rows priced now, those the change decides (the others are of a key whose
+        # rows were not all in this pass: their stored row stands)
+        decided = priced.filter(pc.invert(_outside_change(priced, reuse)))
+        # the sessions that may have gained or lost a call: the change's, and those holding
+        # one of its keys before or now; their priced calls are what was kept and decided
+        stored = reuse.stored
+        redone = set(reuse.changed) | set(decided.column("session_id").to_pylist()) | \
+            set(stored.column("session_id").filter(pc.invert(outside)).to_pylist())
+        redone_ids = pa.array(sorted(redone), pa.string())
+        kept = stored.filter(pc.and_(outside, pc.is_in(stored.column("session_id"), redone_ids)))
+        priced = pa.concat_tables([kept.select(priced.schema.names).cast(priced.schema), decided]) \
+            .sort_by([(name, "ascending") for name in CALL_ROWS_ORDER]).combine_chunks()
     con.register(PRICED_CALLS, priced)
     con.execute(sqlfiles.load("create_view_usage_calls_priced"))
     con.execute(sqlfiles.load("create_view_usage_report_rows"))
     buckets = con.sql(sqlfiles.load("select_usage_buckets_to_store"),
                       params={"price_source": price_source()}).to_arrow_table()
-    return priced, buckets
+    if redone is not None:
+        others = reuse.buckets.filter(pc.invert(pc.is_in(reuse.buckets.column("session_id"), redone_ids)))
+        buckets = pa.concat_tables([others.select(buckets.schema.names).cast(buckets.schema), buckets]) \
+            .sort_by([(name, "ascending", "at_end") for name in BUCKETS_ORDER]) \
+            .combine_chunks()
+    return priced, buckets, redone
+
+
+def _reusable_priced(table: "pa.Table", reuse: PricedReuse | None) -> "pa.ChunkedArray | None":
+    """Which stored priced rows ``reuse`` lets a night keep (see :func:`price_call_rows`):
+    those of the sessions not changed whose call key is none of ``reuse.keys`` (a mask over
+    ``reuse.stored``); None when every row is to be priced (no ``reuse``, no stored rows or
+    sums, another price source, or stored rows that do not match ``table``: as many kept
+    rows as ``table`` has calls outside the change, each key once)."""
+    if reuse is None or reuse.stored is None or reuse.buckets is None \
+            or "call_key" not in reuse.stored.column_names:
+        return None
+    import pyarrow.compute as pc
+
+    source = price_source()
+    for stored in (reuse.stored, reuse.buckets):
+        if stored.num_rows and pc.any(pc.not_equal(stored.column("price_source"),
+                                                   source)).as_py() is not False:
+            return None
+    outside = _outside_change(reuse.stored, reuse)
+    keys = table.column("call_key").filter(_outside_change(table, reuse))
+    calls = keys.null_count + pc.count_distinct(keys, mode="only_valid").as_py()
+    return outside if (pc.sum(outside).as_py() or 0) == calls else None
+
+
+def _outside_change(rows: "pa.Table", reuse: PricedReuse) -> "pa.ChunkedArray":
+    """Which of ``rows`` (call rows or priced calls) a night's change leaves as they were:
+    not of a changed session, and of none of the change's call keys."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    changed = pa.array(sorted(reuse.changed), pa.string())
+    touched = pc.or_(pc.fill_null(pc.is_in(rows.column("session_id"), changed), False),
+                     pc.fill_null(pc.is_in(rows.column("call_key"), reuse.keys), False))
+    return pc.invert(touched)
 
 
 # ---------------------------------------------------------------------------------------
