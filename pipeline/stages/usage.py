@@ -198,9 +198,9 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
     files changed (every one of them: the coverage is recorded for all sources); the other
     sessions' stored rows are kept as they are (never recomputed from the messages). The
     dedup and prices are then computed again for the calls those sessions can change (see
-    :func:`price_call_rows`'s ``reuse``), the others' priced rows kept as stored; the
-    15-minute sums are computed whole from the priced rows in memory (a few tens of
-    thousands of rows: no pass over the lake).
+    :func:`price_call_rows`'s ``reuse``), the others' priced rows kept as stored, and so are
+    the 15-minute sums of the sessions whose priced rows stay the same (sums are per
+    session): all in memory, no pass over the lake.
     """
     lake.require()
     wanted = None if sessions is None else sorted(set(sessions))
