@@ -170,10 +170,61 @@ def test_the_summary_file_is_private(tmp_path):
         {"buckets.json": 0o600, "day_rows.json": 0o600, "days.json": 0o600}, 0o700)
 
 
-def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_stores(tmp_path):
+def _stored_usage(lake: Lake) -> dict:
+    """The stored usage tables (by file) and the JSON summary (bytes) of ``lake``."""
     import pyarrow.parquet as pq
 
     from pipeline.stages.usage import BUCKETS, CALL_ROWS, PRICED_CALLS
+
+    derived = Path(lake.root) / "derived"
+    files = sorted(path for name in (CALL_ROWS, PRICED_CALLS, BUCKETS)
+                   for path in (derived / name).glob("*.parquet"))
+    tables = {str(path.relative_to(derived)): pq.read_table(path) for path in files}
+    return {**tables, **{path.name: path.read_bytes() for path in (derived / SUMMARY).glob("*.json")}}
+
+
+def _assert_same_usage(one: dict, other: dict) -> None:
+    assert sorted(one) == sorted(other)
+    for name, table in other.items():
+        assert one[name] == table if name.endswith(".json") else one[name].equals(table), name
+
+
+def test_a_partial_refresh_drops_the_rows_of_a_source_gone_from_the_lake_as_a_full_refresh_does(tmp_path):
+    """A session whose file left the lake without being named (its rows found stale among
+    the stored ones) is rewritten by a refresh of another session: the same tables as a
+    full refresh, without its calls."""
+    import pyarrow.parquet as pq
+
+    from pipeline.stages.usage import CALL_ROWS
+
+    archive = tmp_path / "archive"
+    write_demo_archive(archive, size_bytes=2 * 1024 * 1024, seed=5)
+    lake = Lake(tmp_path / "lake")
+    ingest([archive], lake=lake, workers=1)
+    _refreshed(lake)
+
+    def sessions() -> set[str]:
+        return {sid for path in (Path(lake.root) / "derived" / CALL_ROWS).glob("*.parquet")
+                for sid in pq.read_table(path, columns=["session_id"]).column(0).to_pylist()}
+
+    gone = max((p for p in archive.rglob("*.jsonl") if "/claude/" in str(p) and "agent-" not in p.name
+                and p.stem in sessions()), key=lambda p: p.stat().st_size)
+    gone.unlink()
+    extra = ClaudeTranscript("sess-appended", start="2026-11-03T09:00:00", cwd="/home/me/extra")
+    extra.user("go")
+    extra.say("a", usage={"input_tokens": 250_000, "output_tokens": 900})
+    extra.write(archive)
+    ingest([archive], lake=lake, workers=1)
+    partial = refresh_usage(lake, sessions=["sess-appended"])
+    assert gone.stem not in sessions() and "sess-appended" in sessions()
+    after_partial = _stored_usage(lake)
+    full = refresh_usage(lake)
+    assert full.rows == partial.rows
+    _assert_same_usage(after_partial, _stored_usage(lake))
+
+
+def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_stores(tmp_path):
+    from pipeline.stages.usage import CALL_ROWS
 
     write_demo_archive(tmp_path / "archive", size_bytes=2 * 1024 * 1024, seed=5)
     lake = Lake(tmp_path / "lake")
@@ -187,21 +238,12 @@ def test_a_partial_refresh_after_an_append_stores_exactly_what_a_full_refresh_st
     partial = refresh_usage(lake, sessions=["sess-appended"])
     assert partial.sessions == 1
 
-    def stored() -> dict:
-        derived = Path(lake.root) / "derived"
-        files = sorted(path for name in (CALL_ROWS, PRICED_CALLS, BUCKETS)
-                       for path in (derived / name).glob("*.parquet"))
-        tables = {str(path.relative_to(derived)): pq.read_table(path) for path in files}
-        return {**tables, **{path.name: path.read_bytes() for path in (derived / SUMMARY).glob("*.json")}}
-
-    after_partial = stored()
+    after_partial = _stored_usage(lake)
     full = refresh_usage(lake)
     assert (full.sessions, full.rows) == (None, partial.rows)
-    after_full = stored()
-    assert sorted(after_partial) == sorted(after_full)
+    after_full = _stored_usage(lake)
     assert sum(name.startswith(f"{CALL_ROWS}/all.b") for name in after_full) == 16
-    for name, table in after_full.items():
-        assert after_partial[name] == table if name.endswith(".json") else after_partial[name].equals(table), name
+    _assert_same_usage(after_partial, after_full)
     day = usage_report(lake, period="day", tz="UTC", since="2026-11-03", until="2026-11-03",
                        project="extra").to_dict()
     assert (day["totals"]["input_tokens"], day["totals"]["cost_usd"]) == (

@@ -601,6 +601,20 @@ class Lake:
             legacy.unlink()
         return len(buckets)
 
+    def read_session_rows(self, name: str, key: str, schema: pa.Schema,
+                          sessions: Iterable[str]) -> pa.Table:
+        """The rows of ``sessions`` in the derived table ``name`` stored per session bucket
+        (:meth:`write_session_rows`): only the files of their buckets are read (one changed
+        session: 1/16 of the table), rows in file order."""
+        wanted = set(sessions)
+        folder = self.derived_dir / name
+        paths = [folder / f"{key}.parquet"]
+        if not paths[0].exists():
+            paths = [folder / f"{key}.b{bucket:02d}.parquet"
+                     for bucket in sorted({session_bucket(s) for s in wanted})]
+        tables = [_conform(read_derived_part(p), schema) for p in paths if p.exists()]
+        return rows_of_sessions(pa.concat_tables(tables) if tables else schema.empty_table(), wanted)
+
     def broken_derived_parts(self) -> list[Path]:
         """The Parquet files of derived tables that are not whole Parquet files (cut short,
         overwritten: no ``PAR1`` at both ends, or a footer longer than the file), by a few

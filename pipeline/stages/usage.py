@@ -90,6 +90,7 @@ UNDATED_FORMATS = ("claude_code", "codex_cli")
 MISMATCH = Decimal("0.05")            # recorded vs computed cost: flagged above 5%
 CALL_ROWS = "usage_call_rows"         # derived/usage_call_rows: per-session call rows
 CALL_ROWS_ORDER = ["session_id", "source_id", "seq"]
+LISTED_COLUMNS = ["session_id", "source_id", "call_key"]   # what a night reads of every row
 CALL_SOURCES = "usage_call_sources"   # derived/usage_call_sources: the sources they cover
 PRICED_CALLS = "usage_calls_priced"   # derived/usage_calls_priced: usage_calls as of the refresh
 BUCKETS = "usage_buckets"             # derived/usage_buckets: their 15-minute sums (the reports')
@@ -235,24 +236,25 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
         if partial:
             import pyarrow.compute as pc
 
-            stored = lake.read_derived(CALL_ROWS, "all", fresh.schema)
+            # every stored row's session, source and call (three columns, not the rows)
+            listed = lake.read_derived(CALL_ROWS, "all", fresh.schema, columns=LISTED_COLUMNS)
             # rows of sources gone from the lake go, and their sessions' buckets are rewritten
-            in_lake = pc.is_in(stored.column("source_id"), present)
-            gone = stored.column("session_id").filter(pc.invert(in_lake))
-            stale = set(gone.to_pylist()) - set(wanted)
-            kept = stored.filter(in_lake) if len(gone) else stored
-            fresh = pa.concat_tables([fresh, rows_of_sessions(kept, stale)], promote_options="permissive")
+            in_lake = pc.is_in(listed.column("source_id"), present)
+            stale = set(listed.column("session_id").filter(pc.invert(in_lake)).to_pylist()) - set(wanted)
+            if stale:
+                left = lake.read_session_rows(CALL_ROWS, "all", fresh.schema, stale)
+                fresh = pa.concat_tables([fresh, left.filter(pc.is_in(left.column("source_id"), present))],
+                                         promote_options="permissive")
             rewrite = set(wanted) | stale
             # the calls these sessions had and have: only those can change owner or price
-            keys = pa.concat_tables([rows_of_sessions(stored, rewrite), fresh],
-                                    promote_options="permissive").column("call_key")
+            keys = pa.concat_tables([rows_of_sessions(listed, rewrite).select(["call_key"]),
+                                     fresh.select(["call_key"])], promote_options="permissive").column(0)
             reuse = PricedReuse(*_stored_priced(lake), frozenset(rewrite), pc.unique(keys.drop_null()))
             lake.write_session_rows(CALL_ROWS, "all", fresh, sorted(rewrite), sort_by=CALL_ROWS_ORDER)
-            table = pa.concat_tables([rows_of_sessions(kept, rewrite, keep=False), fresh],
-                                     promote_options="permissive")
+            table = StoredCallRows(lake, fresh.schema)    # every session's rows, as now stored
         else:
             lake.write_session_rows(CALL_ROWS, "all", fresh, None, sort_by=CALL_ROWS_ORDER)
-            table = fresh
+            table = CallRows(fresh)
             reuse = None
         # not sorted (~70 ms for 35k rows): price_call_rows does not depend on their order
         path = lake.derived_dir / CALL_ROWS
@@ -269,7 +271,48 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
                                     sort_by=CALL_ROWS_ORDER)
             con.register(BUCKETS, buckets)
             write_summary(lake.root, con, commit)
-    return UsageRefresh(None if wanted is None else len(wanted), table.num_rows, str(path))
+    return UsageRefresh(None if wanted is None else len(wanted), table.listed().num_rows, str(path))
+
+
+class CallRows:
+    """The usage call rows :func:`price_call_rows` prices, as it needs them: every row's
+    session and call key (:meth:`listed`), the whole rows of a few sessions
+    (:meth:`of_sessions`), or all of them (:meth:`whole`). This one holds them in memory."""
+
+    def __init__(self, table: "pa.Table"):
+        self.table = table
+
+    def listed(self) -> "pa.Table":
+        return self.table
+
+    def of_sessions(self, sessions: set[str]) -> "pa.Table":
+        from pipeline.core.lake import rows_of_sessions
+
+        return rows_of_sessions(self.table, sessions)
+
+    def whole(self) -> "pa.Table":
+        return self.table
+
+
+class StoredCallRows(CallRows):
+    """The lake's stored call rows (``derived/usage_call_rows``), read as asked: three
+    columns of every row, the files of a few sessions' buckets, or every file (a night that
+    reprices a few sessions reads ~1/16 of the rows whole)."""
+
+    def __init__(self, lake: "Lake", schema: "pa.Schema"):
+        self.lake, self.schema = lake, schema
+        self._listed: "pa.Table | None" = None
+
+    def listed(self) -> "pa.Table":
+        if self._listed is None:
+            self._listed = self.lake.read_derived(CALL_ROWS, "all", self.schema, columns=LISTED_COLUMNS)
+        return self._listed
+
+    def of_sessions(self, sessions: set[str]) -> "pa.Table":
+        return self.lake.read_session_rows(CALL_ROWS, "all", self.schema, sessions)
+
+    def whole(self) -> "pa.Table":
+        return self.lake.read_derived(CALL_ROWS, "all", self.schema)
 
 
 @dataclass(frozen=True)
@@ -305,10 +348,12 @@ def _stored_priced(lake: "Lake") -> tuple["pa.Table | None", "pa.Table | None"]:
     return read(PRICED_CALLS), read(BUCKETS)
 
 
-def price_call_rows(con, table: "pa.Table", root: Path, *, reuse: PricedReuse | None = None
+def price_call_rows(con, table: "pa.Table | CallRows", root: Path, *,
+                    reuse: PricedReuse | None = None
                     ) -> tuple["pa.Table", "pa.Table", "set[str] | None"]:
     """In ``con`` (a plain in-memory connection): the calls of ``table`` (usage call rows of
-    every session, in any order) once across the lake with their cost, their 15-minute
+    every session, in any order; or a :class:`CallRows`, read as needed) once across the
+    lake with their cost, their 15-minute
     sums (what ``refresh_usage`` stores as ``usage_calls_priced`` and ``usage_buckets``) and
     the sessions whose priced calls may differ from the stored ones (None: all). The
     order of ``table`` does not matter (every window orders by a total key and every query
@@ -326,17 +371,17 @@ def price_call_rows(con, table: "pa.Table", root: Path, *, reuse: PricedReuse | 
     row is priced (the same bytes, only slower: ``tests/test_usage.py`` compares both)."""
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")
-    outside = _reusable_priced(table, reuse)
+    rows = table if isinstance(table, CallRows) else CallRows(table)
+    outside = _reusable_priced(rows.listed(), reuse)
     if outside is not None:
         import pyarrow.compute as pc
 
-        from pipeline.core.lake import rows_of_sessions
-
-        sharing = table.column("session_id").filter(
-            pc.fill_null(pc.is_in(table.column("call_key"), reuse.keys), False))
-        con.register(CALL_ROWS, rows_of_sessions(table, reuse.changed | set(sharing.to_pylist())))
+        listed = rows.listed()
+        sharing = listed.column("session_id").filter(
+            pc.fill_null(pc.is_in(listed.column("call_key"), reuse.keys), False))
+        con.register(CALL_ROWS, rows.of_sessions(reuse.changed | set(sharing.to_pylist())))
     else:
-        con.register(CALL_ROWS, table)
+        con.register(CALL_ROWS, rows.whole())
     con.execute(sqlfiles.load("create_view_usage_call_rows_stored"))
     _base_prices(con, root)
     _custom_prices(con, None)
