@@ -13,7 +13,6 @@ import json
 import multiprocessing
 import os
 import random
-import shutil
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -24,7 +23,7 @@ import pytest
 from pipeline.stages.ingest import ingest
 from pipeline.core.lake import Lake, detach_forked_worker
 from pipeline.stages.nightly import run_nightly
-from tests.helpers.lake import REAL, copy_real, rows, scalar
+from tests.helpers.lake import copy_real, rows, scalar
 from tests.helpers.processes import start_child, warm
 
 SAMPLES = ("claude_code/claude_session.jsonl", "claude_code/claude_agent.jsonl",

@@ -161,6 +161,12 @@ def session_bucket(session_id: str | None) -> int:
     return int.from_bytes(digest.digest(), "big") % DERIVED_BUCKETS
 
 
+def bucket_file(folder: Path, key: str, bucket: int) -> Path:
+    """The file of a derived table stored per session bucket (:meth:`Lake.write_session_rows`)
+    that holds the rows of bucket ``bucket`` (:func:`session_bucket`) under ``key``."""
+    return folder / f"{key}.b{bucket:02d}.parquet"
+
+
 def holds_lake_lock(stage):
     """Decorator: run a stage ``stage(lake, ...)`` that writes to the lake under its lock
     (re-entrant, so the nightly run holding it already is unaffected)."""
@@ -590,7 +596,7 @@ class Lake:
         of_row = [session_bucket(s) for s in table.column("session_id").to_pylist()]
         by_bucket = pa.array(of_row, pa.int32())
         for bucket in sorted(buckets):
-            path = folder / f"{key}.b{bucket:02d}.parquet"
+            path = bucket_file(folder, key, bucket)
             new = table.filter(pc.equal(by_bucket, bucket))
             if wanted is not None and path.exists():
                 new = pa.concat_tables([_rows_not_of(read_derived_part(path), wanted, table.schema),
@@ -610,8 +616,7 @@ class Lake:
         folder = self.derived_dir / name
         paths = [folder / f"{key}.parquet"]
         if not paths[0].exists():
-            paths = [folder / f"{key}.b{bucket:02d}.parquet"
-                     for bucket in sorted({session_bucket(s) for s in wanted})]
+            paths = [bucket_file(folder, key, bucket) for bucket in sorted({session_bucket(s) for s in wanted})]
         tables = [_conform(read_derived_part(p), schema) for p in paths if p.exists()]
         return rows_of_sessions(pa.concat_tables(tables) if tables else schema.empty_table(), wanted)
 
@@ -642,14 +647,18 @@ class Lake:
         path.unlink()
         return True
 
-    def read_derived(self, name: str, key: str, schema: pa.Schema, *,
+    def read_derived(self, name: str, key: str, schema: pa.Schema | None, *,
                      columns: list[str] | None = None) -> pa.Table:
         """Every row of derived table ``name`` under ``key`` (whole file or buckets);
-        ``columns``: only these of ``schema``."""
+        ``columns``: only these of ``schema``. ``schema`` None: the files' own columns (a
+        table whose schema the caller does not hold; no file: a table of no columns)."""
         folder = self.derived_dir / name
         paths = sorted(folder.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"))
         if (folder / f"{key}.parquet").exists():
             paths = [folder / f"{key}.parquet"]
+        if schema is None:
+            tables = [read_derived_part(p, columns=columns) for p in paths]
+            return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
         if columns is not None:
             schema = pa.schema([schema.field(column) for column in columns])
         tables = [_conform(read_derived_part(p, columns=columns), schema) for p in paths]

@@ -177,7 +177,7 @@ def sync_files(files: list[Path], roots: list[Path]) -> None:
                 folders.add(target)
             fd = os.open(target, flags)
             try:
-                fsync(fd)
+                os.fsync(fd)            # durable writes: checked once above
             finally:
                 os.close(fd)
 

@@ -251,7 +251,10 @@ def refresh_usage(lake: "Lake", *, sessions=None) -> UsageRefresh:
                                      fresh.select(["call_key"])], promote_options="permissive").column(0)
             reuse = PricedReuse(*_stored_priced(lake), frozenset(rewrite), pc.unique(keys.drop_null()))
             lake.write_session_rows(CALL_ROWS, "all", fresh, sorted(rewrite), sort_by=CALL_ROWS_ORDER)
-            table = StoredCallRows(lake, fresh.schema)    # every session's rows, as now stored
+            # every session's rows as now stored: the three columns known without reading them
+            table = StoredCallRows(lake, fresh.schema, pa.concat_tables(
+                [rows_of_sessions(listed, rewrite, keep=False), fresh.select(LISTED_COLUMNS)],
+                promote_options="permissive"))
         else:
             lake.write_session_rows(CALL_ROWS, "all", fresh, None, sort_by=CALL_ROWS_ORDER)
             table = CallRows(fresh)
@@ -295,18 +298,14 @@ class CallRows:
 
 
 class StoredCallRows(CallRows):
-    """The lake's stored call rows (``derived/usage_call_rows``), read as asked: three
-    columns of every row, the files of a few sessions' buckets, or every file (a night that
-    reprices a few sessions reads ~1/16 of the rows whole)."""
+    """The lake's stored call rows (``derived/usage_call_rows``; ``listed``: their
+    :data:`LISTED_COLUMNS`, which the night already holds), whole rows read as asked: the
+    files of a few sessions' buckets, or every file (a night that reprices a few sessions
+    reads ~1/16 of the rows whole)."""
 
-    def __init__(self, lake: "Lake", schema: "pa.Schema"):
+    def __init__(self, lake: "Lake", schema: "pa.Schema", listed: "pa.Table"):
+        super().__init__(listed)
         self.lake, self.schema = lake, schema
-        self._listed: "pa.Table | None" = None
-
-    def listed(self) -> "pa.Table":
-        if self._listed is None:
-            self._listed = self.lake.read_derived(CALL_ROWS, "all", self.schema, columns=LISTED_COLUMNS)
-        return self._listed
 
     def of_sessions(self, sessions: set[str]) -> "pa.Table":
         return self.lake.read_session_rows(CALL_ROWS, "all", self.schema, sessions)
@@ -335,15 +334,13 @@ def _stored_priced(lake: "Lake") -> tuple["pa.Table | None", "pa.Table | None"]:
     import pyarrow as pa
 
     from pipeline.core.errors import CorruptPartError
-    from pipeline.core.lake import read_derived_part
 
     def read(name: str) -> "pa.Table | None":
         try:
-            parts = [read_derived_part(path) for path in
-                     sorted((lake.derived_dir / name).glob("*.parquet"))]
-            return pa.concat_tables(parts, promote_options="permissive") if parts else None
+            table = lake.read_derived(name, "all", None)
         except (CorruptPartError, OSError, pa.ArrowException):
             return None
+        return table if table.num_columns else None
 
     return read(PRICED_CALLS), read(BUCKETS)
 
@@ -397,7 +394,7 @@ def price_call_rows(con, table: "pa.Table | CallRows", root: Path, *,
 
         # of the rows priced now, those the change decides (the others are of a key whose
         # rows were not all in this pass: their stored row stands)
-        decided = priced.filter(pc.invert(_outside_change(priced, reuse)))
+        decided = priced.filter(_touched(priced, reuse))
         # the sessions that may have gained or lost a call: the change's, and those holding
         # one of its keys before or now; their priced calls are what was kept and decided
         stored = reuse.stored
@@ -436,22 +433,21 @@ def _reusable_priced(table: "pa.Table", reuse: PricedReuse | None) -> "pa.Chunke
         if stored.num_rows and pc.any(pc.not_equal(stored.column("price_source"),
                                                    source)).as_py() is not False:
             return None
-    outside = _outside_change(reuse.stored, reuse)
-    keys = table.column("call_key").filter(_outside_change(table, reuse))
+    outside = pc.invert(_touched(reuse.stored, reuse))
+    keys = table.column("call_key").filter(pc.invert(_touched(table, reuse)))
     calls = keys.null_count + pc.count_distinct(keys, mode="only_valid").as_py()
     return outside if (pc.sum(outside).as_py() or 0) == calls else None
 
 
-def _outside_change(rows: "pa.Table", reuse: PricedReuse) -> "pa.ChunkedArray":
-    """Which of ``rows`` (call rows or priced calls) a night's change leaves as they were:
-    not of a changed session, and of none of the change's call keys."""
+def _touched(rows: "pa.Table", reuse: PricedReuse) -> "pa.ChunkedArray":
+    """Which of ``rows`` (call rows or priced calls) a night's change may alter: those of a
+    changed session, and those of one of the change's call keys."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     changed = pa.array(sorted(reuse.changed), pa.string())
-    touched = pc.or_(pc.fill_null(pc.is_in(rows.column("session_id"), changed), False),
-                     pc.fill_null(pc.is_in(rows.column("call_key"), reuse.keys), False))
-    return pc.invert(touched)
+    return pc.or_(pc.fill_null(pc.is_in(rows.column("session_id"), changed), False),
+                  pc.fill_null(pc.is_in(rows.column("call_key"), reuse.keys), False))
 
 
 # ---------------------------------------------------------------------------------------
