@@ -1,0 +1,61 @@
+"""The stage runner's ledger writes: a short stage's committed batch is written with its
+marker, once; a stage that has run a while writes its batch at once; a stage that fails
+after a commit keeps what it committed."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.core import ledger as ledgers
+from pipeline.core.lake import Lake
+from pipeline.core.ledger import ItemResult, Ledger, Runner, Stage
+
+
+def _rows_on_disk(lake: Lake, stage: str) -> dict[str, str]:
+    path = Ledger(lake).path(stage)
+    if not path.exists():
+        return {}
+    table = pq.read_table(path)
+    return dict(zip(table.column("item").to_pylist(), table.column("status").to_pylist()))
+
+
+def _stage(lake: Lake, seen: list, *, fail: bool = False) -> Stage:
+    """A stage of two items that commits both at once, then notes what its file holds."""
+    def work(owed, commit):
+        commit({item: ItemResult("done") for item in owed.todo})
+        seen.append(_rows_on_disk(lake, "toy"))
+        if fail:
+            raise RuntimeError("broke after its commit")
+    return Stage("toy", {"v": 1}, lambda: {"a": "fp-a", "b": "fp-b"}, work)
+
+
+@pytest.fixture
+def lake(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    lake.root.mkdir()
+    return lake
+
+
+def test_a_short_stage_writes_its_committed_rows_once_with_its_marker(lake):
+    seen: list = []
+    report = Runner(lake, "run-1").run(_stage(lake, seen))
+    assert report.status == "ok" and report.done == 2
+    assert seen == [{}]            # nothing written at the commit
+    assert _rows_on_disk(lake, "toy") == {"": "done", "a": "done", "b": "done"}
+
+
+def test_a_stage_that_has_run_a_while_writes_its_batch_at_once(lake, monkeypatch):
+    monkeypatch.setattr(ledgers, "COMMIT_WRITE_AFTER_S", 0.0)
+    seen: list = []
+    Runner(lake, "run-1").run(_stage(lake, seen))
+    assert seen == [{"a": "done", "b": "done"}]      # the batch, no marker yet
+    assert _rows_on_disk(lake, "toy") == {"": "done", "a": "done", "b": "done"}
+
+
+def test_a_stage_failing_after_its_commit_keeps_the_rows_it_committed_without_a_marker(lake):
+    seen: list = []
+    report = Runner(lake, "run-1").run(_stage(lake, seen, fail=True))
+    assert report.status == "failed" and "broke after its commit" in report.error
+    assert seen == [{}]
+    assert _rows_on_disk(lake, "toy") == {"a": "done", "b": "done"}
