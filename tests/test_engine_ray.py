@@ -170,37 +170,6 @@ def test_the_config_engine_and_address_make_a_ray_engine_joining_that_cluster():
     assert chosen.describe() == {"engine": "ray", "ray_address": "auto"}
 
 
-def _tagging():
-    """A job function Ray's workers can load (made here: cloudpickle sends it by value)."""
-    def tagged(shared: str, job: int) -> tuple:
-        import os
-        return shared, job * job, os.getpid()
-    return tagged
-
-
-def test_while_ray_starts_the_driver_does_the_first_jobs_and_ray_the_rest_in_order(monkeypatch):
-    from pipeline.stages import engine as engines
-
-    # Ray "starts" for the driver's first two looks (this module's instance is up already)
-    looks = iter([True, True])
-    monkeypatch.setattr(engines, "starting_ray", lambda: next(looks, False))
-    results = list(engines.RayEngine().map(_tagging(), range(5), shared="s"))
-    assert [(tag, value) for tag, value, _ in results] == [("s", j * j) for j in range(5)]
-    assert [pid == os.getpid() for _, _, pid in results] == [True, True, False, False, False]
-
-
-def test_the_last_job_and_every_job_under_an_armed_crash_point_are_rays(monkeypatch):
-    from pipeline.stages import engine as engines
-
-    monkeypatch.setattr(engines, "starting_ray", lambda: True)
-    assert [pid == os.getpid() for *_, pid in engines.RayEngine().map(_tagging(), [3], shared="s")] \
-        == [False]
-    monkeypatch.setenv("CTXLAKE_CRASH_AT", "nowhere")
-    results = list(engines.RayEngine().map(_tagging(), range(3), shared="s"))
-    assert [value for _, value, _ in results] == [0, 1, 4]
-    assert [pid == os.getpid() for *_, pid in results] == [False, False, False]
-
-
 def test_a_killed_ray_apply_task_is_retried_and_leaves_the_same_outputs_and_store(
         tmp_path, monkeypatch):
     # the worker dies with its files' payloads and temp outputs written; its retry writes

@@ -389,32 +389,18 @@ class RayEngine(Engine):
         as one task per job; results come back in job order as they are needed. Every task
         is submitted before this returns, each as soon as ``jobs`` yields it: with a
         generator that makes each job (a chunk's rows as Arrow IPC), the first tasks run
-        while the driver makes the next jobs. While a local instance this process started
-        is still starting, the driver does the first jobs itself (see below): on a 2-core
-        box a sweep of 8 settings over the 200 MB demo took 6.4-7.3 s instead of 6.5-8.1 s
-        (local engine: 3.6-4.2 s)."""
+        while the driver makes the next jobs."""
         jobs = iter(jobs)
-        job = next(jobs, _NO_JOB)
-        if job is _NO_JOB:
+        first = next(jobs, _NO_JOB)
+        if first is _NO_JOB:
             return iter(())
-        env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
-        # while a new local instance starts (2-3 s on a small box), the driver would only
-        # wait: it does the first jobs itself meanwhile, in job order, and hands the rest to
-        # Ray once it is up. Always the last job, at least, is Ray's. Not while a crash point
-        # is armed: those are for Ray's workers (the kill tests), never the driver.
-        here: list[Any] = []
-        while not env and starting_ray():
-            following = next(jobs, _NO_JOB)
-            if following is _NO_JOB:
-                break
-            here.append(fn(job) if shared is None else fn(shared, job))
-            job = following
         ray = self._ray()
+        env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
         fn_ref = ray.put(fn)
         shared_ref = ray.put(shared) if shared is not None else None
-        refs = [self._remote.remote(fn_ref, shared_ref, each, env)
-                for each in itertools.chain([job], jobs)]
-        return itertools.chain(here, (ray.get(ref) for ref in refs))
+        refs = [self._remote.remote(fn_ref, shared_ref, job, env)
+                for job in itertools.chain([first], jobs)]
+        return (ray.get(ref) for ref in refs)
 
 
 def make_engine(name: str | None, address: str | None = None) -> Engine:
