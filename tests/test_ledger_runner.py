@@ -59,3 +59,34 @@ def test_a_stage_failing_after_its_commit_keeps_the_rows_it_committed_without_a_
     assert report.status == "failed" and "broke after its commit" in report.error
     assert seen == [{}]
     assert _rows_on_disk(lake, "toy") == {"a": "done", "b": "done"}
+
+
+def _row(item: str, status: str = "done", detail: str | None = None) -> dict:
+    return {"stage": "toy", "item": item, "input_fp": f"in-{item}", "settings_fp": "s",
+            "run_id": "run-1", "status": status, "detail": detail}
+
+
+def test_writing_the_changes_over_a_file_gives_the_bytes_of_writing_every_row(lake):
+    ledger = Ledger(lake)
+    before = {item: _row(item, detail='{"output": "x"}' if item == "b" else None)
+              for item in ("", "a", "b", "c", "d")}
+    ledger.write("toy", before)
+    base = ledger.file("toy")
+    changed = {"c": _row("c", "failed"), "e": _row("e"), "": _row("")}
+    ledger.write_changes("toy", base, changed, dropped={"a"})
+    merged = ledger.path("toy").read_bytes()
+    ledger.write("toy", {**{k: v for k, v in before.items() if k != "a"}, **changed})
+    assert ledger.path("toy").read_bytes() == merged
+    assert _rows_on_disk(lake, "toy") == {"": "done", "b": "done", "c": "failed", "d": "done",
+                                          "e": "done"}
+
+
+def test_recorded_rows_are_read_one_at_a_time_without_the_marker(lake):
+    from pipeline.core.ledger import RecordedRows
+
+    ledger = Ledger(lake)
+    ledger.write("toy", {item: _row(item) for item in ("", "a", "b")})
+    recorded = RecordedRows(ledger.file("toy"))
+    assert list(recorded) == ["a", "b"] and len(recorded) == 2
+    assert recorded["b"] == _row("b") and recorded.get("") is None and "" not in recorded
+    assert ledger.keys("toy")["a"] == ("in-a", "s", "done")

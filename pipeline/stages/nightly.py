@@ -171,11 +171,12 @@ def nightly_stages(lake: Lake, settings: NightlySettings, inputs: LakeInputs,
             commit(_all_done(owed))
 
         def apply_inputs(plan_name=plan_name):
-            plan_rows = Ledger(lake).read(plan_name)
+            planned = Ledger(lake).keys(plan_name)     # (input_fp, settings_fp, status)
             by_file = inputs.sessions_by_file()
+            none = (None, None, None)
             return {source_id: fingerprint([fp] + [
-                [sid, (plan_rows.get(sid) or {}).get("input_fp"),
-                 (plan_rows.get(sid) or {}).get("status")] for sid in sorted(by_file.get(source_id, []))])
+                [sid, planned.get(sid, none)[0], planned.get(sid, none)[2]]
+                for sid in sorted(by_file.get(source_id, []))])
                 for source_id, fp in inputs.files().items()}
 
         def apply_work(owed: Owed, commit, spec=spec, target_root=target_root):
