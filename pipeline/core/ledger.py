@@ -270,7 +270,7 @@ class Owed:
     removed: list[str]               # items recorded before that the lake no longer has
     full: bool                       # the settings changed (or nothing was ever recorded)
     inputs: dict[str, str]           # every current item -> its input fingerprint
-    recorded: Mapping[str, dict]     # the ledger rows before this run (item -> row)
+    recorded: RecordedRows           # the ledger rows before this run (item -> row)
 
     @property
     def nothing(self) -> bool:
@@ -769,8 +769,7 @@ class Runner:
             report.seconds = time.perf_counter() - started
             return report
         # the rows this run writes over the file owed read (item -> row; dropped: removed)
-        base = owed.recorded.file if isinstance(owed.recorded, RecordedRows) \
-            else _LedgerFile(LEDGER.empty_table())
+        base = owed.recorded.file
         changed: dict[str, dict] = {}
         dropped = set(owed.removed)
         settings_fp = stage.settings_fp
@@ -817,6 +816,7 @@ class Runner:
             report.failed = len(todo)
             report.seconds = time.perf_counter() - started
             return report
+
         def status(item: str) -> str | None:
             if item in changed:
                 return changed[item]["status"]
