@@ -4,12 +4,13 @@ after a commit keeps what it committed."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core import ledger as ledgers
 from pipeline.core.lake import Lake
-from pipeline.core.ledger import ItemResult, Ledger, Runner, Stage
+from pipeline.core.ledger import LEDGER, ItemResult, Ledger, Runner, Stage
 
 
 def _rows_on_disk(lake: Lake, stage: str) -> dict[str, str]:
@@ -90,3 +91,19 @@ def test_recorded_rows_are_read_one_at_a_time_without_the_marker(lake):
     assert list(recorded) == ["a", "b"] and len(recorded) == 2
     assert recorded["b"] == _row("b") and recorded.get("") is None and "" not in recorded
     assert ledger.keys("toy")["a"] == ("in-a", "s", "done")
+
+
+def test_a_ledger_file_without_a_column_a_later_version_added_is_written_with_it_null(lake):
+    ledger = Ledger(lake)
+    older = pa.table({"stage": ["toy", "toy"], "item": ["a", "b"], "input_fp": ["fp-a", "old"],
+                      "settings_fp": [Stage("toy", {"v": 1}, dict, None).settings_fp] * 2,
+                      "run_id": ["run-0", "run-0"], "status": ["done", "done"]})
+    ledger.root.mkdir()
+    pq.write_table(older, ledger.path("toy"))
+    report = Runner(lake, "run-1").run(_stage(lake, []))
+    assert (report.status, report.done, report.skipped) == ("ok", 1, 1)     # b changed
+    table = pq.read_table(ledger.path("toy"))
+    assert table.column_names == LEDGER.names
+    assert dict(zip(table.column("item").to_pylist(), table.column("detail").to_pylist())) \
+        == {"": None, "a": None, "b": None}
+    assert table.column("run_id").to_pylist() == ["run-1", "run-0", "run-1"]

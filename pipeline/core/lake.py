@@ -437,7 +437,7 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A stored table in ``schema``'s column order and types (a Parquet round trip renames
     list items; a column a later version added is NULL in older files)."""
     columns = []
@@ -467,7 +467,7 @@ def rows_of_sessions(table: pa.Table, sessions: Iterable[str], *, keep: bool = T
 
 
 def _rows_not_of(table: pa.Table, sessions: set[str], schema: pa.Schema) -> pa.Table:
-    return rows_of_sessions(_conform(table, schema), sessions, keep=False)
+    return rows_of_sessions(conform_table(table, schema), sessions, keep=False)
 
 
 @functools.lru_cache(maxsize=1)
@@ -617,7 +617,7 @@ class Lake:
         paths = [folder / f"{key}.parquet"]
         if not paths[0].exists():
             paths = [bucket_file(folder, key, bucket) for bucket in sorted({session_bucket(s) for s in wanted})]
-        tables = [_conform(read_derived_part(p), schema) for p in paths if p.exists()]
+        tables = [conform_table(read_derived_part(p), schema) for p in paths if p.exists()]
         return rows_of_sessions(pa.concat_tables(tables) if tables else schema.empty_table(), wanted)
 
     def broken_derived_parts(self) -> list[Path]:
@@ -661,7 +661,7 @@ class Lake:
             return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
         if columns is not None:
             schema = pa.schema([schema.field(column) for column in columns])
-        tables = [_conform(read_derived_part(p, columns=columns), schema) for p in paths]
+        tables = [conform_table(read_derived_part(p, columns=columns), schema) for p in paths]
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -933,9 +933,9 @@ class Lake:
         except (OSError, pa.ArrowException) as error:
             raise self._unreadable("runs.parquet", error) from None
         if "ingest_committed" in table.column_names:
-            return _conform(table, RUNS)
+            return conform_table(table, RUNS)
         n = table.num_rows
-        table = _conform(table, RUNS)
+        table = conform_table(table, RUNS)
         for name, value, kind in (("command", "ingest", pa.string()), ("status", "ok", pa.string()),
                                   ("ingest_committed", True, pa.bool_())):
             table = table.set_column(table.schema.get_field_index(name), name,

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from pipeline.core.crash import crash_point, die_with
 from pipeline.core.errors import CorruptPartError
 from pipeline.core.store import file_sha256
-from pipeline.core.lake import (Lake, atomic_write_bytes, detach_forked_worker,
+from pipeline.core.lake import (Lake, atomic_write_bytes, conform_table, detach_forked_worker,
                                 forget_inherited_connections, read_parquet_cached,
                                 write_parquet_atomic)
 
@@ -84,7 +84,7 @@ class _LedgerFile:
     def __init__(self, table: pa.Table):
         import pyarrow.compute as pc   # on use: a night with nothing new reads footers only
 
-        self.table = table
+        self.table = conform_table(table, LEDGER)   # a column the file lacks is NULL
         self._keys: dict[str, tuple] | None = None
         self._index: dict[str, int] | None = None
         markers = table.filter(pc.equal(table.column("item"), MARKER)).to_pylist()
@@ -460,13 +460,13 @@ class Ledger:
         kept stay Arrow (the same file as :meth:`write` of every row as a dict)."""
         import pyarrow.compute as pc
 
-        kept = base.table.select(LEDGER.names)
+        kept = base.table
         gone = sorted(set(changed) | set(dropped) | {MARKER})
         if kept.num_rows:
             kept = kept.filter(pc.invert(pc.is_in(kept.column("item"),
                                                   value_set=pa.array(gone, pa.string()))))
         added = pa.Table.from_pylist([changed[item] for item in sorted(changed)], schema=LEDGER)
-        merged = pa.concat_tables([kept.cast(LEDGER), added])
+        merged = pa.concat_tables([kept, added])
         self._write_table(stage, merged.sort_by("item").combine_chunks())
 
     def _write_table(self, stage: str, table: pa.Table) -> None:
