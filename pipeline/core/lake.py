@@ -161,6 +161,12 @@ def session_bucket(session_id: str | None) -> int:
     return int.from_bytes(digest.digest(), "big") % DERIVED_BUCKETS
 
 
+def part_run_id(path: str | Path) -> str:
+    """The ingest run that wrote a part file (``<run id>-<chunk>-<n>.parquet``), as
+    ``part_rows_current`` reads it from the file name."""
+    return os.path.basename(path).split("-", 1)[0]
+
+
 def bucket_file(folder: Path, key: str, bucket: int) -> Path:
     """The file of a derived table stored per session bucket (:meth:`Lake.write_session_rows`)
     that holds the rows of bucket ``bucket`` (:func:`session_bucket`) under ``key``."""
@@ -613,12 +619,22 @@ class Lake:
         (:meth:`write_session_rows`): only the files of their buckets are read (one changed
         session: 1/16 of the table), rows in file order."""
         wanted = set(sessions)
-        folder = self.derived_dir / name
-        paths = [folder / f"{key}.parquet"]
-        if not paths[0].exists():
-            paths = [bucket_file(folder, key, bucket) for bucket in sorted({session_bucket(s) for s in wanted})]
-        tables = [conform_table(read_derived_part(p), schema) for p in paths if p.exists()]
+        tables = [conform_table(read_derived_part(p), schema)
+                  for p in self._derived_files(name, key, wanted)]
         return rows_of_sessions(pa.concat_tables(tables) if tables else schema.empty_table(), wanted)
+
+    def _derived_files(self, name: str, key: str, sessions: set[str] | None = None) -> list[Path]:
+        """The files holding derived table ``name`` under ``key``: a whole-table file when
+        there is one (a lake written before the table was kept per bucket), else its bucket
+        files (of ``sessions``' buckets only, when given), in bucket order."""
+        folder = self.derived_dir / name
+        whole = folder / f"{key}.parquet"
+        if whole.exists():
+            return [whole]
+        if sessions is None:
+            return sorted(folder.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"))
+        paths = [bucket_file(folder, key, b) for b in sorted({session_bucket(s) for s in sessions})]
+        return [path for path in paths if path.exists()]
 
     def broken_derived_parts(self) -> list[Path]:
         """The Parquet files of derived tables that are not whole Parquet files (cut short,
@@ -652,10 +668,7 @@ class Lake:
         """Every row of derived table ``name`` under ``key`` (whole file or buckets);
         ``columns``: only these of ``schema``. ``schema`` None: the files' own columns (a
         table whose schema the caller does not hold; no file: a table of no columns)."""
-        folder = self.derived_dir / name
-        paths = sorted(folder.glob(f"{glob_escape(key)}.b[0-9][0-9].parquet"))
-        if (folder / f"{key}.parquet").exists():
-            paths = [folder / f"{key}.parquet"]
+        paths = self._derived_files(name, key)
         if schema is None:
             tables = [read_derived_part(p, columns=columns) for p in paths]
             return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
@@ -663,7 +676,6 @@ class Lake:
             schema = pa.schema([schema.field(column) for column in columns])
         tables = [conform_table(read_derived_part(p, columns=columns), schema) for p in paths]
         return pa.concat_tables(tables) if tables else schema.empty_table()
-
 
     def exists(self) -> bool:
         """Whether the lake has been made (its ``sources.parquet``); a folder that holds table
@@ -961,16 +973,20 @@ class Lake:
         return [r["run_id"] for r in stale]
 
     def committed_run_ids(self) -> set[str]:
+        """The ingest runs whose parts the views show: named in ``sources.parquet`` (the
+        commit point) or logged in ``runs`` as committed (``sql/create_view_committed_runs.sql``
+        in Python; a part's run is :func:`part_run_id`)."""
         runs = self.read_runs()
-        return {run_id for run_id, committed in zip(runs.column("run_id").to_pylist(),
-                                                     runs.column("ingest_committed").to_pylist())
-                if committed}
+        logged = {run_id for run_id, committed in zip(runs.column("run_id").to_pylist(),
+                                                      runs.column("ingest_committed").to_pylist())
+                  if committed}
+        return logged | set(self.read_sources(("run_id",)).column(0).to_pylist())
 
     def gc_uncommitted(self) -> int:
         """Delete parts left by runs that never committed (a killed run). Returns the count.
 
-        Committed = named in ``sources.parquet`` (the commit point) or logged in ``runs``."""
-        committed = self.committed_run_ids() | set(self.read_sources(("run_id",)).column(0).to_pylist())
+        Committed: :meth:`committed_run_ids`."""
+        committed = self.committed_run_ids()
         removed = 0
         removed += self.remove_temps()
         if not self.tables_dir.exists():
@@ -980,8 +996,7 @@ class Lake:
                 name = part.name
                 if name == "_empty.parquet":
                     continue
-                run_id = name.split("-", 1)[0].lstrip(".")
-                if name.startswith(".") or run_id not in committed:
+                if name.startswith(".") or part_run_id(name) not in committed:
                     part.unlink()
                     removed += 1
         return removed

@@ -82,14 +82,10 @@ class _LedgerFile:
     night made every one of them into a dict and back."""
 
     def __init__(self, table: pa.Table):
-        import pyarrow.compute as pc   # on use: a night with nothing new reads footers only
-
         self.table = conform_table(table, LEDGER)   # a column the file lacks is NULL
         self._keys: dict[str, tuple] | None = None
         self._index: dict[str, int] | None = None
-        markers = table.filter(pc.equal(table.column("item"), MARKER)).to_pylist()
-        self.marker: dict | None = markers[0] if markers else None
-        self.all_done = pc.sum(pc.not_equal(table.column("status"), "done")).as_py() in (None, 0)
+        self.head = _head_of(self.table)
 
     @property
     def keys(self) -> dict[str, tuple]:
@@ -145,6 +141,17 @@ class _Head:
     marker: dict | None
     all_done: bool
     rows: int
+
+
+def _head_of(table: pa.Table) -> _Head:
+    """The head of a stage's rows: its marker, whether every item is done, its row count
+    (what a file's footer keeps, :meth:`Ledger._write_table`)."""
+    import pyarrow.compute as pc   # on use: a night with nothing new reads footers only
+
+    markers = table.filter(pc.equal(table.column("item"), MARKER)).to_pylist()
+    return _Head(markers[0] if markers else None,
+                 pc.sum(pc.not_equal(table.column("status"), "done")).as_py() in (None, 0),
+                 table.num_rows)
 
 
 _DETAILS: dict[int, tuple[pa.Table, dict[str, str | None]]] = {}
@@ -422,10 +429,7 @@ class Ledger:
         """The stage's marker, whether all its items are done, and its row count: from the
         file's footer (a file written before heads is read whole)."""
         head = _read_head(self.path(stage))
-        if head is None:
-            ledger_file = self.file(stage)
-            head = _Head(ledger_file.marker, ledger_file.all_done, ledger_file.table.num_rows)
-        return head
+        return self.file(stage).head if head is None else head
 
     def marker(self, stage: str) -> dict | None:
         return self.head(stage).marker
@@ -471,12 +475,7 @@ class Ledger:
 
     def _write_table(self, stage: str, table: pa.Table) -> None:
         """Write a stage's rows (sorted by item) with its head in the schema's metadata."""
-        import pyarrow.compute as pc
-
-        markers = table.filter(pc.equal(table.column("item"), MARKER)).to_pylist()
-        head = {"marker": markers[0] if markers else None, "rows": table.num_rows,
-                "all_done": pc.sum(pc.not_equal(table.column("status"), "done")).as_py()
-                in (None, 0)}
+        head = dataclasses.asdict(_head_of(table))
         table = table.replace_schema_metadata({HEAD_KEY: json.dumps(head, sort_keys=True)})
         write_parquet_atomic(table, self.path(stage))
 

@@ -26,6 +26,7 @@ import os
 from typing import TYPE_CHECKING, Iterable
 
 from pipeline.core import sqlfiles
+from pipeline.core.lake import part_run_id
 from pipeline.core.schema import PART_TABLES
 
 if TYPE_CHECKING:
@@ -192,12 +193,10 @@ def connect_scoped(lake: "Lake", sessions: Iterable[str], *,
             # (reading sources.parquet and runs.parquet there cost ~7 ms per table a query
             # reads, ~10-80 ms a query): the run of each file, here; the current generation
             # of each source, against a registered copy of sources' ids and generations
-            committed = lake.committed_run_ids() | set(
-                lake.read_sources(("run_id",)).column(0).to_pylist())
+            committed = lake.committed_run_ids()
             con.register(CURRENT_SOURCES, lake.read_sources(("source_id", "generation")))
         if held:
-            held = tuple(path for path in held
-                         if os.path.basename(path).split("-", 1)[0] in committed)
+            held = tuple(path for path in held if part_run_id(path) in committed)
         if not held:
             con.execute(sqlfiles.render("create_view_part_table_none", name=sqlfiles.ident(name),
                                         empty=sqlfiles.ident(empty)))

@@ -368,14 +368,14 @@ def price_call_rows(con, table: "pa.Table | CallRows", root: Path, *,
     row is priced (the same bytes, only slower: ``tests/test_usage.py`` compares both)."""
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     rows = table if isinstance(table, CallRows) else CallRows(table)
     outside = _reusable_priced(rows.listed(), reuse)
     if outside is not None:
-        import pyarrow.compute as pc
-
         listed = rows.listed()
-        sharing = listed.column("session_id").filter(
-            pc.fill_null(pc.is_in(listed.column("call_key"), reuse.keys), False))
+        sharing = listed.column("session_id").filter(_touched(listed, reuse))
         con.register(CALL_ROWS, rows.of_sessions(reuse.changed | set(sharing.to_pylist())))
     else:
         con.register(CALL_ROWS, rows.whole())
@@ -390,8 +390,6 @@ def price_call_rows(con, table: "pa.Table | CallRows", root: Path, *,
                      params={"price_source": price_source()}).to_arrow_table()
     redone = None
     if outside is not None:
-        import pyarrow as pa
-
         # of the rows priced now, those the change decides (the others are of a key whose
         # rows were not all in this pass: their stored row stands)
         decided = priced.filter(_touched(priced, reuse))
@@ -402,8 +400,7 @@ def price_call_rows(con, table: "pa.Table | CallRows", root: Path, *,
             set(stored.column("session_id").filter(pc.invert(outside)).to_pylist())
         redone_ids = pa.array(sorted(redone), pa.string())
         kept = stored.filter(pc.and_(outside, pc.is_in(stored.column("session_id"), redone_ids)))
-        priced = pa.concat_tables([kept.select(priced.schema.names).cast(priced.schema), decided]) \
-            .sort_by([(name, "ascending") for name in CALL_ROWS_ORDER]).combine_chunks()
+        priced = _merged(kept, decided, [(name, "ascending") for name in CALL_ROWS_ORDER])
     con.register(PRICED_CALLS, priced)
     con.execute(sqlfiles.load("create_view_usage_calls_priced"))
     con.execute(sqlfiles.load("create_view_usage_report_rows"))
@@ -411,10 +408,17 @@ def price_call_rows(con, table: "pa.Table | CallRows", root: Path, *,
                       params={"price_source": price_source()}).to_arrow_table()
     if redone is not None:
         others = reuse.buckets.filter(pc.invert(pc.is_in(reuse.buckets.column("session_id"), redone_ids)))
-        buckets = pa.concat_tables([others.select(buckets.schema.names).cast(buckets.schema), buckets]) \
-            .sort_by([(name, "ascending", "at_end") for name in BUCKETS_ORDER]) \
-            .combine_chunks()
+        buckets = _merged(others, buckets, [(name, "ascending", "at_end") for name in BUCKETS_ORDER])
     return priced, buckets, redone
+
+
+def _merged(stored: "pa.Table", computed: "pa.Table", order: list[tuple]) -> "pa.Table":
+    """Stored rows kept (in ``computed``'s columns and types) with the rows computed now, in
+    the order the SQL that computes them all gives (``order``: :meth:`pyarrow.Table.sort_by`)."""
+    import pyarrow as pa
+
+    return pa.concat_tables([stored.select(computed.schema.names).cast(computed.schema), computed]) \
+        .sort_by(order).combine_chunks()
 
 
 def _reusable_priced(table: "pa.Table", reuse: PricedReuse | None) -> "pa.ChunkedArray | None":
